@@ -1,0 +1,47 @@
+# Helpers shared by the CMake files: warnings, one object library per source layer, and
+# streampool_add_test() which registers a GoogleTest binary with CTest labels.
+find_package(Threads REQUIRED)
+
+set(STREAMPOOL_WARNINGS -Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor)
+set(STREAMPOOL_LAYERS "")
+
+# streampool_add_layer(NAME): object library streampool_NAME_objects from src/NAME/*.cpp.
+function(streampool_add_layer name)
+  file(GLOB sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/${name}/*.cpp)
+  if(NOT sources)
+    return()
+  endif()
+  add_library(streampool_${name}_objects OBJECT ${sources})
+  target_include_directories(streampool_${name}_objects PUBLIC
+    ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/src)
+  target_include_directories(streampool_${name}_objects SYSTEM PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
+  target_compile_options(streampool_${name}_objects PRIVATE ${STREAMPOOL_WARNINGS})
+  target_link_libraries(streampool_${name}_objects PUBLIC Threads::Threads)
+  set(STREAMPOOL_LAYERS ${STREAMPOOL_LAYERS} ${name} PARENT_SCOPE)
+endfunction()
+
+# streampool_add_test(NAME SOURCES a.cpp ... LAYERS config driver ... [LINK lib...] [LABELS sim|gpu ...])
+# Links only the named layers' objects (so a layer's tests build while another layer is being
+# written) or, with LAYERS all, the full static library.
+function(streampool_add_test name)
+  cmake_parse_arguments(arg "" "" "SOURCES;LAYERS;LINK;LABELS" ${ARGN})
+  if(NOT arg_SOURCES)
+    return()
+  endif()
+  add_executable(${name} ${arg_SOURCES})
+  target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/src
+                                             ${PROJECT_SOURCE_DIR}/tests)
+  target_compile_options(${name} PRIVATE ${STREAMPOOL_WARNINGS})
+  if("all" IN_LIST arg_LAYERS)
+    target_link_libraries(${name} PRIVATE streampool)
+  else()
+    foreach(layer IN LISTS arg_LAYERS)
+      if(TARGET streampool_${layer}_objects)
+        target_sources(${name} PRIVATE $<TARGET_OBJECTS:streampool_${layer}_objects>)
+      endif()
+    endforeach()
+    target_link_libraries(${name} PRIVATE CUDA::cudart Threads::Threads)
+  endif()
+  target_link_libraries(${name} PRIVATE ${arg_LINK} GTest::gtest GTest::gtest_main)
+  gtest_discover_tests(${name} PROPERTIES LABELS "${arg_LABELS}" DISCOVERY_TIMEOUT 60)
+endfunction()

@@ -1,0 +1,122 @@
+// streampool/allocator.hpp — the one allocator interface both backends implement.
+//
+// Public functions are non-virtual: they resolve the device, validate arguments and then call the
+// private virtual do_* hooks of the backend (NVI), so checks live in one place. Build one with
+// make_allocator(); the `backend` key of the config picks the implementation.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "streampool/config.hpp"
+#include "streampool/driver.hpp"
+#include "streampool/errors.hpp"
+#include "streampool/graph.hpp"
+#include "streampool/stats.hpp"
+
+namespace streampool {
+
+/// Pass as `device` to mean the calling thread's current device.
+inline constexpr int current_device = -1;
+
+/// Requests of this size or more are refused outright (spec §2.1: 1 EiB).
+inline constexpr std::size_t max_request_bytes = std::size_t{1} << 60;
+
+class allocator {
+ public:
+  virtual ~allocator();
+  allocator(const allocator&) = delete;
+  allocator& operator=(const allocator&) = delete;
+
+  /// Allocates `bytes` for use on `stream` (nullptr = legacy default stream) of `device`.
+  /// The memory is 512-byte aligned and may be reused by the same stream at once after
+  /// deallocate(); other streams reuse it only after the work recorded with record_stream is done.
+  /// @throws error for size 0 or a device out of range
+  /// @throws out_of_memory when the request cannot be served (message explains why)
+  /// @throws cuda_error when the driver fails for another reason
+  [[nodiscard]] void* allocate(std::size_t bytes, stream_t stream = nullptr, int device = current_device);
+
+  /// Returns memory from allocate(). nullptr is a no-op.
+  /// @throws error for a pointer this allocator did not hand out (or already freed); state unchanged
+  void deallocate(void* ptr);
+
+  /// Marks `ptr` as used by `stream`: its memory is not reused until the work submitted to
+  /// `stream` before deallocate() has completed. Same as the allocation stream: no effect.
+  /// @throws error for a pointer this allocator did not hand out
+  void record_stream(void* ptr, stream_t stream);
+
+  /// Returns all cached, unused memory of every device to the driver (after synchronising the
+  /// events it waits on). Live allocations and memory of pools graphs may replay are kept.
+  void empty_cache();
+
+  [[nodiscard]] memory_stats stats(int device = current_device) const;
+  void reset_peak_stats(int device = current_device);
+  void reset_accumulated_stats(int device = current_device);
+
+  /// Segments and blocks of every device, and the trace if recording (see record_history()).
+  [[nodiscard]] memory_snapshot snapshot() const;
+
+  /// Turns the allocation trace ring buffer on (keeping the last `max_entries`) or off (clears it).
+  void record_history(bool enabled, std::size_t max_entries = 1u << 20);
+  /// Entries of the trace ring buffer of `device`, oldest first.
+  [[nodiscard]] std::vector<trace_entry> trace(int device = current_device) const;
+
+  /// Caps the memory this allocator may obtain from `device` at fraction × total memory.
+  /// @throws error unless 0 <= fraction <= 1
+  void set_memory_fraction(double fraction, int device = current_device);
+  [[nodiscard]] double memory_fraction(int device = current_device) const;
+
+  /// A fresh pool id {0, n} (graph_pool_handle()).
+  [[nodiscard]] static mempool_id create_pool_id() noexcept;
+  /// Routes allocations whose stream satisfies `filter` to private pool `pool` (created on first
+  /// use; a further begin on an existing pool increments its use count).
+  /// @throws error if `pool` is the default id or is already being recorded to
+  void begin_allocate_to_pool(mempool_id pool, stream_filter filter, int device = current_device);
+  /// Stops routing to `pool`. @throws error if it is not being recorded to.
+  void end_allocate_to_pool(mempool_id pool, int device = current_device);
+  /// Drops one use of `pool`; at zero its free memory is released by the next empty_cache().
+  void release_pool(mempool_id pool, int device = current_device);
+
+  [[nodiscard]] const allocator_config& config() const noexcept { return config_; }
+  [[nodiscard]] driver& device_driver() const noexcept { return *driver_; }
+  /// "native" or "cudaMallocAsync".
+  [[nodiscard]] std::string_view backend_name() const noexcept { return to_string(config_.backend); }
+
+ protected:
+  allocator(allocator_config config, std::shared_ptr<driver> drv);
+
+ private:
+  [[nodiscard]] int resolve_device(int device) const;
+
+  virtual void* do_allocate(int device, std::size_t bytes, stream_t stream) = 0;
+  virtual void do_deallocate(void* ptr) = 0;
+  virtual void do_record_stream(void* ptr, stream_t stream) = 0;
+  virtual void do_empty_cache() = 0;
+  [[nodiscard]] virtual memory_stats do_stats(int device) const = 0;
+  virtual void do_reset_peak_stats(int device) = 0;
+  virtual void do_reset_accumulated_stats(int device) = 0;
+  [[nodiscard]] virtual memory_snapshot do_snapshot() const = 0;
+  virtual void do_record_history(bool enabled, std::size_t max_entries) = 0;
+  [[nodiscard]] virtual std::vector<trace_entry> do_trace(int device) const = 0;
+  virtual void do_set_memory_fraction(int device, double fraction) = 0;
+  [[nodiscard]] virtual double do_memory_fraction(int device) const = 0;
+  virtual void do_begin_allocate_to_pool(int device, mempool_id pool, stream_filter filter) = 0;
+  virtual void do_end_allocate_to_pool(int device, mempool_id pool) = 0;
+  virtual void do_release_pool(int device, mempool_id pool) = 0;
+
+  allocator_config config_;
+  std::shared_ptr<driver> driver_;
+  int device_count_ = 0;
+};
+
+/// Builds the backend named by `config.backend` on `drv`. Warnings of the config are printed to
+/// stderr once (prefixed "streampool: warning:").
+/// @throws error if the backend cannot run on this driver (e.g. no memory-pool support)
+[[nodiscard]] std::unique_ptr<allocator> make_allocator(allocator_config config, std::shared_ptr<driver> drv);
+
+/// make_allocator(config_from_env(), make_cuda_driver()).
+[[nodiscard]] std::unique_ptr<allocator> make_allocator();
+
+}  // namespace streampool

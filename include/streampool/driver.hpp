@@ -1,0 +1,173 @@
+// streampool/driver.hpp — the device-driver boundary: every CUDA runtime/driver call streampool
+// makes goes through `driver`. Two implementations: `cuda_driver` (the real device, the only code
+// that calls cuda*/cu*) and `sim_driver` (a simulated device for tests, CI and trace replay;
+// see sim_driver.hpp). The allocator core never knows which one it runs on.
+//
+// Every call is noexcept and returns a `drv_result`; callers that may throw wrap it with
+// `check()`. Handles are opaque pointers whose representation equals the CUDA type they stand
+// for (a `stream_t` is a `cudaStream_t`), so user handles pass straight through.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace streampool {
+
+using stream_t = void*;     ///< cudaStream_t; nullptr = the legacy default stream
+using event_t = void*;      ///< cudaEvent_t
+using mempool_t = void*;    ///< cudaMemPool_t
+using vmm_handle_t = std::uint64_t;  ///< CUmemGenericAllocationHandle
+
+/// Outcome of a driver call, in streampool's vocabulary (the native code is kept alongside).
+enum class status : std::uint8_t {
+  ok = 0,
+  out_of_memory,       ///< cudaErrorMemoryAllocation / CUDA_ERROR_OUT_OF_MEMORY (recoverable)
+  not_ready,           ///< event or stream has pending work (event_query only)
+  invalid_value,       ///< bad argument: unknown handle, misaligned address, size 0 where forbidden
+  invalid_device,      ///< device ordinal out of range
+  not_supported,       ///< the device or driver lacks the feature (memory pools, VMM)
+  no_device,           ///< no NVIDIA driver, or no CUDA device on this machine
+  illegal_in_capture,  ///< the call is not permitted while a stream is capturing
+  other,               ///< anything else (see native code)
+};
+
+/// Result of a driver call: `code` plus the driver's own number (cudaError_t / CUresult, or the sim
+/// driver's code) for diagnostics.
+struct [[nodiscard]] drv_result {
+  status code = status::ok;
+  int native = 0;
+  [[nodiscard]] constexpr bool ok() const noexcept { return code == status::ok; }
+  [[nodiscard]] constexpr explicit operator bool() const noexcept { return ok(); }
+};
+
+/// Capture state of a stream (cudaStreamCaptureStatus).
+enum class capture_status : std::uint8_t { none, active, invalidated };
+
+struct capture_info {
+  capture_status status = capture_status::none;
+  std::uint64_t id = 0;  ///< unique per capture sequence; 0 when not capturing
+};
+
+/// Static facts about one device.
+struct device_info {
+  int ordinal = 0;
+  std::string name;
+  std::size_t total_memory = 0;
+  int compute_major = 0;
+  int compute_minor = 0;
+  bool memory_pools_supported = false;  ///< cudaDevAttrMemoryPoolsSupported
+  bool vmm_supported = false;           ///< CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED
+  std::size_t vmm_granularity = 0;      ///< cuMemGetAllocationGranularity (minimum), 0 if no VMM
+};
+
+/// Attributes of a stream-ordered memory pool (cudaMemPoolAttr subset).
+enum class pool_attr : std::uint8_t {
+  release_threshold,
+  reserved_mem_current,
+  reserved_mem_high,  ///< set to 0 to reset to current
+  used_mem_current,
+  used_mem_high,      ///< set to 0 to reset to current
+  reuse_follow_event_dependencies,
+  reuse_allow_opportunistic,
+  reuse_allow_internal_dependencies,
+};
+
+/// Names of the calls, for the sim driver's counters and fault injection.
+enum class driver_call : std::uint8_t {
+  malloc, free, mem_get_info,
+  stream_create, stream_destroy, stream_synchronize, stream_wait_event, stream_capture_info,
+  device_synchronize,
+  event_create, event_destroy, event_record, event_query, event_synchronize,
+  pool_get_default, pool_create, pool_destroy, pool_set_attr, pool_get_attr, pool_set_access,
+  malloc_async, free_async, pool_trim_to,
+  vmm_reserve, vmm_free, vmm_create, vmm_release, vmm_map, vmm_set_access, vmm_unmap,
+  count_
+};
+inline constexpr std::size_t driver_call_count = static_cast<std::size_t>(driver_call::count_);
+[[nodiscard]] std::string_view to_string(driver_call call) noexcept;
+[[nodiscard]] std::string_view to_string(status code) noexcept;
+
+/// The device boundary. Implementations are thread-safe. Preconditions are documented per call;
+/// violating one returns status::invalid_value (never UB on the sim driver).
+class driver {
+ public:
+  virtual ~driver() = default;
+
+  /// "cuda" or "sim".
+  [[nodiscard]] virtual std::string_view name() const noexcept = 0;
+  /// Human-readable text for a result: "cudaErrorMemoryAllocation: out of memory".
+  [[nodiscard]] virtual std::string describe(drv_result result) const = 0;
+
+  // --- devices -------------------------------------------------------------------------------
+  /// Number of devices; status::no_device (and *count = 0) when there is no driver or device.
+  virtual drv_result device_count(int* count) noexcept = 0;
+  /// The calling thread's current device.
+  virtual drv_result get_device(int* device) noexcept = 0;
+  virtual drv_result set_device(int device) noexcept = 0;
+  virtual drv_result get_device_info(int device, device_info* out) noexcept = 0;
+  virtual drv_result mem_get_info(int device, std::size_t* free_bytes, std::size_t* total_bytes) noexcept = 0;
+
+  // --- plain device memory ---------------------------------------------------------------------
+  /// cudaMalloc on `device`. With `relaxed_capture`, the call is made in relaxed capture mode so
+  /// it is legal while another stream of this thread is capturing (spec §2.3).
+  virtual drv_result malloc(int device, std::size_t bytes, void** out, bool relaxed_capture) noexcept = 0;
+  /// cudaFree; `ptr` must come from malloc on `device`. Synchronises the device (as cudaFree does).
+  virtual drv_result free(int device, void* ptr) noexcept = 0;
+
+  // --- streams -----------------------------------------------------------------------------------
+  virtual drv_result stream_create(int device, stream_t* out) noexcept = 0;
+  virtual drv_result stream_destroy(int device, stream_t stream) noexcept = 0;
+  virtual drv_result stream_synchronize(int device, stream_t stream) noexcept = 0;
+  /// Work submitted to `stream` after this call waits for `event`'s recorded work.
+  virtual drv_result stream_wait_event(stream_t stream, event_t event) noexcept = 0;
+  virtual drv_result stream_capture_info(stream_t stream, capture_info* out) noexcept = 0;
+  virtual drv_result device_synchronize(int device) noexcept = 0;
+
+  // --- events (created with timing disabled) -------------------------------------------------
+  virtual drv_result event_create(int device, event_t* out) noexcept = 0;
+  virtual drv_result event_destroy(int device, event_t event) noexcept = 0;
+  virtual drv_result event_record(event_t event, stream_t stream) noexcept = 0;
+  /// status::ok when the recorded work is done, status::not_ready otherwise. Illegal in capture.
+  virtual drv_result event_query(event_t event) noexcept = 0;
+  virtual drv_result event_synchronize(event_t event) noexcept = 0;
+
+  // --- stream-ordered memory pools -----------------------------------------------------------
+  virtual drv_result pool_get_default(int device, mempool_t* out) noexcept = 0;
+  virtual drv_result pool_create(int device, mempool_t* out) noexcept = 0;
+  virtual drv_result pool_destroy(mempool_t pool) noexcept = 0;
+  virtual drv_result pool_set_attr(mempool_t pool, pool_attr attr, std::uint64_t value) noexcept = 0;
+  virtual drv_result pool_get_attr(mempool_t pool, pool_attr attr, std::uint64_t* value) noexcept = 0;
+  /// Grants (or revokes) read-write access to `pool`'s memory from `peer_device`.
+  virtual drv_result pool_set_access(mempool_t pool, int peer_device, bool enable) noexcept = 0;
+  /// cudaMallocFromPoolAsync: `bytes` from `pool`, ordered on `stream`.
+  virtual drv_result malloc_async(mempool_t pool, std::size_t bytes, stream_t stream, void** out) noexcept = 0;
+  /// cudaFreeAsync: returns `ptr` to its pool once `stream`'s prior work is done.
+  virtual drv_result free_async(void* ptr, stream_t stream) noexcept = 0;
+  /// cudaMemPoolTrimTo: release unused reserved memory until at most `keep_bytes` stay reserved.
+  virtual drv_result pool_trim_to(mempool_t pool, std::size_t keep_bytes) noexcept = 0;
+
+  // --- virtual memory management (expandable segments) ---------------------------------------
+  /// cuMemAddressReserve: `bytes` of address space aligned to `alignment` (multiples of granularity).
+  virtual drv_result vmm_reserve(int device, std::size_t bytes, std::size_t alignment, void** va) noexcept = 0;
+  virtual drv_result vmm_free(void* va, std::size_t bytes) noexcept = 0;
+  /// cuMemCreate: `bytes` (a multiple of granularity) of pinned device memory on `device`.
+  virtual drv_result vmm_create(int device, std::size_t bytes, vmm_handle_t* out) noexcept = 0;
+  virtual drv_result vmm_release(vmm_handle_t handle) noexcept = 0;
+  virtual drv_result vmm_map(void* va, std::size_t bytes, vmm_handle_t handle) noexcept = 0;
+  /// cuMemSetAccess read-write for `device` on [va, va + bytes).
+  virtual drv_result vmm_set_access(void* va, std::size_t bytes, int device) noexcept = 0;
+  virtual drv_result vmm_unmap(void* va, std::size_t bytes) noexcept = 0;
+};
+
+/// The real driver over the CUDA runtime (and the driver API, resolved at run time through
+/// cudaGetDriverEntryPointByVersion, so binaries start on machines with no NVIDIA driver).
+[[nodiscard]] std::shared_ptr<driver> make_cuda_driver();
+
+/// Throws cuda_error (or out_of_memory for status::out_of_memory is NOT done here: callers
+/// decide) when `result` is not ok. `what` names the operation ("cudaMalloc of 2.00 MiB").
+void check(const driver& drv, drv_result result, std::string_view what);
+
+}  // namespace streampool

@@ -1,0 +1,105 @@
+// streampool/sim_driver.hpp — a simulated CUDA device implementing `driver`.
+//
+// Fixed capacity, fake non-overlapping addresses (512 B granularity for malloc, the VMM
+// granularity for address reservations), streams and events whose completion the test controls
+// (or that complete eagerly), scriptable capture status, a stream-ordered pool emulating
+// cudaMallocAsync/cudaFreeAsync/trim, VMM reserve/create/map/unmap, fault injection and per-call
+// counters. CI runs every allocator test on it; trace replay uses it to predict memory use.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "streampool/config.hpp"
+#include "streampool/driver.hpp"
+
+namespace streampool {
+
+struct sim_options {
+  int device_count = 1;
+  std::size_t capacity = 80 * gib;     ///< bytes of memory per device
+  std::string device_name = "streampool simulated device";
+  bool eager_completion = true;        ///< work completes as soon as it is submitted
+  bool memory_pools_supported = true;
+  bool vmm_supported = true;
+  std::size_t vmm_granularity = 2 * mib;
+};
+
+class sim_driver final : public driver {
+ public:
+  explicit sim_driver(sim_options options = {});
+  ~sim_driver() override;
+  sim_driver(const sim_driver&) = delete;
+  sim_driver& operator=(const sim_driver&) = delete;
+
+  // --- test controls -----------------------------------------------------------------------------
+  /// Eager: recorded work completes at once. Not eager: work on a stream completes only through
+  /// complete()/complete_all()/a synchronize call. Switching to eager completes everything.
+  void set_eager(bool eager);
+  /// Completes all work submitted to `stream` so far (and the work it waits on).
+  void complete(stream_t stream);
+  void complete_all();
+  /// Scripts the capture status that stream_capture_info reports for `stream`. While any stream
+  /// is `active`, calls illegal under capture (non-relaxed malloc, free, event_query,
+  /// event_synchronize, stream/device synchronize) return status::illegal_in_capture.
+  void set_capture(stream_t stream, capture_status status, std::uint64_t capture_id);
+  /// The next `count` calls of `call`, after `skip` successful ones, fail with `code`.
+  void fail_next(driver_call call, int count = 1, status code = status::out_of_memory, int skip = 0);
+  void clear_faults();
+  /// Number of calls of `call` since construction or the last reset_counters() (failed ones too).
+  [[nodiscard]] std::uint64_t calls(driver_call call) const noexcept;
+  void reset_counters() noexcept;
+  /// Device memory in use on `device`: malloc'd + pool-reserved + VMM physical bytes.
+  [[nodiscard]] std::size_t bytes_in_use(int device) const;
+  [[nodiscard]] const sim_options& options() const noexcept { return options_; }
+
+  // --- driver ----------------------------------------------------------------------------------------
+  [[nodiscard]] std::string_view name() const noexcept override { return "sim"; }
+  [[nodiscard]] std::string describe(drv_result result) const override;
+  drv_result device_count(int* count) noexcept override;
+  drv_result get_device(int* device) noexcept override;
+  drv_result set_device(int device) noexcept override;
+  drv_result get_device_info(int device, device_info* out) noexcept override;
+  drv_result mem_get_info(int device, std::size_t* free_bytes, std::size_t* total_bytes) noexcept override;
+  drv_result malloc(int device, std::size_t bytes, void** out, bool relaxed_capture) noexcept override;
+  drv_result free(int device, void* ptr) noexcept override;
+  drv_result stream_create(int device, stream_t* out) noexcept override;
+  drv_result stream_destroy(int device, stream_t stream) noexcept override;
+  drv_result stream_synchronize(int device, stream_t stream) noexcept override;
+  drv_result stream_wait_event(stream_t stream, event_t event) noexcept override;
+  drv_result stream_capture_info(stream_t stream, capture_info* out) noexcept override;
+  drv_result device_synchronize(int device) noexcept override;
+  drv_result event_create(int device, event_t* out) noexcept override;
+  drv_result event_destroy(int device, event_t event) noexcept override;
+  drv_result event_record(event_t event, stream_t stream) noexcept override;
+  drv_result event_query(event_t event) noexcept override;
+  drv_result event_synchronize(event_t event) noexcept override;
+  drv_result pool_get_default(int device, mempool_t* out) noexcept override;
+  drv_result pool_create(int device, mempool_t* out) noexcept override;
+  drv_result pool_destroy(mempool_t pool) noexcept override;
+  drv_result pool_set_attr(mempool_t pool, pool_attr attr, std::uint64_t value) noexcept override;
+  drv_result pool_get_attr(mempool_t pool, pool_attr attr, std::uint64_t* value) noexcept override;
+  drv_result pool_set_access(mempool_t pool, int peer_device, bool enable) noexcept override;
+  drv_result malloc_async(mempool_t pool, std::size_t bytes, stream_t stream, void** out) noexcept override;
+  drv_result free_async(void* ptr, stream_t stream) noexcept override;
+  drv_result pool_trim_to(mempool_t pool, std::size_t keep_bytes) noexcept override;
+  drv_result vmm_reserve(int device, std::size_t bytes, std::size_t alignment, void** va) noexcept override;
+  drv_result vmm_free(void* va, std::size_t bytes) noexcept override;
+  drv_result vmm_create(int device, std::size_t bytes, vmm_handle_t* out) noexcept override;
+  drv_result vmm_release(vmm_handle_t handle) noexcept override;
+  drv_result vmm_map(void* va, std::size_t bytes, vmm_handle_t handle) noexcept override;
+  drv_result vmm_set_access(void* va, std::size_t bytes, int device) noexcept override;
+  drv_result vmm_unmap(void* va, std::size_t bytes) noexcept override;
+
+ private:
+  struct state;
+  sim_options options_;
+  std::unique_ptr<state> state_;
+  std::array<std::atomic<std::uint64_t>, driver_call_count> counters_{};
+};
+
+}  // namespace streampool

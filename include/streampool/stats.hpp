@@ -1,0 +1,128 @@
+// streampool/stats.hpp — statistics, snapshots and the allocation trace, identical on both
+// backends. Statistic names and meanings follow PyTorch's (spec §2.14, §2.15) so existing tooling
+// reads them unchanged: `to_map()` yields "allocated_bytes.all.current" and friends.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "streampool/driver.hpp"
+#include "streampool/graph.hpp"
+
+namespace streampool {
+
+/// One statistic: current value, peak since reset, cumulative increases and decreases.
+struct stat {
+  std::int64_t current = 0;
+  std::int64_t peak = 0;
+  std::int64_t allocated = 0;
+  std::int64_t freed = 0;
+
+  void increase(std::int64_t amount) noexcept {
+    current += amount;
+    allocated += amount;
+    if (current > peak) peak = current;
+  }
+  void decrease(std::int64_t amount) noexcept {
+    current -= amount;
+    freed += amount;
+  }
+  void reset_peak() noexcept { peak = current; }
+  void reset_accumulated() noexcept { allocated = freed = 0; }
+};
+
+/// Index of a stat array: every block, blocks of the small pool (<= 1 MiB), of the large pool.
+enum class stat_pool : std::uint8_t { all = 0, small_pool = 1, large_pool = 2 };
+inline constexpr std::size_t stat_pool_count = 3;
+using stat_array = std::array<stat, stat_pool_count>;
+
+/// Per-device statistics (spec §2.14).
+struct memory_stats {
+  stat_array allocation;            ///< live allocations
+  stat_array segment;               ///< device mallocs held (not changed by expandable map/unmap)
+  stat_array active;                ///< allocated or waiting for events
+  stat_array inactive_split;        ///< free blocks of split (non-expandable) segments
+  stat_array allocated_bytes;       ///< rounded sizes of live allocations
+  stat_array reserved_bytes;        ///< bytes obtained from the device
+  stat_array active_bytes;
+  stat_array inactive_split_bytes;
+  stat_array requested_bytes;       ///< unrounded sizes of active blocks
+  stat oversize_allocations;
+  stat oversize_segments;
+  std::int64_t num_alloc_retries = 0;
+  std::int64_t num_ooms = 0;
+  std::int64_t num_sync_all_streams = 0;
+  std::int64_t num_device_alloc = 0;  ///< device mallocs + VMM maps
+  std::int64_t num_device_free = 0;   ///< device frees + VMM unmaps
+  std::int64_t max_split_size = 0;
+
+  /// Flat map with PyTorch's key names ("allocated_bytes.all.current", "num_ooms", ...).
+  [[nodiscard]] std::map<std::string, std::int64_t> to_map() const;
+  /// The map as a JSON object.
+  [[nodiscard]] std::string to_json() const;
+  void reset_peak() noexcept;
+  void reset_accumulated() noexcept;
+};
+
+enum class block_state : std::uint8_t { active_allocated, active_pending_free, inactive };
+
+struct block_info {
+  std::uintptr_t address = 0;
+  std::size_t size = 0;
+  std::size_t requested_size = 0;
+  block_state state = block_state::inactive;
+};
+
+/// One segment (a device malloc, or a contiguous mapped range of an expandable segment).
+struct segment_info {
+  int device = 0;
+  std::uintptr_t address = 0;
+  std::size_t total_size = 0;
+  std::size_t allocated_size = 0;
+  std::size_t active_size = 0;
+  std::size_t requested_size = 0;
+  stream_t stream = nullptr;
+  bool is_large = true;  ///< segment_type "large" or "small"
+  mempool_id pool;
+  bool is_expandable = false;
+  std::vector<block_info> blocks;  ///< by address
+};
+
+/// Kinds of trace entries (spec §2.15); names match ../shared/traces/README.md.
+enum class trace_action : std::uint8_t {
+  alloc, free_requested, free_completed, segment_alloc, segment_free, segment_map, segment_unmap, oom, snapshot
+};
+[[nodiscard]] std::string_view to_string(trace_action action) noexcept;
+
+struct trace_entry {
+  trace_action action = trace_action::alloc;
+  int device = 0;
+  std::uintptr_t address = 0;  ///< for oom: device free bytes
+  std::size_t size = 0;        ///< requested bytes for alloc/free_*, segment size for segment_*
+  stream_t stream = nullptr;
+  mempool_id pool;
+  std::uint64_t time_us = 0;   ///< host clock, microseconds since the epoch
+};
+
+/// A snapshot of one allocator: segments sorted by address, plus the trace if recording.
+struct memory_snapshot {
+  std::vector<segment_info> segments;
+  std::vector<trace_entry> trace;
+  std::string allocator_settings;  ///< the config text in effect
+  /// JSON in the shape of torch.cuda.memory._snapshot() ("segments", "device_traces", ...).
+  [[nodiscard]] std::string to_json() const;
+};
+
+/// Writes `entries` as CSV "action,addr,size,stream,time_us" (the shared trace format).
+[[nodiscard]] std::string trace_to_csv(const std::vector<trace_entry>& entries);
+
+/// "512 bytes", "1.50 KiB", "2.00 MiB", "3.25 GiB" (spec §2.10 format_size).
+[[nodiscard]] std::string format_size(std::size_t bytes);
+
+}  // namespace streampool

@@ -1,0 +1,26 @@
+// allocator_factory.cpp — make_allocator(): picks the backend named by the config and reports the
+// config's warnings once.
+#include <cstdio>
+
+#include "backends.hpp"
+#include "streampool/allocator.hpp"
+
+namespace streampool {
+
+std::unique_ptr<allocator> make_allocator(allocator_config config, std::shared_ptr<driver> drv) {
+  if (!drv) throw error("make_allocator: driver is null; pass make_cuda_driver() or a sim_driver");
+  for (const std::string& warning : config.warnings) {
+    std::fprintf(stderr, "streampool: warning: %s\n", warning.c_str());
+  }
+  switch (config.backend) {
+    case backend_kind::native:
+      return detail::make_native_allocator(std::move(config), std::move(drv));
+    case backend_kind::cuda_malloc_async:
+      return detail::make_async_allocator(std::move(config), std::move(drv));
+  }
+  throw error("make_allocator: unknown backend");
+}
+
+std::unique_ptr<allocator> make_allocator() { return make_allocator(config_from_env(), make_cuda_driver()); }
+
+}  // namespace streampool

@@ -1,0 +1,120 @@
+// allocator.cpp — the non-virtual public API of `allocator`: device resolution and argument checks
+// shared by both backends, then a call to the backend's do_* hook.
+#include "streampool/allocator.hpp"
+
+#include <atomic>
+#include <string>
+
+#include "core/format.hpp"
+
+namespace streampool {
+
+allocator::allocator(allocator_config config, std::shared_ptr<driver> drv)
+    : config_(std::move(config)), driver_(std::move(drv)) {
+  if (!driver_) throw error("allocator: driver is null");
+  int count = 0;
+  const drv_result result = driver_->device_count(&count);
+  // No device is not an error here: construction must work on machines without a GPU (the first
+  // allocation reports it). Any device call then fails with a clear message from resolve_device.
+  device_count_ = result.ok() ? count : 0;
+}
+
+allocator::~allocator() = default;
+
+int allocator::resolve_device(int device) const {
+  if (device == current_device) {
+    const drv_result result = driver_->get_device(&device);
+    if (!result.ok()) {
+      throw cuda_error("streampool: cannot determine the current device: " + driver_->describe(result),
+                       result.native);
+    }
+  }
+  if (device < 0 || device >= device_count_) {
+    if (device_count_ == 0) {
+      int ignored = 0;
+      const drv_result result = driver_->device_count(&ignored);
+      throw error("streampool: no device to allocate on (" + std::string(driver_->name()) +
+                  " driver: " + driver_->describe(result) +
+                  "); on a machine without a GPU use the simulated driver");
+    }
+    throw error("streampool: device " + std::to_string(device) + " is out of range; this machine has " +
+                std::to_string(device_count_) + " device(s) (valid: 0.." + std::to_string(device_count_ - 1) + ")");
+  }
+  return device;
+}
+
+void* allocator::allocate(std::size_t bytes, stream_t stream, int device) {
+  if (bytes == 0) {
+    throw error("streampool: allocate(0): size 0 is not a valid request; allocate at least 1 byte "
+                "(streampool never returns a null pointer for a successful allocation)");
+  }
+  const int dev = resolve_device(device);
+  if (bytes >= max_request_bytes) {
+    throw out_of_memory("CUDA out of memory. Tried to allocate more than 1EB memory (" +
+                            std::to_string(bytes) + " bytes requested on device " + std::to_string(dev) + ").",
+                        bytes, dev);
+  }
+  return do_allocate(dev, bytes, stream);
+}
+
+void allocator::deallocate(void* ptr) {
+  if (ptr == nullptr) return;
+  do_deallocate(ptr);
+}
+
+void allocator::record_stream(void* ptr, stream_t stream) {
+  if (ptr == nullptr) throw error("streampool: record_stream(nullptr): pass a pointer returned by allocate()");
+  do_record_stream(ptr, stream);
+}
+
+void allocator::empty_cache() { do_empty_cache(); }
+
+memory_stats allocator::stats(int device) const { return do_stats(resolve_device(device)); }
+void allocator::reset_peak_stats(int device) { do_reset_peak_stats(resolve_device(device)); }
+void allocator::reset_accumulated_stats(int device) { do_reset_accumulated_stats(resolve_device(device)); }
+
+memory_snapshot allocator::snapshot() const { return do_snapshot(); }
+
+void allocator::record_history(bool enabled, std::size_t max_entries) {
+  if (enabled && max_entries == 0) {
+    throw error("streampool: record_history: max_entries must be at least 1 (or pass enabled=false)");
+  }
+  do_record_history(enabled, max_entries);
+}
+
+std::vector<trace_entry> allocator::trace(int device) const { return do_trace(resolve_device(device)); }
+
+void allocator::set_memory_fraction(double fraction, int device) {
+  // Written so that NaN fails too.
+  if (!(fraction >= 0.0 && fraction <= 1.0)) {
+    throw error("streampool: set_memory_fraction: invalid fraction " + std::to_string(fraction) +
+                "; allowed range is [0.0, 1.0] (1.0 = no cap)");
+  }
+  do_set_memory_fraction(resolve_device(device), fraction);
+}
+
+double allocator::memory_fraction(int device) const { return do_memory_fraction(resolve_device(device)); }
+
+mempool_id allocator::create_pool_id() noexcept {
+  static std::atomic<std::uint64_t> next{1};
+  return mempool_id{0, next.fetch_add(1, std::memory_order_relaxed)};
+}
+
+void allocator::begin_allocate_to_pool(mempool_id pool, stream_filter filter, int device) {
+  if (pool.is_default()) {
+    throw error("streampool: begin_allocate_to_pool: {0,0} is the default pool; use create_pool_id()");
+  }
+  if (!filter) throw error("streampool: begin_allocate_to_pool: the stream filter is empty");
+  do_begin_allocate_to_pool(resolve_device(device), pool, std::move(filter));
+}
+
+void allocator::end_allocate_to_pool(mempool_id pool, int device) {
+  do_end_allocate_to_pool(resolve_device(device), pool);
+}
+
+void allocator::release_pool(mempool_id pool, int device) {
+  if (pool.is_default()) throw error("streampool: release_pool: {0,0} is the default pool and cannot be released");
+  do_release_pool(resolve_device(device), pool);
+}
+
+}  // namespace streampool
