@@ -37,11 +37,16 @@ function(streampool_add_test name)
   else()
     foreach(layer IN LISTS arg_LAYERS)
       if(TARGET streampool_${layer}_objects)
-        target_sources(${name} PRIVATE $<TARGET_OBJECTS:streampool_${layer}_objects>)
+        # Linking an object library links its objects and carries its usage requirements.
+        target_link_libraries(${name} PRIVATE streampool_${layer}_objects)
       endif()
     endforeach()
     target_link_libraries(${name} PRIVATE CUDA::cudart Threads::Threads)
   endif()
   target_link_libraries(${name} PRIVATE ${arg_LINK} GTest::gtest GTest::gtest_main)
+  # Where the shared reference traces live (../shared beside the checkout); tests skip if absent.
+  target_compile_definitions(${name} PRIVATE
+    STREAMPOOL_SHARED_TRACES_DIR="${PROJECT_SOURCE_DIR}/../shared/traces"
+    STREAMPOOL_CARRIED_TRACES_DIR="${PROJECT_SOURCE_DIR}/.carry/traces")
   gtest_discover_tests(${name} PROPERTIES LABELS "${arg_LABELS}" DISCOVERY_TIMEOUT 60)
 endfunction()

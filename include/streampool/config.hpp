@@ -83,6 +83,9 @@ struct allocator_config {
   double per_process_memory_fraction = 1.0;           ///< in [0, 1]
   std::size_t large_segment_size = 20 * mib;          ///< bytes; segment for 1–10 MiB requests
   double expandable_segments_reserve = 9.0 / 8.0;     ///< VA reserved per expandable segment, x device memory
+  /// Bytes of VA reserved per expandable segment when the key was given as `<n>G`; 0 = use the
+  /// fraction above (device memory is unknown at parse time, so `<n>G` cannot become a fraction).
+  std::size_t expandable_segments_reserve_bytes = 0;
   async_pool_kind async_pool = async_pool_kind::device_default;
   // Keys of PyTorch's pinned host allocator: parsed and validated, not used by streampool.
   bool pinned_use_cuda_host_register = false;
@@ -119,7 +122,13 @@ struct allocator_config {
 /// Multi-line effective configuration: every key, its value, and where it came from; then warnings.
 [[nodiscard]] std::string to_string(const allocator_config& config);
 
-[[nodiscard]] std::string_view to_string(backend_kind kind) noexcept;
+[[nodiscard]] std::string_view to_string(backend_kind kind) noexcept;        ///< "native" / "cudaMallocAsync"
+[[nodiscard]] std::string_view to_string(async_pool_kind kind) noexcept;     ///< "default" / "dedicated"
+/// "default", "STREAMPOOL_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF" or "api".
 [[nodiscard]] std::string_view to_string(config_source source) noexcept;
+
+/// Whether `backend` reads `key` (spec §1.3 "Backend" column). `backend` is used by both;
+/// the pinned_* keys (PyTorch's host allocator) by neither; `async_pool` only by cudaMallocAsync.
+[[nodiscard]] bool key_used_by(config_key key, backend_kind backend) noexcept;
 
 }  // namespace streampool
