@@ -122,8 +122,10 @@ struct allocator_config {
 /// Multi-line effective configuration: every key, its value, and where it came from; then warnings.
 [[nodiscard]] std::string to_string(const allocator_config& config);
 
-[[nodiscard]] std::string_view to_string(backend_kind kind) noexcept;        ///< "native" / "cudaMallocAsync"
-[[nodiscard]] std::string_view to_string(async_pool_kind kind) noexcept;     ///< "default" / "dedicated"
+/// "native" / "cudaMallocAsync" (the spelling of the `backend` key's values).
+[[nodiscard]] std::string_view to_string(backend_kind kind) noexcept;
+/// "default" / "dedicated" (the spelling of the `async_pool` key's values).
+[[nodiscard]] std::string_view to_string(async_pool_kind kind) noexcept;
 /// "default", "STREAMPOOL_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF" or "api".
 [[nodiscard]] std::string_view to_string(config_source source) noexcept;
 

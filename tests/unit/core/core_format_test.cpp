@@ -4,6 +4,7 @@
 
 #include "core/oom_message.hpp"
 #include "core/trace_ring.hpp"
+#include "streampool/config.hpp"
 #include "streampool/stats.hpp"
 
 namespace streampool {

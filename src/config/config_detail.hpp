@@ -1,0 +1,122 @@
+// src/config/config_detail.hpp — internal interface shared by the files of the config parser.
+//
+// Lexing and strict literals (tokenizer.cpp), the key table (key_table.cpp), error messages and
+// suggestions (diagnostics.cpp), per-key value parsers (key_parsers.cpp) and value rendering
+// (config_print.cpp). Not installed: other layers use only include/streampool/config.hpp.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "streampool/config.hpp"
+
+namespace streampool::config_detail {
+
+// ---- tokens (tokenizer.cpp) -------------------------------------------------------------------
+
+enum class token_kind : std::uint8_t { word, comma, colon, open_bracket, close_bracket };
+
+/// One token. `position` is the 0-based offset of its first character in the config string.
+struct token {
+  token_kind kind = token_kind::word;
+  std::string text;
+  std::size_t position = 0;
+};
+
+/// Splits a config string into tokens (spec §1.2): `,` `:` `[` `]` are single-character tokens,
+/// any isspace character is dropped (also inside a word), everything else accumulates into words.
+[[nodiscard]] std::vector<token> tokenize(std::string_view text);
+
+// ---- strict literals (tokenizer.cpp) ----------------------------------------------------------
+
+enum class literal_error : std::uint8_t { none, not_a_number, negative, too_large };
+
+struct uint_literal {
+  std::uint64_t value = 0;
+  literal_error error = literal_error::none;
+};
+
+/// Decimal digits only: no sign, no trailing junk ("20abc" is an error, unlike stoi).
+[[nodiscard]] uint_literal parse_uint(std::string_view text) noexcept;
+/// A finite decimal number as std::from_chars reads it; no sign prefix '+', no trailing junk.
+[[nodiscard]] std::optional<double> parse_double(std::string_view text) noexcept;
+/// Exactly `True` or `False` (spec §1.2).
+[[nodiscard]] std::optional<bool> parse_bool(std::string_view text) noexcept;
+
+// ---- values as the grammar found them (built by config_parse.cpp) ------------------------------
+
+/// One `K:D` entry of a bracketed list.
+struct list_entry {
+  std::string interval;   ///< K: digits or ">"
+  std::string divisions;  ///< D
+  std::size_t position = 0;
+};
+
+/// The key and value of one item, whitespace removed.
+struct config_value {
+  std::string key_text;  ///< the key as written (may be an alias)
+  std::size_t key_position = 0;
+  std::string text;  ///< the value; a list is rendered back as "[K:D,...]"
+  std::size_t position = 0;
+  bool is_list = false;
+  std::vector<list_entry> entries;
+};
+
+// ---- the key table (key_table.cpp) ------------------------------------------------------------
+
+struct key_info {
+  config_key key;
+  std::string_view name;
+  std::string_view alias;     ///< "" when none
+  std::string_view expected;  ///< the valid values, for messages ("an integer >= 20 (MiB)")
+  bool native;                ///< used by backend:native
+  bool async;                 ///< used by backend:cudaMallocAsync
+};
+
+[[nodiscard]] const key_info& info_of(config_key key) noexcept;
+/// The key spelled `spelling` (canonical name or alias); nullopt when unknown.
+[[nodiscard]] std::optional<config_key> find_key(std::string_view spelling) noexcept;
+/// "backend, max_split_size_mb, ..." followed by the aliases.
+[[nodiscard]] std::string valid_keys_text();
+
+// ---- messages (diagnostics.cpp) ---------------------------------------------------------------
+
+/// Throws config_error with message
+/// "streampool config: <context> at position <position>: <problem>; expected <expected>"
+/// (the "; expected" part is left out when `expected` is empty).
+[[noreturn]] void fail(std::string key, std::string_view context, std::size_t position,
+                       std::string_view problem, std::string_view expected);
+/// fail() for a bad value: context "<key as written>:<value>", position of the key, the key's
+/// valid range as `expected`.
+[[noreturn]] void fail_value(const config_value& value, config_key key, std::string_view problem);
+/// fail() for a bad list entry: context "<key> entry K:D", position of the entry.
+[[noreturn]] void fail_entry(const config_value& value, config_key key, const list_entry& entry,
+                             std::string_view problem);
+/// A word that is not a key: misconception message, '=' hint, or the did-you-mean message.
+[[noreturn]] void fail_unknown_key(const token& word);
+
+/// Case-insensitive Levenshtein distance.
+[[nodiscard]] std::size_t edit_distance(std::string_view a, std::string_view b);
+/// The candidate closest to `word` when it is close enough to be a plausible typo.
+[[nodiscard]] std::optional<std::string_view> closest_match(
+    std::string_view word, std::span<const std::string_view> candidates);
+/// " (did you mean 'X'?)" or "".
+[[nodiscard]] std::string did_you_mean(std::string_view word,
+                                       std::span<const std::string_view> candidates);
+
+// ---- per-key parsers (key_parsers.cpp) --------------------------------------------------------
+
+/// Validates `value` for `key` and stores it in `config`. @throws config_error
+void apply_value(allocator_config& config, config_key key, const config_value& value);
+
+// ---- rendering (config_print.cpp) -------------------------------------------------------------
+
+/// The value of `key` in config-string syntax ("unlimited" for an unset max_split_size_mb).
+[[nodiscard]] std::string render_value(const allocator_config& config, config_key key);
+
+}  // namespace streampool::config_detail

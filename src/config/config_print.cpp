@@ -1,0 +1,149 @@
+// src/config/config_print.cpp — the effective-configuration dump and the enum names.
+//
+// to_string(allocator_config) lists every key with its value in config-string syntax and where
+// it came from, then the warnings and what the backend in effect reads. render_value() is also
+// used by the warnings of config_parse.cpp so that both show values the same way.
+#include <algorithm>
+#include <array>
+#include <charconv>
+
+#include "config/config_detail.hpp"
+
+namespace streampool {
+namespace config_detail {
+namespace {
+
+/// Shortest text that reads back as the same double ("0.6", "1", "1.125").
+std::string render_double(double value) {
+  std::array<char, 32> buffer{};
+  const auto [end, ec] = std::to_chars(buffer.data(), buffer.data() + buffer.size(), value);
+  return ec == std::errc{} ? std::string(buffer.data(), end) : std::string("?");
+}
+
+/// Bytes as MiB; a size set through the API that is not a whole number of MiB keeps its fraction.
+std::string render_mib(std::size_t bytes) {
+  if (bytes == allocator_config::unlimited) {
+    return "unlimited";
+  }
+  if (bytes % mib == 0) {
+    return std::to_string(bytes / mib);
+  }
+  return render_double(static_cast<double>(bytes) / static_cast<double>(mib));
+}
+
+std::string render_bool(bool value) { return value ? "True" : "False"; }
+
+// Note [Rendering the roundup table]
+// One number when all 16 intervals agree and are non-zero (the single-value form); otherwise the
+// full list with each interval's lower bound in MiB, "[1:0,2:0,4:0,...,32768:0]", which parses
+// back to the same table (a single 0 would not parse: spec §1.4 rejects it).
+std::string render_roundup(const allocator_config& config) {
+  const auto& table = config.roundup_power2_divisions;
+  if (table[0] != 0 &&
+      std::all_of(table.begin(), table.end(), [&](std::size_t d) { return d == table[0]; })) {
+    return std::to_string(table[0]);
+  }
+  std::string text = "[";
+  for (std::size_t i = 0; i < table.size(); ++i) {
+    text +=
+        (i == 0 ? "" : ",") + std::to_string(std::size_t{1} << i) + ":" + std::to_string(table[i]);
+  }
+  return text + "]";
+}
+
+}  // namespace
+
+std::string render_value(const allocator_config& config, config_key key) {
+  using k = config_key;
+  switch (key) {
+    case k::backend: return std::string(to_string(config.backend));
+    case k::max_split_size_mb: return render_mib(config.max_split_size);
+    case k::max_non_split_rounding_mb: return render_mib(config.max_non_split_rounding);
+    case k::roundup_power2_divisions: return render_roundup(config);
+    case k::roundup_bypass_threshold_mb: return render_mib(config.roundup_bypass_threshold);
+    case k::garbage_collection_threshold: return render_double(config.garbage_collection_threshold);
+    case k::expandable_segments: return render_bool(config.expandable_segments);
+    case k::release_lock_on_cudamalloc: return render_bool(config.release_lock_on_cudamalloc);
+    case k::graph_capture_record_stream_reuse:
+      return render_bool(config.graph_capture_record_stream_reuse);
+    case k::per_process_memory_fraction: return render_double(config.per_process_memory_fraction);
+    case k::large_segment_size_mb: return render_mib(config.large_segment_size);
+    case k::expandable_segments_reserve:
+      if (config.expandable_segments_reserve_bytes != 0 &&
+          config.expandable_segments_reserve_bytes % gib == 0) {
+        return std::to_string(config.expandable_segments_reserve_bytes / gib) + "G";
+      }
+      if (config.expandable_segments_reserve_bytes != 0) {
+        return std::to_string(config.expandable_segments_reserve_bytes) + " bytes";
+      }
+      return render_double(config.expandable_segments_reserve);
+    case k::async_pool: return std::string(to_string(config.async_pool));
+    case k::pinned_use_cuda_host_register: return render_bool(config.pinned_use_cuda_host_register);
+    case k::pinned_num_register_threads: return std::to_string(config.pinned_num_register_threads);
+    case k::pinned_use_background_threads: return render_bool(config.pinned_use_background_threads);
+    case k::pinned_reserve_segment_size_mb:
+      return std::to_string(config.pinned_reserve_segment_size_mb);
+    case k::count_: break;
+  }
+  return "?";
+}
+
+}  // namespace config_detail
+
+std::string_view to_string(backend_kind kind) noexcept {
+  return kind == backend_kind::native ? "native" : "cudaMallocAsync";
+}
+
+std::string_view to_string(async_pool_kind kind) noexcept {
+  return kind == async_pool_kind::device_default ? "default" : "dedicated";
+}
+
+std::string_view to_string(config_source source) noexcept {
+  switch (source) {
+    case config_source::default_value: return "default";
+    case config_source::env_streampool: return "STREAMPOOL_ALLOC_CONF";
+    case config_source::env_pytorch_cuda: return "PYTORCH_CUDA_ALLOC_CONF";
+    case config_source::env_pytorch: return "PYTORCH_ALLOC_CONF";
+    case config_source::api: return "api";
+  }
+  return "unknown";
+}
+
+std::string to_string(const allocator_config& config) {
+  const auto pad = [](std::string text, std::size_t width) {
+    text.resize(std::max(width, text.size() + 1), ' ');
+    return text;
+  };
+  std::string out = "streampool effective configuration";
+  if (!config.source_variable.empty()) {
+    out += " (from " + config.source_variable + "=\"" + config.text + "\")\n";
+  } else if (!config.text.empty()) {
+    out += " (from the API: \"" + config.text + "\")\n";
+  } else {
+    out += " (all defaults)\n";
+  }
+  std::string used;
+  std::string ignored;
+  std::string unused;
+  for (std::size_t i = 0; i < config_key_count; ++i) {
+    const auto key = static_cast<config_key>(i);
+    out += "  " + pad(std::string(key_name(key)), 34) +
+           pad(config_detail::render_value(config, key), 24) +
+           std::string(to_string(config.source_of(key))) + "\n";
+    std::string& list = key_used_by(key, config.backend) ? used
+                        : (key_used_by(key, backend_kind::native) ||
+                           key_used_by(key, backend_kind::cuda_malloc_async))
+                            ? ignored
+                            : unused;
+    list += (list.empty() ? "" : ", ") + std::string(key_name(key));
+  }
+  for (const std::string& warning : config.warnings) {
+    out += "warning: " + warning + "\n";
+  }
+  out += "backend in effect: " + std::string(to_string(config.backend)) + "; it uses " + used +
+         "; it ignores " + ignored +
+         "; never used by streampool (PyTorch host allocator): " + unused + "\n";
+  return out;
+}
+
+}  // namespace streampool

@@ -1,0 +1,269 @@
+// src/config/key_parsers.cpp — validation and storage of each key's value (spec §1.3, §1.4).
+//
+// apply_value() turns the value text of one item into the typed field of allocator_config,
+// with PyTorch's newest bounds; also the roundup_power2_divisions table and divisions_for().
+#include <algorithm>
+#include <array>
+#include <bit>
+
+#include "config/config_detail.hpp"
+
+namespace streampool {
+namespace config_detail {
+namespace {
+
+using k = config_key;
+
+std::string quoted(std::string_view text) { return "'" + std::string(text) + "'"; }
+
+std::uint64_t require_uint(const config_value& value, config_key key, std::string_view text) {
+  const uint_literal literal = parse_uint(text);
+  switch (literal.error) {
+    case literal_error::none: return literal.value;
+    case literal_error::negative: fail_value(value, key, quoted(text) + " is negative");
+    case literal_error::too_large: fail_value(value, key, quoted(text) + " is too large");
+    case literal_error::not_a_number: break;
+  }
+  fail_value(value, key, quoted(text) + " is not an integer");
+}
+
+void fail_range(const config_value& value, config_key key) {
+  fail_value(value, key, "value " + value.text + " is out of range");
+}
+
+// Note [Sizes in MiB]
+// Size keys are integers in MiB stored in bytes. A byte count that does not fit size_t saturates
+// to `unlimited` for the threshold keys (PyTorch clamps max_split_size_mb to SIZE_MAX/1MiB the
+// same way, spec §1.3) and is an error for segment sizes, where "unlimited" means nothing.
+std::size_t require_mib(const config_value& value, config_key key, std::uint64_t min_mib,
+                        bool saturate) {
+  const std::uint64_t mb = require_uint(value, key, value.text);
+  if (mb < min_mib) {
+    fail_range(value, key);
+  }
+  if (mb > allocator_config::unlimited / mib) {
+    if (!saturate) {
+      fail_value(value, key, quoted(value.text) + " is too large");
+    }
+    return allocator_config::unlimited;
+  }
+  return static_cast<std::size_t>(mb) * mib;
+}
+
+bool require_bool(const config_value& value, config_key key) {
+  if (const std::optional<bool> flag = parse_bool(value.text)) {
+    return *flag;
+  }
+  constexpr std::array<std::string_view, 2> spellings{"True", "False"};
+  fail_value(value, key,
+             quoted(value.text) + " is not a boolean" + did_you_mean(value.text, spellings));
+}
+
+double require_double(const config_value& value, config_key key) {
+  if (const std::optional<double> number = parse_double(value.text)) {
+    return *number;
+  }
+  fail_value(value, key, quoted(value.text) + " is not a number");
+}
+
+/// An enumerated value: `choices[i]` -> i.
+template <std::size_t N>
+std::size_t require_choice(const config_value& value, config_key key,
+                           const std::array<std::string_view, N>& choices) {
+  for (std::size_t i = 0; i < N; ++i) {
+    if (value.text == choices[i]) {
+      return i;
+    }
+  }
+  fail_value(value, key, "unknown value " + quoted(value.text) + did_you_mean(value.text, choices));
+}
+
+backend_kind require_backend(const config_value& value) {
+  if (value.text == "hipMallocAsync") {
+    fail_value(value, k::backend,
+               "hipMallocAsync is PyTorch's ROCm backend and streampool is a CUDA library");
+  }
+  constexpr std::array<std::string_view, 2> names{"native", "cudaMallocAsync"};
+  return require_choice(value, k::backend, names) == 0 ? backend_kind::native
+                                                       : backend_kind::cuda_malloc_async;
+}
+
+// Note [expandable_segments_reserve]
+// PyTorch takes a fraction of device memory or "<n>G" (spec §1.3). Device memory is unknown at
+// parse time, so "<n>G" goes to expandable_segments_reserve_bytes (n GiB) and a fraction to
+// expandable_segments_reserve (resetting the bytes to 0, so the last occurrence wins). The
+// fraction range is (0, 2] rather than PyTorch's (0, 1]: the default itself is 9/8 and must be
+// writable. PyTorch logs and ignores a bad value; we reject it like every other key.
+void apply_reserve(allocator_config& config, const config_value& value) {
+  const std::string_view text = value.text;
+  if (!text.empty() && text.back() == 'G') {
+    const std::uint64_t gigabytes =
+        require_uint(value, k::expandable_segments_reserve, text.substr(0, text.size() - 1));
+    if (gigabytes == 0) {
+      fail_range(value, k::expandable_segments_reserve);
+    }
+    if (gigabytes > allocator_config::unlimited / gib) {
+      fail_value(value, k::expandable_segments_reserve, quoted(text) + " is too large");
+    }
+    config.expandable_segments_reserve_bytes = static_cast<std::size_t>(gigabytes) * gib;
+    return;
+  }
+  const double fraction = require_double(value, k::expandable_segments_reserve);
+  if (!(fraction > 0.0 && fraction <= 2.0)) {
+    fail_range(value, k::expandable_segments_reserve);
+  }
+  config.expandable_segments_reserve = fraction;
+  config.expandable_segments_reserve_bytes = 0;
+}
+
+std::size_t require_divisions(const config_value& value, const list_entry& entry) {
+  const uint_literal literal = parse_uint(entry.divisions);
+  if (literal.error != literal_error::none) {
+    fail_entry(value, k::roundup_power2_divisions, entry,
+               "divisions " + quoted(entry.divisions) + " is not a non-negative integer");
+  }
+  if (literal.value != 0 && !std::has_single_bit(literal.value)) {
+    fail_entry(value, k::roundup_power2_divisions, entry,
+               "divisions " + entry.divisions + " is neither 0 nor a power of two");
+  }
+  return static_cast<std::size_t>(literal.value);
+}
+
+// Note [Roundup list semantics]
+// Spec §1.4, newest version. Each list starts from all zeros (a repeated key replaces the whole
+// table: last wins). `K:D` sets interval index clamp(log2 K, 0, 15) to D, and the first numeric
+// entry also back-fills every index below it. `>:D` fills every index after the last explicit one
+// (not including it: the v2.1–2.8 overwrite was a bug); with no explicit entry before it, it
+// fills the whole table. Stricter than PyTorch: `>` must be the last entry, since anything after
+// it would silently partly undo it, and an empty list is rejected.
+void apply_roundup_list(allocator_config& config, const config_value& value) {
+  auto& table = config.roundup_power2_divisions;
+  table.fill(0);
+  if (value.entries.empty()) {
+    fail_value(value, k::roundup_power2_divisions, "the list is empty");
+  }
+  std::optional<std::size_t> last_index;
+  for (std::size_t n = 0; n < value.entries.size(); ++n) {
+    const list_entry& entry = value.entries[n];
+    const std::size_t divisions = require_divisions(value, entry);
+    if (entry.interval == ">") {
+      if (n + 1 != value.entries.size()) {
+        fail_entry(value, k::roundup_power2_divisions, entry, "'>' must be the last entry");
+      }
+      std::fill(table.begin() + static_cast<std::ptrdiff_t>(last_index ? *last_index + 1 : 0),
+                table.end(), divisions);
+      continue;
+    }
+    const uint_literal interval = parse_uint(entry.interval);
+    if (interval.error != literal_error::none || !std::has_single_bit(interval.value)) {
+      fail_entry(value, k::roundup_power2_divisions, entry,
+                 "interval " + quoted(entry.interval) + " is not a power of two (MiB) or '>'");
+    }
+    const std::size_t index = std::min<std::size_t>(
+        static_cast<std::size_t>(std::bit_width(interval.value) - 1), table.size() - 1);
+    if (!last_index) {
+      std::fill(table.begin(), table.begin() + static_cast<std::ptrdiff_t>(index), divisions);
+    }
+    table[index] = divisions;
+    last_index = index;
+  }
+}
+
+void apply_roundup(allocator_config& config, const config_value& value) {
+  if (value.is_list) {
+    apply_roundup_list(config, value);
+    return;
+  }
+  // Single value: a power of two for every interval; 0 is rejected (spec §1.4).
+  const std::uint64_t divisions = require_uint(value, k::roundup_power2_divisions, value.text);
+  if (!std::has_single_bit(divisions)) {
+    fail_value(value, k::roundup_power2_divisions,
+               "value " + value.text + " is not a power of two");
+  }
+  config.roundup_power2_divisions.fill(static_cast<std::size_t>(divisions));
+}
+
+double require_fraction(const config_value& value, config_key key, bool include_ends) {
+  const double number = require_double(value, key);
+  const bool ok = include_ends ? (number >= 0.0 && number <= 1.0) : (number > 0.0 && number < 1.0);
+  if (!ok) {
+    fail_range(value, key);
+  }
+  return number;
+}
+
+}  // namespace
+
+void apply_value(allocator_config& config, config_key key, const config_value& value) {
+  if (value.is_list && key != k::roundup_power2_divisions) {
+    fail_value(value, key, "a list is only allowed for roundup_power2_divisions");
+  }
+  switch (key) {
+    case k::backend: config.backend = require_backend(value); break;
+    case k::max_split_size_mb: config.max_split_size = require_mib(value, key, 20, true); break;
+    case k::max_non_split_rounding_mb:
+      config.max_non_split_rounding = require_mib(value, key, 20, true);
+      break;
+    case k::roundup_power2_divisions: apply_roundup(config, value); break;
+    case k::roundup_bypass_threshold_mb:
+      config.roundup_bypass_threshold = require_mib(value, key, 0, true);
+      break;
+    case k::garbage_collection_threshold:
+      config.garbage_collection_threshold = require_fraction(value, key, false);
+      break;
+    case k::expandable_segments: config.expandable_segments = require_bool(value, key); break;
+    case k::release_lock_on_cudamalloc:
+      config.release_lock_on_cudamalloc = require_bool(value, key);
+      break;
+    case k::graph_capture_record_stream_reuse:
+      config.graph_capture_record_stream_reuse = require_bool(value, key);
+      break;
+    case k::per_process_memory_fraction:
+      config.per_process_memory_fraction = require_fraction(value, key, true);
+      break;
+    case k::large_segment_size_mb:
+      config.large_segment_size = require_mib(value, key, 11, false);
+      break;
+    case k::expandable_segments_reserve: apply_reserve(config, value); break;
+    case k::async_pool: {
+      constexpr std::array<std::string_view, 2> names{"default", "dedicated"};
+      config.async_pool = require_choice(value, key, names) == 0 ? async_pool_kind::device_default
+                                                                 : async_pool_kind::dedicated;
+      break;
+    }
+    case k::pinned_use_cuda_host_register:
+      config.pinned_use_cuda_host_register = require_bool(value, key);
+      break;
+    case k::pinned_num_register_threads: {
+      const std::uint64_t threads = require_uint(value, key, value.text);
+      if (!std::has_single_bit(threads) || threads > 128) {
+        fail_range(value, key);
+      }
+      config.pinned_num_register_threads = static_cast<std::size_t>(threads);
+      break;
+    }
+    case k::pinned_use_background_threads:
+      config.pinned_use_background_threads = require_bool(value, key);
+      break;
+    case k::pinned_reserve_segment_size_mb: {
+      const std::uint64_t mb = require_uint(value, key, value.text);
+      if (mb == 0) {
+        fail_range(value, key);
+      }
+      config.pinned_reserve_segment_size_mb = static_cast<std::size_t>(mb);
+      break;
+    }
+    case k::count_: break;
+  }
+}
+
+}  // namespace config_detail
+
+std::size_t allocator_config::divisions_for(std::size_t bytes) const noexcept {
+  // spec §1.4: idx = clamp(floor(log2(bytes)) - 20, 0, 15); bytes < 2 MiB (and 0) -> 0.
+  const auto log2 = static_cast<std::size_t>(std::bit_width(bytes));  // floor(log2) + 1
+  const std::size_t index = log2 <= 21 ? 0 : std::min(log2 - 21, roundup_intervals - 1);
+  return roundup_power2_divisions[index];
+}
+
+}  // namespace streampool
