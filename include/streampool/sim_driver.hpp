@@ -45,7 +45,8 @@ class sim_driver final : public driver {
   void complete_all();
   /// Scripts the capture status that stream_capture_info reports for `stream`. While any stream
   /// is `active`, calls illegal under capture (non-relaxed malloc, free, event_query,
-  /// event_synchronize, stream/device synchronize) return status::illegal_in_capture.
+  /// event_synchronize, stream/device synchronize, pool_trim_to, vmm_unmap, vmm_release) return
+  /// status::illegal_in_capture and do nothing.
   void set_capture(stream_t stream, capture_status status, std::uint64_t capture_id);
   /// The next `count` calls of `call`, after `skip` successful ones, fail with `code`.
   void fail_next(driver_call call, int count = 1, status code = status::out_of_memory, int skip = 0);

@@ -1,0 +1,311 @@
+// cuda_driver.cpp — the real driver's CUDA runtime calls: devices, cudaMalloc, streams, events
+// and stream-ordered pools. With cuda_errors.cpp and cuda_vmm.cpp this is the only code in
+// streampool that calls cuda*/cu*. Every method is a thin translation: no caching, no policy, and
+// no extra CUDA call on the hot path (event record/query, stream wait, malloc/free async).
+#include "driver/cuda_driver.hpp"
+
+#include <cstdint>
+#include <memory>
+
+namespace streampool {
+namespace detail {
+
+namespace {
+
+/// Makes `device` current for the scope if it is not already, and restores the previous one.
+class device_scope {
+ public:
+  explicit device_scope(int device) noexcept {
+    error_ = cudaGetDevice(&previous_);
+    if (error_ == cudaSuccess && previous_ != device) {
+      error_ = cudaSetDevice(device);
+      switched_ = error_ == cudaSuccess;
+    }
+  }
+  ~device_scope() {
+    if (switched_) {
+      (void)cudaSetDevice(previous_);
+    }
+  }
+  device_scope(const device_scope&) = delete;
+  device_scope& operator=(const device_scope&) = delete;
+
+  [[nodiscard]] cudaError_t error() const noexcept { return error_; }
+
+ private:
+  int previous_ = 0;
+  bool switched_ = false;
+  cudaError_t error_ = cudaSuccess;
+};
+
+cudaMemPoolAttr native_attr(pool_attr attr) noexcept {
+  switch (attr) {
+    case pool_attr::release_threshold: return cudaMemPoolAttrReleaseThreshold;
+    case pool_attr::reserved_mem_current: return cudaMemPoolAttrReservedMemCurrent;
+    case pool_attr::reserved_mem_high: return cudaMemPoolAttrReservedMemHigh;
+    case pool_attr::used_mem_current: return cudaMemPoolAttrUsedMemCurrent;
+    case pool_attr::used_mem_high: return cudaMemPoolAttrUsedMemHigh;
+    case pool_attr::reuse_follow_event_dependencies: return cudaMemPoolReuseFollowEventDependencies;
+    case pool_attr::reuse_allow_opportunistic: return cudaMemPoolReuseAllowOpportunistic;
+    case pool_attr::reuse_allow_internal_dependencies: return cudaMemPoolReuseAllowInternalDependencies;
+  }
+  return cudaMemPoolAttrReleaseThreshold;
+}
+
+/// The reuse policies are `int` attributes; the memory figures are cuuint64_t.
+bool is_int_attr(pool_attr attr) noexcept {
+  return attr == pool_attr::reuse_follow_event_dependencies || attr == pool_attr::reuse_allow_opportunistic ||
+         attr == pool_attr::reuse_allow_internal_dependencies;
+}
+
+}  // namespace
+
+// --- devices -------------------------------------------------------------------------------------
+
+drv_result cuda_driver::device_count(int* count) noexcept {
+  int devices = 0;
+  const cudaError_t error = cudaGetDeviceCount(&devices);
+  if (error != cudaSuccess) {
+    *count = 0;
+    return runtime_result(error);
+  }
+  *count = devices;
+  if (devices == 0) {
+    return {status::no_device, static_cast<int>(cudaErrorNoDevice)};
+  }
+  return {};
+}
+
+drv_result cuda_driver::get_device(int* device) noexcept { return runtime_result(cudaGetDevice(device)); }
+
+drv_result cuda_driver::set_device(int device) noexcept { return runtime_result(cudaSetDevice(device)); }
+
+drv_result cuda_driver::get_device_info(int device, device_info* out) noexcept {
+  cudaDeviceProp props{};
+  if (const cudaError_t error = cudaGetDeviceProperties(&props, device); error != cudaSuccess) {
+    return runtime_result(error);
+  }
+  int pools = 0;
+  if (const cudaError_t error = cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, device);
+      error != cudaSuccess) {
+    return runtime_result(error);
+  }
+  out->ordinal = device;
+  out->name = props.name;
+  out->total_memory = props.totalGlobalMem;
+  out->compute_major = props.major;
+  out->compute_minor = props.minor;
+  out->memory_pools_supported = pools != 0;
+  vmm_facts(device, out);
+  return {};
+}
+
+drv_result cuda_driver::mem_get_info(int device, std::size_t* free_bytes, std::size_t* total_bytes) noexcept {
+  const device_scope scope(device);
+  if (scope.error() != cudaSuccess) {
+    return runtime_result(scope.error());
+  }
+  return runtime_result(cudaMemGetInfo(free_bytes, total_bytes));
+}
+
+// --- plain device memory ---------------------------------------------------------------------
+
+// Note [Relaxed cudaMalloc]
+// cudaMalloc is "potentially unsafe" under stream capture: in the default (global) capture mode
+// it fails with cudaErrorStreamCaptureUnsupported, and invalidates the capture, while any thread
+// is capturing. The allocator may still need fresh memory for a capture's private pool (spec
+// §2.3), so with relaxed_capture the call is bracketed by cudaThreadExchangeStreamCaptureMode:
+// relaxed for this thread only, then the caller's previous mode is put back, whatever the
+// outcome of cudaMalloc.
+drv_result cuda_driver::malloc(int device, std::size_t bytes, void** out, bool relaxed_capture) noexcept {
+  *out = nullptr;
+  const device_scope scope(device);
+  if (scope.error() != cudaSuccess) {
+    return runtime_result(scope.error());
+  }
+  if (!relaxed_capture) {
+    return runtime_result(cudaMalloc(out, bytes));
+  }
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  if (const cudaError_t error = cudaThreadExchangeStreamCaptureMode(&mode); error != cudaSuccess) {
+    return runtime_result(error);
+  }
+  const cudaError_t error = cudaMalloc(out, bytes);
+  (void)cudaThreadExchangeStreamCaptureMode(&mode);  // `mode` now holds the caller's mode
+  return runtime_result(error);
+}
+
+drv_result cuda_driver::free(int /*device*/, void* ptr) noexcept { return runtime_result(cudaFree(ptr)); }
+
+// --- streams -------------------------------------------------------------------------------------
+
+drv_result cuda_driver::stream_create(int device, stream_t* out) noexcept {
+  const device_scope scope(device);
+  if (scope.error() != cudaSuccess) {
+    return runtime_result(scope.error());
+  }
+  cudaStream_t stream = nullptr;
+  const cudaError_t error = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+  *out = stream;
+  return runtime_result(error);
+}
+
+drv_result cuda_driver::stream_destroy(int /*device*/, stream_t stream) noexcept {
+  return runtime_result(cudaStreamDestroy(static_cast<cudaStream_t>(stream)));
+}
+
+drv_result cuda_driver::stream_synchronize(int device, stream_t stream) noexcept {
+  if (reinterpret_cast<std::uintptr_t>(stream) > 2) {
+    return runtime_result(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)));
+  }
+  // nullptr, cudaStreamLegacy and cudaStreamPerThread name a stream of the *current* device.
+  const device_scope scope(device);
+  if (scope.error() != cudaSuccess) {
+    return runtime_result(scope.error());
+  }
+  return runtime_result(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)));
+}
+
+drv_result cuda_driver::stream_wait_event(stream_t stream, event_t event) noexcept {
+  return runtime_result(
+      cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), static_cast<cudaEvent_t>(event), 0));
+}
+
+drv_result cuda_driver::stream_capture_info(stream_t stream, capture_info* out) noexcept {
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  unsigned long long id = 0;
+  if (const cudaError_t error = cudaStreamGetCaptureInfo(static_cast<cudaStream_t>(stream), &capture, &id);
+      error != cudaSuccess) {
+    return runtime_result(error);
+  }
+  switch (capture) {
+    case cudaStreamCaptureStatusActive: out->status = capture_status::active; break;
+    case cudaStreamCaptureStatusInvalidated: out->status = capture_status::invalidated; break;
+    default: out->status = capture_status::none; break;
+  }
+  out->id = out->status == capture_status::none ? 0 : static_cast<std::uint64_t>(id);
+  return {};
+}
+
+drv_result cuda_driver::device_synchronize(int device) noexcept {
+  const device_scope scope(device);
+  if (scope.error() != cudaSuccess) {
+    return runtime_result(scope.error());
+  }
+  return runtime_result(cudaDeviceSynchronize());
+}
+
+// --- events --------------------------------------------------------------------------------------
+
+drv_result cuda_driver::event_create(int device, event_t* out) noexcept {
+  const device_scope scope(device);
+  if (scope.error() != cudaSuccess) {
+    return runtime_result(scope.error());
+  }
+  cudaEvent_t event = nullptr;
+  const cudaError_t error = cudaEventCreateWithFlags(&event, cudaEventDisableTiming);
+  *out = event;
+  return runtime_result(error);
+}
+
+drv_result cuda_driver::event_destroy(int /*device*/, event_t event) noexcept {
+  return runtime_result(cudaEventDestroy(static_cast<cudaEvent_t>(event)));
+}
+
+drv_result cuda_driver::event_record(event_t event, stream_t stream) noexcept {
+  return runtime_result(cudaEventRecord(static_cast<cudaEvent_t>(event), static_cast<cudaStream_t>(stream)));
+}
+
+drv_result cuda_driver::event_query(event_t event) noexcept {
+  return runtime_result(cudaEventQuery(static_cast<cudaEvent_t>(event)));
+}
+
+drv_result cuda_driver::event_synchronize(event_t event) noexcept {
+  return runtime_result(cudaEventSynchronize(static_cast<cudaEvent_t>(event)));
+}
+
+// --- stream-ordered memory pools -----------------------------------------------------------------
+
+drv_result cuda_driver::pool_get_default(int device, mempool_t* out) noexcept {
+  cudaMemPool_t pool = nullptr;
+  const cudaError_t error = cudaDeviceGetDefaultMemPool(&pool, device);
+  *out = pool;
+  return runtime_result(error);
+}
+
+drv_result cuda_driver::pool_create(int device, mempool_t* out) noexcept {
+  const device_scope scope(device);
+  if (scope.error() != cudaSuccess) {
+    return runtime_result(scope.error());
+  }
+  cudaMemPoolProps props{};
+  props.allocType = cudaMemAllocationTypePinned;
+  props.handleTypes = cudaMemHandleTypeNone;
+  props.location.type = cudaMemLocationTypeDevice;
+  props.location.id = device;
+  cudaMemPool_t pool = nullptr;
+  const cudaError_t error = cudaMemPoolCreate(&pool, &props);
+  *out = pool;
+  return runtime_result(error);
+}
+
+drv_result cuda_driver::pool_destroy(mempool_t pool) noexcept {
+  return runtime_result(cudaMemPoolDestroy(static_cast<cudaMemPool_t>(pool)));
+}
+
+drv_result cuda_driver::pool_set_attr(mempool_t pool, pool_attr attr, std::uint64_t value) noexcept {
+  const auto handle = static_cast<cudaMemPool_t>(pool);
+  if (is_int_attr(attr)) {
+    int flag = value != 0 ? 1 : 0;
+    return runtime_result(cudaMemPoolSetAttribute(handle, native_attr(attr), &flag));
+  }
+  cuuint64_t bytes = value;
+  return runtime_result(cudaMemPoolSetAttribute(handle, native_attr(attr), &bytes));
+}
+
+drv_result cuda_driver::pool_get_attr(mempool_t pool, pool_attr attr, std::uint64_t* value) noexcept {
+  const auto handle = static_cast<cudaMemPool_t>(pool);
+  if (is_int_attr(attr)) {
+    int flag = 0;
+    const cudaError_t error = cudaMemPoolGetAttribute(handle, native_attr(attr), &flag);
+    *value = static_cast<std::uint64_t>(flag);
+    return runtime_result(error);
+  }
+  cuuint64_t bytes = 0;
+  const cudaError_t error = cudaMemPoolGetAttribute(handle, native_attr(attr), &bytes);
+  *value = bytes;
+  return runtime_result(error);
+}
+
+drv_result cuda_driver::pool_set_access(mempool_t pool, int peer_device, bool enable) noexcept {
+  cudaMemAccessDesc desc{};
+  desc.location.type = cudaMemLocationTypeDevice;
+  desc.location.id = peer_device;
+  desc.flags = enable ? cudaMemAccessFlagsProtReadWrite : cudaMemAccessFlagsProtNone;
+  return runtime_result(cudaMemPoolSetAccess(static_cast<cudaMemPool_t>(pool), &desc, 1));
+}
+
+drv_result cuda_driver::malloc_async(mempool_t pool, std::size_t bytes, stream_t stream, void** out) noexcept {
+  *out = nullptr;
+  return runtime_result(
+      cudaMallocFromPoolAsync(out, bytes, static_cast<cudaMemPool_t>(pool), static_cast<cudaStream_t>(stream)));
+}
+
+drv_result cuda_driver::free_async(void* ptr, stream_t stream) noexcept {
+  return runtime_result(cudaFreeAsync(ptr, static_cast<cudaStream_t>(stream)));
+}
+
+drv_result cuda_driver::pool_trim_to(mempool_t pool, std::size_t keep_bytes) noexcept {
+  return runtime_result(cudaMemPoolTrimTo(static_cast<cudaMemPool_t>(pool), keep_bytes));
+}
+
+}  // namespace detail
+
+// Note [No driver at construction]
+// Constructing the real driver makes no CUDA call, so it cannot fail on a machine without an
+// NVIDIA driver (CI, laptops). The condition surfaces per call: device_count() reports
+// status::no_device with the runtime's reason, which is what tests skip on and what
+// `--driver auto` uses to fall back to the sim driver.
+std::shared_ptr<driver> make_cuda_driver() { return std::make_shared<detail::cuda_driver>(); }
+
+}  // namespace streampool

@@ -1,0 +1,103 @@
+// cuda_driver.hpp (internal) — the real driver: `driver` over the CUDA runtime API, plus the
+// driver-API entry points for VMM, resolved at run time (never linked). cuda_driver.cpp holds the
+// runtime calls, cuda_vmm.cpp the driver-API ones. Nothing outside src/driver includes this; the
+// rest of the project gets an instance from make_cuda_driver().
+#pragma once
+
+#include <cuda.h>  // driver-API types only: the functions are reached through vmm_api
+#include <cuda_runtime_api.h>
+
+#include <string>
+
+#include "streampool/driver.hpp"
+
+namespace streampool::detail {
+
+/// Native codes of driver-API (CUresult) failures are tagged with this offset so that describe()
+/// can tell them from cudaError_t values, which reuse the same numbers (see Note [Native codes]).
+inline constexpr int cu_result_tag = 100000;
+
+[[nodiscard]] status status_of(cudaError_t error) noexcept;
+[[nodiscard]] status status_of(CUresult result) noexcept;
+
+/// drv_result for a runtime call; a failed call's error is cleared from the thread's last error.
+[[nodiscard]] drv_result runtime_result(cudaError_t error) noexcept;
+/// drv_result for a driver-API call (native = cu_result_tag + result).
+[[nodiscard]] inline drv_result driver_api_result(CUresult result) noexcept {
+  if (result == CUDA_SUCCESS) {
+    return {};
+  }
+  return {status_of(result), cu_result_tag + static_cast<int>(result)};
+}
+
+/// The driver-API functions streampool uses, resolved once per process with
+/// cudaGetDriverEntryPointByVersion.
+struct vmm_api {
+  CUresult (*get_error_name)(CUresult, const char**) = nullptr;
+  CUresult (*get_error_string)(CUresult, const char**) = nullptr;
+  CUresult (*device_get)(CUdevice*, int) = nullptr;
+  CUresult (*device_get_attribute)(int*, CUdevice_attribute, CUdevice) = nullptr;
+  CUresult (*mem_address_reserve)(CUdeviceptr*, size_t, size_t, CUdeviceptr, unsigned long long) = nullptr;
+  CUresult (*mem_address_free)(CUdeviceptr, size_t) = nullptr;
+  CUresult (*mem_create)(CUmemGenericAllocationHandle*, size_t, const CUmemAllocationProp*,
+                         unsigned long long) = nullptr;
+  CUresult (*mem_release)(CUmemGenericAllocationHandle) = nullptr;
+  CUresult (*mem_map)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long) = nullptr;
+  CUresult (*mem_unmap)(CUdeviceptr, size_t) = nullptr;
+  CUresult (*mem_set_access)(CUdeviceptr, size_t, const CUmemAccessDesc*, size_t) = nullptr;
+  CUresult (*mem_get_allocation_granularity)(size_t*, const CUmemAllocationProp*,
+                                             CUmemAllocationGranularity_flags) = nullptr;
+  /// Outcome of the resolution: ok, or why the driver API is unusable (no driver, old driver).
+  drv_result resolved{};
+};
+
+/// The process-wide driver API table, resolved on first use (thread-safe); check `.resolved`.
+[[nodiscard]] const vmm_api& driver_api() noexcept;
+
+class cuda_driver final : public driver {
+ public:
+  cuda_driver() = default;
+
+  [[nodiscard]] std::string_view name() const noexcept override { return "cuda"; }
+  [[nodiscard]] std::string describe(drv_result result) const override;
+  drv_result device_count(int* count) noexcept override;
+  drv_result get_device(int* device) noexcept override;
+  drv_result set_device(int device) noexcept override;
+  drv_result get_device_info(int device, device_info* out) noexcept override;
+  drv_result mem_get_info(int device, std::size_t* free_bytes, std::size_t* total_bytes) noexcept override;
+  drv_result malloc(int device, std::size_t bytes, void** out, bool relaxed_capture) noexcept override;
+  drv_result free(int device, void* ptr) noexcept override;
+  drv_result stream_create(int device, stream_t* out) noexcept override;
+  drv_result stream_destroy(int device, stream_t stream) noexcept override;
+  drv_result stream_synchronize(int device, stream_t stream) noexcept override;
+  drv_result stream_wait_event(stream_t stream, event_t event) noexcept override;
+  drv_result stream_capture_info(stream_t stream, capture_info* out) noexcept override;
+  drv_result device_synchronize(int device) noexcept override;
+  drv_result event_create(int device, event_t* out) noexcept override;
+  drv_result event_destroy(int device, event_t event) noexcept override;
+  drv_result event_record(event_t event, stream_t stream) noexcept override;
+  drv_result event_query(event_t event) noexcept override;
+  drv_result event_synchronize(event_t event) noexcept override;
+  drv_result pool_get_default(int device, mempool_t* out) noexcept override;
+  drv_result pool_create(int device, mempool_t* out) noexcept override;
+  drv_result pool_destroy(mempool_t pool) noexcept override;
+  drv_result pool_set_attr(mempool_t pool, pool_attr attr, std::uint64_t value) noexcept override;
+  drv_result pool_get_attr(mempool_t pool, pool_attr attr, std::uint64_t* value) noexcept override;
+  drv_result pool_set_access(mempool_t pool, int peer_device, bool enable) noexcept override;
+  drv_result malloc_async(mempool_t pool, std::size_t bytes, stream_t stream, void** out) noexcept override;
+  drv_result free_async(void* ptr, stream_t stream) noexcept override;
+  drv_result pool_trim_to(mempool_t pool, std::size_t keep_bytes) noexcept override;
+  drv_result vmm_reserve(int device, std::size_t bytes, std::size_t alignment, void** va) noexcept override;
+  drv_result vmm_free(void* va, std::size_t bytes) noexcept override;
+  drv_result vmm_create(int device, std::size_t bytes, vmm_handle_t* out) noexcept override;
+  drv_result vmm_release(vmm_handle_t handle) noexcept override;
+  drv_result vmm_map(void* va, std::size_t bytes, vmm_handle_t handle) noexcept override;
+  drv_result vmm_set_access(void* va, std::size_t bytes, int device) noexcept override;
+  drv_result vmm_unmap(void* va, std::size_t bytes) noexcept override;
+
+ private:
+  /// VMM support and granularity of `device` (the driver-API part of get_device_info).
+  static void vmm_facts(int device, device_info* out) noexcept;
+};
+
+}  // namespace streampool::detail

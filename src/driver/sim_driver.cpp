@@ -1,0 +1,338 @@
+// sim_driver.cpp — the simulated device: construction, the test controls (completion, capture
+// scripting, fault injection, counters), describe(), devices and plain malloc/free. Streams and
+// events live in sim_streams.cpp, pools in sim_pool.cpp, VMM in sim_vmm.cpp; all share
+// sim_driver::state (sim_state.hpp). docs/driver.md describes the model.
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "driver/sim_state.hpp"
+#include "streampool/errors.hpp"
+
+namespace streampool {
+
+namespace {
+
+std::atomic<std::uint64_t> next_serial{1};
+
+// Note [Sim current device]
+// CUDA's current device (and per-thread default stream) is per host thread, and here also per
+// driver instance: two sims in one test must not share it. A thread_local map keyed by the
+// instance's never-reused serial gives both, without a new thread inheriting an exited thread's
+// device (which a map keyed by std::thread::id would do when ids are recycled). Threads start
+// on device 0. Entries of destroyed instances stay behind in each thread: a few bytes each.
+struct thread_rec {
+  int device = 0;
+  std::vector<std::uint32_t> per_thread_streams;  ///< by device; no_stream until first use
+};
+thread_local std::unordered_map<std::uint64_t, thread_rec> thread_recs;
+
+}  // namespace
+
+// Note [Sim calls]
+// Every driver call goes through state::run: the counter is bumped first (so failed and injected
+// calls count), then, under the one mutex, an armed fault for the call fires (the call then does
+// nothing at all, not even validation), and otherwise the body runs. `skip` counts down only on
+// calls that succeed. A host exception (std::bad_alloc) inside the body becomes status::other
+// rather than escaping a noexcept function. One mutex is enough: calls are O(1) or O(log n),
+// apart from synchronisation points, which touch every stream or pool of a device.
+sim_driver::state::state(const sim_options& options)
+    : options_(options), serial_(next_serial.fetch_add(1, std::memory_order_relaxed)),
+      eager_(options.eager_completion) {
+  devices_.resize(static_cast<std::size_t>(options.device_count));
+  for (int device = 0; device < options.device_count; ++device) {
+    sim::device_rec& rec = devices_[static_cast<std::size_t>(device)];
+    const std::uintptr_t base = std::uintptr_t(device + 1) << sim::device_space_shift;
+    rec.malloc_next = base;
+    rec.malloc_end = base + sim::part_size;
+    rec.pool_next = rec.malloc_end;
+    rec.pool_end = rec.pool_next + sim::part_size;
+    rec.vmm_next = rec.pool_end;
+    rec.vmm_end = base + (std::uintptr_t{1} << sim::device_space_shift);
+    rec.legacy_stream = add_stream(device, true);
+    if (options.memory_pools_supported) {
+      rec.default_pool = add_pool(device, true);
+    }
+  }
+}
+
+drv_result sim_driver::state::check_device(int device) const noexcept {
+  if (devices_.empty()) {
+    return sim::fail(status::no_device);
+  }
+  if (device < 0 || static_cast<std::size_t>(device) >= devices_.size()) {
+    return sim::fail(status::invalid_device);
+  }
+  return {};
+}
+
+int sim_driver::state::current_device() const noexcept {
+  const auto found = thread_recs.find(serial_);
+  return found == thread_recs.end() ? 0 : found->second.device;
+}
+
+void sim_driver::state::set_current_device(int device) { thread_recs[serial_].device = device; }
+
+std::uint32_t sim_driver::state::per_thread_stream(int device) {
+  std::vector<std::uint32_t>& streams = thread_recs[serial_].per_thread_streams;
+  if (streams.size() <= static_cast<std::size_t>(device)) {
+    streams.resize(static_cast<std::size_t>(device) + 1, sim::no_stream);
+  }
+  if (streams[static_cast<std::size_t>(device)] == sim::no_stream) {
+    streams[static_cast<std::size_t>(device)] = add_stream(device, true);
+  }
+  return streams[static_cast<std::size_t>(device)];
+}
+
+drv_result sim_driver::state::out_of_memory(int device) const noexcept {
+  return sim::fail(status::out_of_memory, (device + 1) << 16);
+}
+
+std::uintptr_t sim_driver::state::bump(std::uintptr_t& next, std::uintptr_t end, std::size_t bytes,
+                                       std::size_t alignment) noexcept {
+  const std::uintptr_t start = (next + alignment - 1) / alignment * alignment;
+  if (start > end || end - start < bytes) {
+    return 0;
+  }
+  next = start + bytes;
+  return start;
+}
+
+sim_driver::sim_driver(sim_options options) : options_(std::move(options)) {
+  if (options_.device_count < 0 || options_.device_count > sim::max_devices) {
+    throw error("sim_options.device_count must be in [0, " + std::to_string(sim::max_devices) + "], got " +
+                std::to_string(options_.device_count));
+  }
+  const std::size_t granularity = options_.vmm_granularity;
+  if (options_.vmm_supported && (granularity < sim::malloc_alignment || (granularity & (granularity - 1)) != 0)) {
+    throw error("sim_options.vmm_granularity must be a power of two >= 512, got " + std::to_string(granularity));
+  }
+  state_ = std::make_unique<state>(options_);
+}
+
+sim_driver::~sim_driver() = default;
+
+// --- test controls -----------------------------------------------------------------------------
+
+void sim_driver::set_eager(bool eager) {
+  const std::lock_guard lock(state_->mutex_);
+  state_->eager_ = eager;
+  if (eager) {
+    state_->complete_all();
+  }
+}
+
+void sim_driver::complete(stream_t stream) {
+  const std::lock_guard lock(state_->mutex_);
+  const std::uint32_t index = state_->find_stream(stream);
+  if (index == sim::no_stream) {
+    throw error("sim_driver::complete: unknown or destroyed stream");
+  }
+  state_->complete_stream(index);
+}
+
+void sim_driver::complete_all() {
+  const std::lock_guard lock(state_->mutex_);
+  state_->complete_all();
+}
+
+void sim_driver::set_capture(stream_t stream, capture_status status, std::uint64_t capture_id) {
+  const std::lock_guard lock(state_->mutex_);
+  const std::uint32_t index = state_->find_stream(stream);
+  if (index == sim::no_stream) {
+    throw error("sim_driver::set_capture: unknown or destroyed stream");
+  }
+  sim::stream_rec& rec = state_->streams_[index];
+  state_->active_captures_ += int(status == capture_status::active) - int(rec.capture == capture_status::active);
+  rec.capture = status;
+  rec.capture_id = status == capture_status::none ? 0 : capture_id;
+}
+
+void sim_driver::fail_next(driver_call call, int count, status code, int skip) {
+  if (call >= driver_call::count_ || count < 0 || skip < 0 || code == status::ok) {
+    throw error("sim_driver::fail_next: bad call, count, skip or status");
+  }
+  const std::lock_guard lock(state_->mutex_);
+  state_->faults_[static_cast<std::size_t>(call)] = {skip, count, code};
+  state_->faults_armed_ = true;
+}
+
+void sim_driver::clear_faults() {
+  const std::lock_guard lock(state_->mutex_);
+  state_->faults_.fill({});
+  state_->faults_armed_ = false;
+}
+
+std::uint64_t sim_driver::calls(driver_call call) const noexcept {
+  return call < driver_call::count_ ? counters_[static_cast<std::size_t>(call)].load(std::memory_order_relaxed) : 0;
+}
+
+void sim_driver::reset_counters() noexcept {
+  for (auto& counter : counters_) {
+    counter.store(0, std::memory_order_relaxed);
+  }
+}
+
+std::size_t sim_driver::bytes_in_use(int device) const {
+  const std::lock_guard lock(state_->mutex_);
+  if (!state_->check_device(device).ok()) {
+    throw error("sim_driver::bytes_in_use: no device " + std::to_string(device));
+  }
+  return state_->devices_[static_cast<std::size_t>(device)].in_use();
+}
+
+std::string sim_driver::describe(drv_result result) const {
+  std::string text = "sim: ";
+  text += to_string(result.code);
+  const int reason = result.native & sim::reason_mask;
+  if (reason == sim::reason_injected) {
+    text += " (injected fault)";
+  } else if (reason == sim::reason_address_space) {
+    text += " (simulated address space exhausted)";
+  } else if (reason == sim::reason_host_exception) {
+    text += " (host exception inside the simulator)";
+  } else if (result.code == status::out_of_memory && (result.native >> 16) > 0) {
+    const int device = (result.native >> 16) - 1;
+    std::size_t in_use = 0;
+    {
+      const std::lock_guard lock(state_->mutex_);
+      if (static_cast<std::size_t>(device) < state_->devices_.size()) {
+        in_use = state_->devices_[static_cast<std::size_t>(device)].in_use();
+      }
+    }
+    char buffer[128];
+    std::snprintf(buffer, sizeof buffer, " (device %d: %.2f GiB capacity, %.2f GiB in use)", device,
+                  double(options_.capacity) / double(gib), double(in_use) / double(gib));
+    text += buffer;
+  }
+  return text;
+}
+
+// --- devices -------------------------------------------------------------------------------------
+
+// device_count, get_device, set_device and get_device_info have no driver_call: they are not
+// counted and faults cannot be injected into them.
+drv_result sim_driver::device_count(int* count) noexcept {
+  *count = static_cast<int>(state_->devices_.size());  // fixed at construction
+  return *count == 0 ? sim::fail(status::no_device) : drv_result{};
+}
+
+// These four touch only what is fixed at construction and thread-local data: no mutex, so the
+// per-allocation "which device am I on?" query stays cheap.
+drv_result sim_driver::get_device(int* device) noexcept {
+  if (state_->devices_.empty()) {
+    return sim::fail(status::no_device);
+  }
+  *device = state_->current_device();
+  return {};
+}
+
+drv_result sim_driver::set_device(int device) noexcept {
+  if (const drv_result bad = state_->check_device(device); !bad.ok()) {
+    return bad;
+  }
+  try {
+    state_->set_current_device(device);
+  } catch (...) {
+    return sim::fail(status::other, sim::reason_host_exception);
+  }
+  return {};
+}
+
+drv_result sim_driver::get_device_info(int device, device_info* out) noexcept {
+  if (const drv_result bad = state_->check_device(device); !bad.ok()) {
+    return bad;
+  }
+  try {
+    out->ordinal = device;
+    out->name = options_.device_name;
+    out->total_memory = options_.capacity;
+    out->compute_major = 9;  // the sim stands in for the H200 of the GPU machine
+    out->compute_minor = 0;
+    out->memory_pools_supported = options_.memory_pools_supported;
+    out->vmm_supported = options_.vmm_supported;
+    out->vmm_granularity = options_.vmm_supported ? options_.vmm_granularity : 0;
+  } catch (...) {
+    return sim::fail(status::other, sim::reason_host_exception);
+  }
+  return {};
+}
+
+drv_result sim_driver::mem_get_info(int device, std::size_t* free_bytes, std::size_t* total_bytes) noexcept {
+  return state_->run(counters_, driver_call::mem_get_info, [&] {
+    if (const drv_result bad = state_->check_device(device); !bad.ok()) {
+      return bad;
+    }
+    const std::size_t in_use = state_->devices_[static_cast<std::size_t>(device)].in_use();
+    *total_bytes = options_.capacity;
+    *free_bytes = options_.capacity - std::min(in_use, options_.capacity);
+    return drv_result{};
+  });
+}
+
+// --- plain device memory ---------------------------------------------------------------------
+
+// Note [Sim malloc accounting]
+// Like cudaMalloc, blocks below 2 MiB are 512 B aligned and larger ones 2 MiB aligned, and the
+// device is charged the size rounded up to that alignment (a 3 MiB cudaMalloc occupies two
+// 2 MiB pages of physical memory). Zero bytes succeed with nullptr, as cudaMalloc does.
+drv_result sim_driver::malloc(int device, std::size_t bytes, void** out, bool relaxed_capture) noexcept {
+  return state_->run(counters_, driver_call::malloc, [&] {
+    *out = nullptr;
+    if (const drv_result bad = state_->check_device(device); !bad.ok()) {
+      return bad;
+    }
+    if (state_->active_captures_ > 0 && !relaxed_capture) {
+      return sim::fail(status::illegal_in_capture);
+    }
+    if (bytes == 0) {
+      return drv_result{};
+    }
+    sim::device_rec& rec = state_->devices_[static_cast<std::size_t>(device)];
+    const std::size_t alignment =
+        bytes >= sim::large_malloc_threshold ? sim::large_malloc_threshold : sim::malloc_alignment;
+    const std::size_t available = options_.capacity - std::min(rec.in_use(), options_.capacity);
+    if (bytes > options_.capacity || sim::round_up(bytes, alignment) > available) {
+      return state_->out_of_memory(device);
+    }
+    const std::size_t size = sim::round_up(bytes, alignment);
+    const std::uintptr_t address = state::bump(rec.malloc_next, rec.malloc_end, size, alignment);
+    if (address == 0) {
+      return sim::fail(status::other, sim::reason_address_space);
+    }
+    state_->mallocs_.emplace(address, sim::malloc_rec{device, size});
+    rec.malloc_bytes += size;
+    *out = reinterpret_cast<void*>(address);
+    return drv_result{};
+  });
+}
+
+drv_result sim_driver::free(int device, void* ptr) noexcept {
+  return state_->run(counters_, driver_call::free, [&] {
+    if (const drv_result bad = state_->check_device(device); !bad.ok()) {
+      return bad;
+    }
+    if (state_->active_captures_ > 0) {
+      return sim::fail(status::illegal_in_capture);
+    }
+    if (ptr == nullptr) {
+      return drv_result{};
+    }
+    const auto found = state_->mallocs_.find(reinterpret_cast<std::uintptr_t>(ptr));
+    if (found == state_->mallocs_.end() || found->second.device != device) {
+      return sim::fail(status::invalid_value);
+    }
+    for (std::uint32_t index = 0; index < state_->streams_.size(); ++index) {
+      if (state_->streams_[index].device == device) {
+        state_->complete_stream(index);  // cudaFree synchronises the device
+      }
+    }
+    state_->devices_[static_cast<std::size_t>(device)].malloc_bytes -= found->second.size;
+    state_->mallocs_.erase(found);
+    return drv_result{};
+  });
+}
+
+}  // namespace streampool

@@ -1,0 +1,139 @@
+// sim_pool_attrs.cpp — the simulated pools' handles and settings: default and created pools,
+// destruction (deferred while memory is live), cudaMemPoolAttr rules for get/set, peer access,
+// and pool_trim_to. The memory model itself (chunks, blocks, reuse) is in sim_pool.cpp.
+#include "driver/sim_state.hpp"
+
+namespace streampool {
+
+// --- pool handles ----------------------------------------------------------------------------------
+
+drv_result sim_driver::pool_get_default(int device, mempool_t* out) noexcept {
+  return state_->run(counters_, driver_call::pool_get_default, [&] {
+    *out = nullptr;
+    if (const drv_result bad = state_->check_device(device); !bad.ok()) {
+      return bad;
+    }
+    if (!options_.memory_pools_supported) {
+      return sim::fail(status::not_supported);
+    }
+    *out = sim::make_handle(sim::pool_handle_base, state_->devices_[static_cast<std::size_t>(device)].default_pool);
+    return drv_result{};
+  });
+}
+
+drv_result sim_driver::pool_create(int device, mempool_t* out) noexcept {
+  return state_->run(counters_, driver_call::pool_create, [&] {
+    *out = nullptr;
+    if (const drv_result bad = state_->check_device(device); !bad.ok()) {
+      return bad;
+    }
+    if (!options_.memory_pools_supported) {
+      return sim::fail(status::not_supported);
+    }
+    *out = sim::make_handle(sim::pool_handle_base, state_->add_pool(device, false));
+    return drv_result{};
+  });
+}
+
+// Note [Destroying a pool with live allocations]
+// As cudaMemPoolDestroy does, destroying a pool that still has allocations succeeds: the handle
+// is dead at once (every later call with it is invalid_value), idle chunks are released now and
+// the rest as their last allocation is freed (free_async of them keeps working). The default
+// pool cannot be destroyed (invalid_value).
+drv_result sim_driver::pool_destroy(mempool_t pool) noexcept {
+  return state_->run(counters_, driver_call::pool_destroy, [&] {
+    sim::pool_rec* rec = state_->find_pool(pool);
+    if (rec == nullptr || rec->is_default) {
+      return sim::fail(status::invalid_value);
+    }
+    rec->alive = false;
+    state_->trim(*rec, 0, true);
+    return drv_result{};
+  });
+}
+
+drv_result sim_driver::pool_set_attr(mempool_t pool, pool_attr attr, std::uint64_t value) noexcept {
+  return state_->run(counters_, driver_call::pool_set_attr, [&] {
+    sim::pool_rec* rec = state_->find_pool(pool);
+    if (rec == nullptr) {
+      return sim::fail(status::invalid_value);
+    }
+    switch (attr) {
+      case pool_attr::release_threshold: rec->release_threshold = value; break;
+      case pool_attr::reuse_follow_event_dependencies: rec->follow_event_dependencies = value != 0; break;
+      case pool_attr::reuse_allow_opportunistic: rec->allow_opportunistic = value != 0; break;
+      case pool_attr::reuse_allow_internal_dependencies: rec->allow_internal_dependencies = value != 0; break;
+      case pool_attr::reserved_mem_high:
+        if (value != 0) {
+          return sim::fail(status::invalid_value);  // a high-water mark can only be reset (to current)
+        }
+        rec->reserved_high = rec->reserved;
+        break;
+      case pool_attr::used_mem_high:
+        if (value != 0) {
+          return sim::fail(status::invalid_value);
+        }
+        rec->used_high = rec->used;
+        break;
+      case pool_attr::reserved_mem_current:
+      case pool_attr::used_mem_current:
+      default: return sim::fail(status::invalid_value);
+    }
+    return drv_result{};
+  });
+}
+
+drv_result sim_driver::pool_get_attr(mempool_t pool, pool_attr attr, std::uint64_t* value) noexcept {
+  return state_->run(counters_, driver_call::pool_get_attr, [&] {
+    const sim::pool_rec* rec = state_->find_pool(pool);
+    if (rec == nullptr) {
+      return sim::fail(status::invalid_value);
+    }
+    switch (attr) {
+      case pool_attr::release_threshold: *value = rec->release_threshold; break;
+      case pool_attr::reserved_mem_current: *value = rec->reserved; break;
+      case pool_attr::reserved_mem_high: *value = rec->reserved_high; break;
+      case pool_attr::used_mem_current: *value = rec->used; break;
+      case pool_attr::used_mem_high: *value = rec->used_high; break;
+      case pool_attr::reuse_follow_event_dependencies: *value = rec->follow_event_dependencies ? 1 : 0; break;
+      case pool_attr::reuse_allow_opportunistic: *value = rec->allow_opportunistic ? 1 : 0; break;
+      case pool_attr::reuse_allow_internal_dependencies: *value = rec->allow_internal_dependencies ? 1 : 0; break;
+      default: return sim::fail(status::invalid_value);
+    }
+    return drv_result{};
+  });
+}
+
+drv_result sim_driver::pool_set_access(mempool_t pool, int peer_device, bool enable) noexcept {
+  return state_->run(counters_, driver_call::pool_set_access, [&] {
+    sim::pool_rec* rec = state_->find_pool(pool);
+    if (rec == nullptr) {
+      return sim::fail(status::invalid_value);
+    }
+    if (const drv_result bad = state_->check_device(peer_device); !bad.ok()) {
+      return bad;
+    }
+    const std::uint64_t bit = std::uint64_t{1} << peer_device;
+    if (peer_device == rec->device) {  // the owner keeps access; CUDA answers invalid_device
+      return enable ? drv_result{} : sim::fail(status::invalid_device);
+    }
+    rec->peers = enable ? (rec->peers | bit) : (rec->peers & ~bit);
+    return drv_result{};
+  });
+}
+
+drv_result sim_driver::pool_trim_to(mempool_t pool, std::size_t keep_bytes) noexcept {
+  return state_->run(counters_, driver_call::pool_trim_to, [&] {
+    if (state_->active_captures_ > 0) {
+      return sim::fail(status::illegal_in_capture);
+    }
+    sim::pool_rec* rec = state_->find_pool(pool);
+    if (rec == nullptr) {
+      return sim::fail(status::invalid_value);
+    }
+    state_->trim(*rec, keep_bytes, false);
+    return drv_result{};
+  });
+}
+
+}  // namespace streampool
