@@ -1,0 +1,173 @@
+// backend_registry.cpp — the name -> factory registry, --backends parsing and the leak check
+// (backend_registry.hpp).
+#include "backend_registry.hpp"
+
+#include "cli_common.hpp"
+#include "peer_allocators.hpp"
+#include "size_parse.hpp"
+#include "streampool/errors.hpp"
+
+namespace streampool::bench {
+namespace {
+
+std::unique_ptr<allocator> make_streampool(const backend_spec& spec, std::shared_ptr<driver> drv) {
+  return make_allocator(config_for(spec), std::move(drv));
+}
+
+std::map<std::string, backend_entry> build_registry() {
+  std::map<std::string, backend_entry> registry;
+  registry["native"] = {"streampool's caching backend (PyTorch-native behaviour)", true, make_streampool, {}};
+  registry["cudaMallocAsync"] = {"streampool's backend over CUDA stream-ordered memory pools", true,
+                                 make_streampool, {}};
+  registry["cuda"] = {"peer: raw device malloc/free per request (cudaMalloc/cudaFree), through the driver",
+                      false, make_raw_device_peer, {}};
+  registry["async-raw"] = {"peer: raw malloc_async/free_async on the device's default pool, through the driver",
+                           false, make_raw_async_peer, {}};
+  // Note [Peers not built here]
+  // These peers call CUDA (or libtorch) directly, so they cannot run on the sim driver, and this
+  // binary is built on a machine without a GPU or libtorch. They are listed so that `compare` shows
+  // what is missing and why; an implementation is an allocator subclass like peer_allocators.cpp
+  // plus a factory here (docs/harness.md "Adding a peer").
+  registry["cub"] = {"peer: CUB's CachingDeviceAllocator", false, {},
+                     "not built: needs a GPU build linking CUB's CachingDeviceAllocator (calls cudaMalloc "
+                     "directly, so it cannot run on the sim driver)"};
+  registry["torch-native"] = {"peer: PyTorch's native caching allocator (c10)", false, {},
+                              "not built: needs libtorch (c10, -ltorch_cuda) and a GPU"};
+  registry["torch-async"] = {"peer: PyTorch's cudaMallocAsync allocator (c10)", false, {},
+                             "not built: needs libtorch (c10, -ltorch_cuda) and a GPU"};
+  return registry;
+}
+
+/// Splits at commas outside [...].
+std::vector<std::string> split_top_level(std::string_view text) {
+  std::vector<std::string> parts;
+  std::string current;
+  int depth = 0;
+  for (const char c : text) {
+    if (c == '[') ++depth;
+    if (c == ']' && depth > 0) --depth;
+    if (c == ',' && depth == 0) {
+      parts.push_back(current);
+      current.clear();
+    } else {
+      current += c;
+    }
+  }
+  parts.push_back(current);
+  return parts;
+}
+
+std::string known_names() {
+  std::string names;
+  for (const auto& [name, entry] : backend_registry()) names += (names.empty() ? "" : ", ") + name;
+  return names;
+}
+
+}  // namespace
+
+std::string backend_spec::label() const { return config_text.empty() ? name : name + "[" + config_text + "]"; }
+std::string backend_spec::config_label() const { return config_text.empty() ? "default" : config_text; }
+
+const std::map<std::string, backend_entry>& backend_registry() {
+  static const std::map<std::string, backend_entry> registry = build_registry();
+  return registry;
+}
+
+std::vector<backend_spec> parse_backend_list(std::string_view text) {
+  std::vector<backend_spec> specs;
+  for (std::string piece : split_top_level(text)) {
+    const std::size_t eq = piece.find('=');
+    const std::size_t colon = piece.find(':');
+    const bool continuation = colon != std::string::npos && (eq == std::string::npos || colon < eq);
+    if (continuation) {
+      if (specs.empty() || !backend_registry().at(specs.back().name).configurable) {
+        throw usage_error("--backends: '" + piece + "' looks like a config key but follows no native=... or "
+                          "cudaMallocAsync=... entry");
+      }
+      specs.back().config_text += (specs.back().config_text.empty() ? "" : ",") + piece;
+      continue;
+    }
+    backend_spec spec;
+    spec.name = split(piece.substr(0, eq), ',').front();
+    if (eq != std::string::npos) spec.config_text = piece.substr(eq + 1);
+    if (spec.name.empty()) throw usage_error("--backends: empty entry in '" + std::string(text) + "'");
+    const auto it = backend_registry().find(spec.name);
+    if (it == backend_registry().end()) {
+      throw usage_error("--backends: unknown backend '" + spec.name + "'; known: " + known_names());
+    }
+    if (!it->second.available()) {
+      throw usage_error("--backends: '" + spec.name + "' is not available in this binary: " +
+                        it->second.unavailable_reason);
+    }
+    if (eq != std::string::npos && !it->second.configurable) {
+      throw usage_error("--backends: '" + spec.name + "' is a peer and takes no config (got '" + spec.config_text + "')");
+    }
+    specs.push_back(std::move(spec));
+  }
+  for (backend_spec& spec : specs) {
+    for (char& c : spec.config_text) {
+      if (c == ';') c = ',';
+    }
+    if (backend_registry().at(spec.name).configurable) (void)config_for(spec);  // validate now: exit 2
+  }
+  return specs;
+}
+
+std::vector<backend_spec> default_backends() {
+  std::vector<backend_spec> specs;
+  // Our backends first, then the peers, in a fixed order.
+  for (const char* name : {"native", "cudaMallocAsync", "cuda", "async-raw", "cub", "torch-native", "torch-async"}) {
+    if (backend_registry().at(name).available()) specs.push_back({name, ""});
+  }
+  return specs;
+}
+
+std::vector<backend_spec> selected_backends(const std::string& text) {
+  return text.empty() ? default_backends() : parse_backend_list(text);
+}
+
+std::vector<std::string> unavailable_backends() {
+  std::vector<std::string> lines;
+  for (const auto& [name, entry] : backend_registry()) {
+    if (!entry.available()) lines.push_back(name + ": " + entry.unavailable_reason);
+  }
+  return lines;
+}
+
+allocator_config config_for(const backend_spec& spec) {
+  const bool async = spec.name == "cudaMallocAsync";
+  // The entry name picks the backend: prefix the backend key so that warnings about keys this
+  // backend ignores are computed for the right one. A later backend key in the text wins, so check.
+  std::string text = async ? "backend:cudaMallocAsync" : "";
+  if (!spec.config_text.empty()) text += (text.empty() ? "" : ",") + spec.config_text;
+  allocator_config config;
+  try {
+    config = parse_config(text);
+  } catch (const config_error& e) {
+    throw usage_error("--backends: config of '" + spec.name + "' (" + spec.config_text + "): " + e.what());
+  }
+  const backend_kind wanted = async ? backend_kind::cuda_malloc_async : backend_kind::native;
+  if (config.backend != wanted) {
+    throw usage_error("--backends: '" + spec.label() + "' selects backend " + std::string(to_string(config.backend)) +
+                      " in its config; write " + std::string(to_string(config.backend)) + "=... instead");
+  }
+  return config;
+}
+
+std::unique_ptr<allocator> make_backend(const backend_spec& spec, std::shared_ptr<driver> drv) {
+  const backend_entry& entry = backend_registry().at(spec.name);
+  if (!entry.available()) throw error(spec.name + " is not available: " + entry.unavailable_reason);
+  return entry.make(spec, std::move(drv));
+}
+
+std::string leak_check(const allocator& alloc, int device) {
+  try {
+    const std::int64_t live = alloc.stats(device).allocated_bytes[0].current;
+    if (live == 0) return "ok";
+    return "FAIL: " + std::to_string(live) + " bytes still allocated after freeing everything";
+  } catch (const std::exception& e) {
+    return std::string("FAIL: stats() threw: ") + e.what();
+  }
+}
+
+}  // namespace streampool::bench

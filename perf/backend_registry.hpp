@@ -1,0 +1,68 @@
+// backend_registry.hpp — the backends and peers the harness can run, by name: streampool's
+// `native` and `cudaMallocAsync` (each with an optional config), the driver-level peers `cuda` and
+// `async-raw`, and peers not built into this binary (`cub`, `torch-native`, `torch-async`), listed
+// with the reason. Adding a peer = one entry in the registry (see docs/harness.md "Adding a peer").
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "streampool/allocator.hpp"
+
+namespace streampool::bench {
+
+/// One entry of --backends: a registry name plus, for streampool backends, a config string.
+struct backend_spec {
+  std::string name;         ///< registry key: "native", "cudaMallocAsync", "cuda", ...
+  std::string config_text;  ///< our config syntax ("" = defaults); only for configurable entries
+
+  /// "native", or "native[expandable_segments:True]" when a config is given.
+  [[nodiscard]] std::string label() const;
+  /// The config text, or "default".
+  [[nodiscard]] std::string config_label() const;
+};
+
+using backend_factory = std::function<std::unique_ptr<allocator>(const backend_spec&, std::shared_ptr<driver>)>;
+
+struct backend_entry {
+  std::string description;
+  bool configurable = false;      ///< accepts "=CONFIG"
+  backend_factory make;           ///< empty = not available in this binary
+  std::string unavailable_reason;
+  [[nodiscard]] bool available() const noexcept { return static_cast<bool>(make); }
+};
+
+/// Every known name, available or not (std::map: listed in name order).
+[[nodiscard]] const std::map<std::string, backend_entry>& backend_registry();
+
+/// Parses --backends. Entries are separated by commas at bracket depth 0; a piece that is neither a
+/// registry name nor "name=..." (it contains ':' first) continues the previous entry's config, and
+/// ';' inside a config stands for ','. So these are the same:
+///   native=expandable_segments:True,max_split_size_mb:256,cuda
+///   native=expandable_segments:True;max_split_size_mb:256,cuda
+/// @throws usage_error for an unknown or unavailable name, a config on a peer, or a bad config
+[[nodiscard]] std::vector<backend_spec> parse_backend_list(std::string_view text);
+/// parse_backend_list(text), or default_backends() when `text` is empty.
+[[nodiscard]] std::vector<backend_spec> selected_backends(const std::string& text);
+/// Every available entry with default config (the default of --backends).
+[[nodiscard]] std::vector<backend_spec> default_backends();
+/// "cub: <reason>" lines for the entries not available here.
+[[nodiscard]] std::vector<std::string> unavailable_backends();
+
+/// The typed config of a streampool backend spec (backend key forced to the entry's backend).
+/// @throws usage_error naming the entry when the config does not parse or names another backend
+[[nodiscard]] allocator_config config_for(const backend_spec& spec);
+
+/// Builds the allocator of `spec` on `drv`.
+[[nodiscard]] std::unique_ptr<allocator> make_backend(const backend_spec& spec, std::shared_ptr<driver> drv);
+
+/// The check every run ends with, after freeing everything: "ok" when allocated_bytes.all.current
+/// is 0, else "FAIL: <n> bytes still allocated". Never throws.
+[[nodiscard]] std::string leak_check(const allocator& alloc, int device = 0);
+
+}  // namespace streampool::bench

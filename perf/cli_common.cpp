@@ -1,0 +1,175 @@
+// cli_common.cpp — common options, Boost.Program_options parsing, driver choice and the progress
+// line (cli_common.hpp).
+#include "cli_common.hpp"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+
+#include "size_parse.hpp"
+
+namespace streampool::bench {
+namespace {
+
+void check_writable(const std::string& path, std::string_view what) {
+  std::ofstream file(path, std::ios::app);
+  if (!file) throw usage_error(std::string(what) + ": cannot write '" + path + "'");
+}
+
+}  // namespace
+
+void add_common_options(po::options_description& desc, common_options& opts, common_flags flags) {
+  auto add = desc.add_options();
+  if (flags.backends) {
+    add("backends", po::value(&opts.backends)->value_name("LIST"),
+        "comma list of backends and peers: native, cudaMallocAsync (each optionally =CONFIG), "
+        "cuda, async-raw (cub, torch-native, torch-async: not built here); default: all available");
+  }
+  if (flags.driver) {
+    add("driver", po::value(&opts.driver)->value_name("sim|cuda|auto")->default_value("auto"),
+        "device driver: the simulated device, the real one, or cuda when a device is present");
+  }
+  if (flags.sim_capacity) {
+    add("sim-capacity", po::value(&opts.sim_capacity)->value_name("SIZE")->default_value("80GiB"),
+        "memory of the simulated device");
+  }
+  add("format", po::value(&opts.format)->value_name("table|json|csv")->default_value("table"), "output format");
+  add("out", po::value(&opts.out)->value_name("FILE"), "write the report to FILE instead of stdout");
+  if (flags.plot) add("plot", po::value(&opts.plot)->value_name("FILE.svg"), "also draw an SVG chart");
+  if (flags.seed) add("seed", po::value(&opts.seed)->default_value(42), "seed of the random workloads");
+  if (flags.repeat) add("repeat", po::value(&opts.repeat)->value_name("N"), "repetitions; the median is reported");
+  add("quiet,q", po::bool_switch(&opts.quiet), "no progress or notes on stderr");
+}
+
+std::optional<po::variables_map> parse_command(const std::vector<std::string>& args, std::string_view usage,
+                                              po::options_description& desc,
+                                              const po::positional_options_description* positional,
+                                              const common_options* opts) {
+  if (desc.find_nothrow("help", false) == nullptr) desc.add_options()("help,h", "show this help");
+  po::variables_map vm;
+  try {
+    po::command_line_parser parser(args);
+    parser.options(desc);
+    if (positional != nullptr) {
+      parser.positional(*positional);
+    } else {
+      parser.positional(po::positional_options_description{});  // stray words are errors
+    }
+    po::store(parser.run(), vm);
+    if (vm.count("help") != 0) {
+      std::cout << usage << "\n\n" << desc << "\n";
+      return std::nullopt;
+    }
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw usage_error(std::string(e.what()) + " (see --help)");
+  }
+  if (opts != nullptr) {
+    if (opts->format != "table" && opts->format != "json" && opts->format != "csv") {
+      throw usage_error("--format: '" + opts->format + "' is not one of table, json, csv");
+    }
+    if (opts->driver != "sim" && opts->driver != "cuda" && opts->driver != "auto") {
+      throw usage_error("--driver: '" + opts->driver + "' is not one of sim, cuda, auto");
+    }
+    if (vm.count("repeat") != 0 && opts->repeat < 1) throw usage_error("--repeat: must be at least 1");
+    if (!opts->out.empty()) check_writable(opts->out, "--out");
+    if (!opts->plot.empty()) check_writable(opts->plot, "--plot");
+  }
+  return vm;
+}
+
+driver_choice choose_driver(const common_options& opts) {
+  driver_choice choice;
+  choice.sim_capacity = parse_size(opts.sim_capacity, "--sim-capacity");
+  if (opts.driver != "sim") {
+    std::shared_ptr<driver> cuda = make_cuda_driver();
+    int count = 0;
+    const drv_result result = cuda->device_count(&count);
+    if (result.ok() && count > 0) {
+      choice.sim = false;
+      choice.cuda = cuda;
+      choice.why = (opts.driver == "auto" ? "auto: " : "--driver cuda: ") + std::to_string(count) + " CUDA device(s)";
+    } else if (opts.driver == "cuda") {
+      throw usage_error("--driver cuda: no usable CUDA device (" +
+                        (result.ok() ? std::string("0 devices") : cuda->describe(result)) +
+                        "); use --driver sim or --driver auto");
+    } else {
+      choice.why = "auto: no CUDA device (" + (result.ok() ? std::string("0 devices") : cuda->describe(result)) + ")";
+    }
+  } else {
+    choice.why = "--driver sim";
+  }
+  const driver_instance probe = make_driver(choice);
+  device_info info;
+  if (probe.drv->get_device_info(0, &info).ok()) {
+    choice.device_name = info.name;
+    choice.device_memory = info.total_memory;
+  } else {
+    choice.device_name = "unknown";
+  }
+  return choice;
+}
+
+driver_instance make_driver(const driver_choice& choice, bool force_sim) {
+  driver_instance instance;
+  if (choice.sim || force_sim) {
+    sim_options options;
+    options.capacity = choice.sim_capacity;
+    auto sim = std::make_shared<sim_driver>(options);
+    instance.sim = sim.get();
+    instance.drv = std::move(sim);
+  } else {
+    instance.drv = choice.cuda;
+  }
+  return instance;
+}
+
+std::vector<std::string> driver_notes(const driver_choice& choice) {
+  std::vector<std::string> notes;
+  notes.push_back("driver: " + std::string(choice.name()) + " (" + choice.why + "); device: " + choice.device_name +
+                  ", " + size_label(choice.device_memory));
+  if (choice.sim) {
+    notes.push_back("sim driver: times are host overhead of the allocator logic only, not device timings");
+  }
+  return notes;
+}
+
+progress_line::progress_line(bool quiet, double delay_seconds)
+    : quiet_(quiet), tty_(::isatty(STDERR_FILENO) == 1), delay_(delay_seconds),
+      start_(std::chrono::steady_clock::now()) {}
+
+progress_line::~progress_line() { finish(); }
+
+double progress_line::elapsed() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+}
+
+void progress_line::update(const std::string& text) {
+  if (quiet_) return;
+  const double now = elapsed();
+  if (now < delay_) return;
+  // A terminal gets a redrawn line 5 times a second; a log gets a line every 5 seconds.
+  const double interval = tty_ ? 0.2 : 5.0;
+  if (last_print_ >= 0.0 && now - last_print_ < interval) return;
+  last_print_ = now;
+  if (tty_) {
+    std::fprintf(stderr, "\r\033[K%s [%.1f s]", text.c_str(), now);
+  } else {
+    std::fprintf(stderr, "%s [%.1f s]\n", text.c_str(), now);
+  }
+  std::fflush(stderr);
+  shown_ = true;
+}
+
+void progress_line::finish() {
+  if (shown_ && tty_) std::fputs("\r\033[K", stderr);
+  shown_ = false;
+}
+
+void info(const common_options& opts, const std::string& text) {
+  if (!opts.quiet) std::cerr << text << "\n";
+}
+
+}  // namespace streampool::bench

@@ -1,0 +1,124 @@
+// cmd_compare.cpp — `streampool-bench compare`, the README's main command: a short run (a few
+// seconds) of every backend and peer available — pair latency at a few sizes, aggregate pairs/s
+// with several threads, and the random workload — in one table; peers not built here are listed
+// with the reason. --plot draws the latency bar chart.
+#include "backend_registry.hpp"
+#include "cli_common.hpp"
+#include "commands.hpp"
+#include "latency.hpp"
+#include "report.hpp"
+#include "size_parse.hpp"
+#include "svg_plot.hpp"
+#include "workloads.hpp"
+
+namespace streampool::bench {
+
+int cmd_compare(const args_t& args) {
+  common_options opts;
+  std::string sizes_text = "512,1MiB,64MiB";
+  bool quick = false;
+  int threads = 4;
+  po::options_description desc("compare options");
+  desc.add_options()("sizes", po::value(&sizes_text)->value_name("LIST")->default_value(sizes_text),
+                     "latency sizes")("threads", po::value(&threads)->default_value(threads),
+                                      "threads of the aggregate pairs/s column (1 MiB pairs)")
+      ("quick", po::bool_switch(&quick), "smallest run (a smoke test: well under a second per backend)");
+  add_common_options(desc, opts, {.plot = true});
+  const auto vm = parse_command(args, "usage: streampool-bench compare [options]\n\n"
+                                      "A short comparison of every backend and peer available: latency per size, "
+                                      "aggregate\npairs/s with --threads threads, and the random workload.",
+                                desc, nullptr, &opts);
+  if (!vm) return exit_ok;
+  const std::vector<std::size_t> sizes = parse_size_list(sizes_text);
+  if (threads < 1 || threads > 256) throw usage_error("--threads: must be in 1..256");
+  const std::vector<backend_spec> backends = selected_backends(opts.backends);
+  const driver_choice choice = choose_driver(opts);
+
+  latency_params lat;
+  lat.depth = 8;
+  lat.iterations = quick ? 200 : 5000;
+  lat.repeat = opts.repeat != 0 ? opts.repeat : (quick ? 1 : 3);
+  lat.batch_budget = quick ? 0.01 : 0.1;
+  workload_params work;
+  work.seed = opts.seed;
+  work.count = quick ? 300 : 3000;
+  const workload_def& random = find_workload("random");
+
+  report out;
+  out.command = "compare";
+  add_run_meta(out, choice, opts);
+  table& t = out.tables.emplace_back();
+  t.columns = {{"backend", "backend", col_kind::text}, {"config", "config", col_kind::text}};
+  for (const std::size_t size : sizes) {
+    t.columns.push_back({"ns_per_pair_" + size_label(size), size_label(size), col_kind::ns});
+  }
+  t.columns.push_back({"pairs_per_second_1MiB_x" + std::to_string(threads), "1MiB x" + std::to_string(threads),
+                       col_kind::rate});
+  t.columns.push_back({"random_seconds", "random", col_kind::seconds});
+  t.columns.push_back({"random_peak_allocated_bytes", "rnd alloc", col_kind::bytes});
+  t.columns.push_back({"random_peak_reserved_bytes", "rnd resv", col_kind::bytes});
+  t.columns.push_back({"random_device_mallocs", "dev mallocs", col_kind::count});
+  t.columns.push_back({"status", "status", col_kind::text});
+  bar_chart chart{"alloc+free pair latency, 1 thread (" + std::string(choice.name()) + " driver)", "ns per pair", {}, {}, {}};
+  for (const std::size_t size : sizes) chart.groups.push_back(size_label(size));
+
+  int exit_status = exit_ok;
+  progress_line progress(opts.quiet);
+  for (const backend_spec& spec : backends) {
+    std::vector<cell> row = {spec.name, spec.config_label()};
+    std::string status = "ok";
+    auto note_failure = [&](const std::string& what, const std::string& leak, const std::string& error) {
+      if (!error.empty() && status == "ok") status = what + ": " + error;
+      if (error.empty() && leak != "ok" && status == "ok") status = what + ": " + leak;
+    };
+    std::vector<double> bars;
+    for (const std::size_t size : sizes) {
+      progress.update("compare: " + spec.label() + " latency " + size_label(size));
+      lat.size = size;
+      lat.threads = 1;
+      const latency_result r = measure_latency(spec, choice, lat);
+      note_failure("latency " + size_label(size), r.leak, r.error);
+      row.push_back(r.error.empty() ? cell(r.ns_per_pair) : cell());
+      bars.push_back(r.error.empty() ? r.ns_per_pair : 0.0);
+    }
+    progress.update("compare: " + spec.label() + " threads");
+    lat.size = std::size_t{1} << 20;
+    lat.threads = threads;
+    const latency_result mt = measure_latency(spec, choice, lat);
+    note_failure("threads", mt.leak, mt.error);
+    row.push_back(mt.error.empty() ? cell(mt.pairs_per_second) : cell());
+    progress.update("compare: " + spec.label() + " random workload");
+    const workload_result w = run_workload(random, spec, choice, work);
+    note_failure("random", w.leak, w.error);
+    if (w.error.empty()) {
+      row.insert(row.end(), {w.seconds, static_cast<std::int64_t>(w.peak_allocated),
+                             static_cast<std::int64_t>(w.peak_reserved), w.device_mallocs});
+    } else {
+      row.insert(row.end(), {cell(), cell(), cell(), cell()});
+    }
+    if (status != "ok") exit_status = exit_failed;
+    row.push_back(status);
+    t.rows.push_back(std::move(row));
+    chart.series.push_back(spec.label());
+    chart.values.push_back(bars);
+  }
+  progress.finish();
+  if (opts.backends.empty()) {
+    for (const auto& [name, entry] : backend_registry()) {
+      if (entry.available()) continue;
+      std::vector<cell> row = {name, cell()};
+      row.resize(t.columns.size() - 1);
+      row.push_back(std::string("unavailable (see notes)"));
+      t.rows.push_back(std::move(row));
+      out.notes.push_back(name + " unavailable: " + entry.unavailable_reason);
+    }
+  }
+  out.notes.push_back("latency: 1 thread, depth " + std::to_string(lat.depth) + ", median of " +
+                      std::to_string(lat.repeat) + " batches; random workload: " + std::to_string(work.count) +
+                      " allocations up to 64 MiB (seed " + std::to_string(opts.seed) + ")");
+  if (!opts.plot.empty()) write_file(opts.plot, render_svg(chart), "--plot");
+  emit(out, opts);
+  return exit_status;
+}
+
+}  // namespace streampool::bench

@@ -1,0 +1,85 @@
+// cmd_latency.cpp — `streampool-bench latency`: alloc+free pair latency (median ns per pair) and
+// aggregate pairs/s for every backend x size x thread count, each thread on its own stream, with a
+// live set of --depth blocks per thread (see Note [Timing alloc+free pairs] in latency.cpp).
+#include "cli_common.hpp"
+#include "commands.hpp"
+#include "latency.hpp"
+#include "report.hpp"
+#include "size_parse.hpp"
+#include "svg_plot.hpp"
+
+namespace streampool::bench {
+
+int cmd_latency(const args_t& args) {
+  common_options opts;
+  std::string sizes_text = "512,1MiB,64MiB", threads_text = "1,2,4,8";
+  latency_params params;
+  po::options_description desc("latency options");
+  desc.add_options()
+      ("sizes", po::value(&sizes_text)->value_name("LIST")->default_value(sizes_text), "request sizes (B/KiB/MiB/GiB)")
+      ("depth", po::value(&params.depth)->default_value(params.depth), "blocks each thread keeps live while pairs run")
+      ("threads", po::value(&threads_text)->value_name("LIST")->default_value(threads_text),
+       "thread counts; each thread allocates on its own stream")
+      ("iterations", po::value(&params.iterations)->default_value(params.iterations),
+       "pairs per thread per repeat (fewer when one batch would exceed --batch-seconds)")
+      ("batch-seconds", po::value(&params.batch_budget)->default_value(params.batch_budget),
+       "time budget of one timed batch");
+  add_common_options(desc, opts, {.plot = true});
+  const auto vm = parse_command(args, "usage: streampool-bench latency [options]\n\n"
+                                      "Cache-hit alloc+free pair latency (median over --repeat batches, default 5) and\n"
+                                      "aggregate pairs/s, per backend x size x threads.",
+                                desc, nullptr, &opts);
+  if (!vm) return exit_ok;
+  const std::vector<std::size_t> sizes = parse_size_list(sizes_text);
+  const std::vector<int> thread_counts = parse_count_list(threads_text, "--threads", 256);
+  if (params.depth < 0 || params.depth > 100000) throw usage_error("--depth: must be in 0..100000");
+  if (params.iterations < 1) throw usage_error("--iterations: must be at least 1");
+  if (!(params.batch_budget > 0.0)) throw usage_error("--batch-seconds: must be positive");
+  params.repeat = opts.repeat != 0 ? opts.repeat : 5;
+  const std::vector<backend_spec> backends = selected_backends(opts.backends);
+  const driver_choice choice = choose_driver(opts);
+
+  report out;
+  out.command = "latency";
+  add_run_meta(out, choice, opts);
+  table& t = out.tables.emplace_back();
+  t.columns = {{"backend", "backend", col_kind::text},       {"config", "config", col_kind::text},
+               {"size", "size", col_kind::text},             {"size_bytes", "size_bytes", col_kind::count, false},
+               {"threads", "threads", col_kind::count},      {"depth", "depth", col_kind::count},
+               {"iterations", "iters", col_kind::count},     {"ns_per_pair", "per pair", col_kind::ns},
+               {"pairs_per_second", "pairs", col_kind::rate}, {"timed_device_mallocs", "dev mallocs", col_kind::count},
+               {"leak_check", "leak check", col_kind::text}, {"error", "error", col_kind::text}};
+  bar_chart chart{"alloc+free pair latency (" + std::string(choice.name()) + " driver)", "ns per pair", {}, {}, {}};
+  for (const backend_spec& spec : backends) chart.series.push_back(spec.label());
+  chart.values.assign(backends.size(), {});
+
+  int status = exit_ok;
+  progress_line progress(opts.quiet);
+  const std::size_t total = backends.size() * sizes.size() * thread_counts.size();
+  std::size_t done = 0;
+  for (const std::size_t size : sizes) {
+    for (const int threads : thread_counts) {
+      chart.groups.push_back(size_label(size) + (thread_counts.size() > 1 ? " x" + std::to_string(threads) : ""));
+      for (std::size_t b = 0; b < backends.size(); ++b) {
+        progress.update("latency: " + backends[b].label() + " " + size_label(size) + " x" + std::to_string(threads) +
+                        " (" + std::to_string(++done) + "/" + std::to_string(total) + ")");
+        params.size = size;
+        params.threads = threads;
+        const latency_result r = measure_latency(backends[b], choice, params);
+        const bool ok = r.error.empty();
+        if (!ok || r.leak != "ok") status = exit_failed;
+        t.rows.push_back({backends[b].name, backends[b].config_label(), size_label(size),
+                          static_cast<std::int64_t>(size), std::int64_t{threads}, std::int64_t{params.depth},
+                          std::int64_t{r.iterations}, ok ? cell(r.ns_per_pair) : cell(),
+                          ok ? cell(r.pairs_per_second) : cell(), r.timed_device_mallocs, r.leak, r.error});
+        chart.values[b].push_back(ok ? r.ns_per_pair : 0.0);
+      }
+    }
+  }
+  progress.finish();
+  if (!opts.plot.empty()) write_file(opts.plot, render_svg(chart), "--plot");
+  emit(out, opts);
+  return status;
+}
+
+}  // namespace streampool::bench

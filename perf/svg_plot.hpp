@@ -1,0 +1,43 @@
+// svg_plot.hpp — two hand-written SVG charts (no dependencies): a line chart (reserved vs
+// allocated over a replay, per backend) and a grouped bar chart (latency per size, per backend).
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace streampool::bench {
+
+struct line_series {
+  std::string name;
+  int color = 0;        ///< index into the palette; series of one backend share it
+  bool dashed = false;  ///< e.g. allocated dashed, reserved solid
+  std::vector<std::pair<double, double>> points;  ///< (x, y), x ascending
+};
+
+struct line_chart {
+  std::string title;
+  std::string x_label;
+  std::string y_label;
+  std::vector<line_series> series;
+};
+
+struct bar_chart {
+  std::string title;
+  std::string y_label;
+  std::vector<std::string> groups;  ///< x categories (e.g. sizes)
+  std::vector<std::string> series;  ///< bars within a group (e.g. backends)
+  /// values[series][group]; NaN or <= 0 = no bar.
+  std::vector<std::vector<double>> values;
+  bool log_scale = false;           ///< set by render when values span more than 100x
+};
+
+[[nodiscard]] std::string render_svg(const line_chart& chart);
+[[nodiscard]] std::string render_svg(const bar_chart& chart);
+
+/// Reduces `points` to at most `max_points` by keeping, per bucket of x, the point of largest y
+/// (peaks must survive thinning).
+[[nodiscard]] std::vector<std::pair<double, double>> thin_points(const std::vector<std::pair<double, double>>& points,
+                                                                std::size_t max_points);
+
+}  // namespace streampool::bench

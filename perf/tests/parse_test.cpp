@@ -1,0 +1,96 @@
+// parse_test.cpp — unit tests of the harness's parsers: sizes with suffixes, comma lists, and
+// --backends (configs after '=', continuation pieces, ';', brackets, unknown or unavailable names).
+#include <gtest/gtest.h>
+
+#include "backend_registry.hpp"
+#include "cli_common.hpp"
+#include "size_parse.hpp"
+
+namespace streampool::bench {
+namespace {
+
+TEST(SizeParse, AcceptsUnitsAndFractions) {
+  EXPECT_EQ(parse_size("512"), 512u);
+  EXPECT_EQ(parse_size("512B"), 512u);
+  EXPECT_EQ(parse_size("4KiB"), 4096u);
+  EXPECT_EQ(parse_size("4k"), 4096u);
+  EXPECT_EQ(parse_size("1M"), std::size_t{1} << 20);
+  EXPECT_EQ(parse_size("1.5MiB"), std::size_t{3} << 19);
+  EXPECT_EQ(parse_size(" 80GiB "), std::size_t{80} << 30);
+  EXPECT_EQ(parse_size("2gb"), std::size_t{2} << 30);
+}
+
+TEST(SizeParse, RejectsBadText) {
+  for (const char* bad : {"", "MiB", "12XB", "1.5.5M", "0", "0.3B", "-1", "1e3"}) {
+    EXPECT_THROW((void)parse_size(bad), usage_error) << bad;
+  }
+  try {
+    (void)parse_size("12XB", "--sizes");
+    FAIL();
+  } catch (const usage_error& e) {
+    EXPECT_NE(std::string(e.what()).find("--sizes: '12XB'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("unknown unit 'XB'"), std::string::npos) << e.what();
+  }
+}
+
+TEST(SizeParse, Lists) {
+  EXPECT_EQ(parse_size_list("512,1MiB,64MiB"), (std::vector<std::size_t>{512, 1 << 20, 64 << 20}));
+  EXPECT_THROW((void)parse_size_list("512,,1M"), usage_error);
+  EXPECT_EQ(parse_count_list("1,2,4,8", "--threads", 64), (std::vector<int>{1, 2, 4, 8}));
+  EXPECT_THROW((void)parse_count_list("1,0", "--threads", 64), usage_error);
+  EXPECT_THROW((void)parse_count_list("1,x", "--threads", 64), usage_error);
+  EXPECT_THROW((void)parse_count_list("65", "--threads", 64), usage_error);
+}
+
+TEST(SizeParse, Labels) {
+  EXPECT_EQ(size_label(512), "512B");
+  EXPECT_EQ(size_label(1 << 20), "1MiB");
+  EXPECT_EQ(size_label(3 << 19), "1.5MiB");
+  EXPECT_EQ(size_label(std::size_t{80} << 30), "80GiB");
+}
+
+TEST(BackendList, NamesAndConfigs) {
+  const auto specs = parse_backend_list("native,cudaMallocAsync,cuda,async-raw");
+  ASSERT_EQ(specs.size(), 4u);
+  EXPECT_EQ(specs[0].name, "native");
+  EXPECT_EQ(specs[3].name, "async-raw");
+  EXPECT_EQ(specs[0].config_label(), "default");
+}
+
+TEST(BackendList, ConfigContinuationSemicolonAndBrackets) {
+  const auto a = parse_backend_list("native=expandable_segments:True,max_split_size_mb:256,cuda");
+  const auto b = parse_backend_list("native=expandable_segments:True;max_split_size_mb:256,cuda");
+  ASSERT_EQ(a.size(), 2u);
+  ASSERT_EQ(b.size(), 2u);
+  EXPECT_EQ(a[0].config_text, "expandable_segments:True,max_split_size_mb:256");
+  EXPECT_EQ(b[0].config_text, a[0].config_text);
+  EXPECT_EQ(a[1].name, "cuda");
+  EXPECT_EQ(a[0].label(), "native[expandable_segments:True,max_split_size_mb:256]");
+  const auto c = parse_backend_list("native=roundup_power2_divisions:[256:1,512:2,1024:4,>:8],cudaMallocAsync");
+  ASSERT_EQ(c.size(), 2u);
+  EXPECT_EQ(c[0].config_text, "roundup_power2_divisions:[256:1,512:2,1024:4,>:8]");
+  EXPECT_EQ(config_for(c[1]).backend, backend_kind::cuda_malloc_async);
+}
+
+TEST(BackendList, Errors) {
+  EXPECT_THROW((void)parse_backend_list("nativ"), usage_error);
+  EXPECT_THROW((void)parse_backend_list("cub"), usage_error);          // not built here
+  EXPECT_THROW((void)parse_backend_list("cuda=x:1"), usage_error);     // peers take no config
+  EXPECT_THROW((void)parse_backend_list("max_split_size_mb:256"), usage_error);  // continuation of nothing
+  EXPECT_THROW((void)parse_backend_list("native=max_split_size_mb:banana"), usage_error);
+  EXPECT_THROW((void)parse_backend_list("native=backend:cudaMallocAsync"), usage_error);
+  EXPECT_THROW((void)parse_backend_list("native,,cuda"), usage_error);
+}
+
+TEST(BackendList, DefaultsAndUnavailable) {
+  const auto specs = default_backends();
+  ASSERT_GE(specs.size(), 4u);
+  EXPECT_EQ(specs[0].name, "native");
+  EXPECT_EQ(specs[1].name, "cudaMallocAsync");
+  const auto missing = unavailable_backends();
+  EXPECT_EQ(missing.size(), 3u);  // cub, torch-async, torch-native
+  for (const auto& line : missing) EXPECT_NE(line.find("not built"), std::string::npos) << line;
+}
+
+}  // namespace
+}  // namespace streampool::bench

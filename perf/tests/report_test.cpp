@@ -1,0 +1,95 @@
+// report_test.cpp — unit tests of the report renderings (table, JSON, CSV) and the SVG charts.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "report.hpp"
+#include "svg_plot.hpp"
+
+namespace streampool::bench {
+namespace {
+
+report sample_report() {
+  report r;
+  r.command = "replay";
+  r.meta.emplace_back("tool", std::string("streampool-bench"));
+  r.meta.emplace_back("trace_events", std::int64_t{42});
+  r.notes.push_back("driver: sim");
+  table& t = r.tables.emplace_back();
+  t.columns = {{"backend", "backend", col_kind::text},
+               {"peak_reserved_bytes", "peak resv", col_kind::bytes},
+               {"hidden", "hidden", col_kind::count, false},
+               {"seconds", "time", col_kind::seconds},
+               {"error", "error", col_kind::text}};
+  t.rows.push_back({std::string("native"), std::int64_t{3} << 20, std::int64_t{7}, 0.25, std::string()});
+  t.rows.push_back({std::string("a \"b\", c"), cell(), cell(), std::nan(""), std::string("x\ny")});
+  r.footer.push_back("recommended: X");
+  return r;
+}
+
+TEST(Report, TableShowsMiBAndHidesColumns) {
+  const std::string text = render_table(sample_report());
+  EXPECT_NE(text.find("peak resv MiB"), std::string::npos) << text;
+  EXPECT_NE(text.find("3.0"), std::string::npos) << text;
+  EXPECT_NE(text.find("0.250"), std::string::npos) << text;
+  EXPECT_EQ(text.find("hidden"), std::string::npos) << text;
+  EXPECT_NE(text.find("recommended: X"), std::string::npos) << text;
+}
+
+TEST(Report, JsonHasRawValuesAndEscapes) {
+  const std::string json = render_json(sample_report());
+  EXPECT_NE(json.find("\"trace_events\": 42"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"peak_reserved_bytes\": 3145728"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"hidden\": 7"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"a \\\"b\\\", c\""), std::string::npos) << json;
+  EXPECT_NE(json.find("\"seconds\": null"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"x\\ny\""), std::string::npos) << json;
+}
+
+TEST(Report, CsvQuotesAndComments) {
+  const std::string csv = render_csv(sample_report());
+  EXPECT_NE(csv.find("# tool: streampool-bench\n"), std::string::npos) << csv;
+  EXPECT_NE(csv.find("backend,peak_reserved_bytes,hidden,seconds,error\n"), std::string::npos) << csv;
+  EXPECT_NE(csv.find("native,3145728,7,0.25,\n"), std::string::npos) << csv;
+  EXPECT_NE(csv.find("\"a \"\"b\"\", c\",,,,\"x\ny\""), std::string::npos) << csv;
+}
+
+TEST(Report, Iso8601Date) {
+  const std::string date = utc_now_iso8601();
+  ASSERT_EQ(date.size(), 20u) << date;
+  EXPECT_EQ(date[4], '-');
+  EXPECT_EQ(date[10], 'T');
+  EXPECT_EQ(date.back(), 'Z');
+}
+
+TEST(Svg, LineChart) {
+  line_chart chart{"t<1>", "event", "MiB", {}};
+  chart.series.push_back({"native reserved", 0, false, {{0, 1}, {10, 5}, {20, 3}}});
+  chart.series.push_back({"native allocated", 0, true, {{0, 1}, {10, 4}, {20, 2}}});
+  const std::string svg = render_svg(chart);
+  EXPECT_EQ(svg.rfind("<svg", 0), 0u);
+  EXPECT_NE(svg.find("t&lt;1&gt;"), std::string::npos);
+  EXPECT_NE(svg.find("native allocated"), std::string::npos);
+  EXPECT_NE(svg.find("stroke-dasharray"), std::string::npos);
+  EXPECT_NE(svg.find("</svg>"), std::string::npos);
+}
+
+TEST(Svg, BarChartSwitchesToLogScale) {
+  bar_chart chart{"latency", "ns", {"512B", "64MiB"}, {"native", "cuda"}, {{50.0, 60.0}, {2000.0, 150000.0}}};
+  const std::string svg = render_svg(chart);
+  EXPECT_NE(svg.find("log scale"), std::string::npos);
+  EXPECT_NE(svg.find("<rect x="), std::string::npos);
+}
+
+TEST(Svg, ThinningKeepsPeaks) {
+  std::vector<std::pair<double, double>> points;
+  for (int i = 0; i < 1000; ++i) points.emplace_back(i, i == 567 ? 1e6 : 1.0);
+  const auto thin = thin_points(points, 50);
+  EXPECT_LE(thin.size(), 50u);
+  bool peak = false;
+  for (const auto& p : thin) peak = peak || p.second == 1e6;
+  EXPECT_TRUE(peak);
+}
+
+}  // namespace
+}  // namespace streampool::bench

@@ -1,0 +1,55 @@
+// workload_random.cpp — RMM's random_allocations shape (peers-and-users §1.4): `count`
+// allocations of sizes uniform in [1 B, max], each step an allocation with probability 0.73 else a
+// free of a random live block, live bytes capped; seeded, on the default stream.
+#include <random>
+
+#include "workloads.hpp"
+
+namespace streampool::bench {
+
+workload_counts workload_random(allocator& alloc, const driver_instance&, const workload_params& params) {
+  const std::size_t count = params.count != 0 ? params.count : 10000;
+  const std::size_t max_size = params.max_size != 0 ? params.max_size : std::size_t{64} << 20;
+  if (max_size > params.live_cap) {
+    throw usage_error("workload random: --max-size exceeds the live cap (" + std::to_string(params.live_cap) + " bytes)");
+  }
+  std::mt19937_64 rng(params.seed);
+  std::uniform_int_distribution<std::size_t> size_dist(1, max_size);
+  std::bernoulli_distribution alloc_coin(0.73);
+
+  struct block {
+    void* ptr;
+    std::size_t size;
+  };
+  std::vector<block> live;
+  live.reserve(count);
+  workload_counts counts;
+  std::size_t live_bytes = 0;
+  std::size_t allocations = 0;
+  auto free_random = [&] {
+    std::uniform_int_distribution<std::size_t> pick(0, live.size() - 1);
+    const std::size_t index = pick(rng);
+    alloc.deallocate(live[index].ptr);
+    live_bytes -= live[index].size;
+    live[index] = live.back();
+    live.pop_back();
+    ++counts.ops;
+  };
+  while (allocations < count) {
+    if (!live.empty() && !alloc_coin(rng)) {
+      free_random();
+      continue;
+    }
+    const std::size_t size = size_dist(rng);
+    while (live_bytes + size > params.live_cap) free_random();
+    live.push_back({alloc.allocate(size, nullptr, 0), size});
+    live_bytes += size;
+    counts.peak_requested = std::max(counts.peak_requested, live_bytes);
+    ++allocations;
+    ++counts.ops;
+  }
+  while (!live.empty()) free_random();
+  return counts;
+}
+
+}  // namespace streampool::bench

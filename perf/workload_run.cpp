@@ -1,0 +1,60 @@
+// workload_run.cpp — the list of workloads and run_workload(): a fresh allocator per run, peaks
+// from a reset at the start, the time of the workload body, then the leak check.
+#include <chrono>
+
+#include "workloads.hpp"
+
+namespace streampool::bench {
+
+const std::vector<workload_def>& workload_list() {
+  static const std::vector<workload_def> list = {
+      {"random", "RMM random_allocations: --count allocations of uniform sizes in [1 B, --max-size], "
+                 "73% allocation probability, frees of random live blocks, live bytes capped", workload_random, {}},
+      {"multistream", "a producer stream hands buffers to --streams - 1 consumer streams (record_stream) "
+                      "and frees them at once; consumers finish in turn", workload_multistream, {}},
+      {"trainloop", "training steps: weights, then per step activations of varying batch x sequence "
+                    "allocated in layer order and freed in reverse, optimizer temporaries", workload_trainloop, {}},
+      {"graphloop", "a CUDA-graph-captured training loop", nullptr,
+       "not yet available: comes with the graph-capture issue"},
+  };
+  return list;
+}
+
+const workload_def& find_workload(const std::string& name) {
+  std::string known;
+  for (const workload_def& def : workload_list()) {
+    if (def.name == name) {
+      if (def.run == nullptr) throw usage_error("workload '" + name + "' is " + def.unavailable_reason);
+      return def;
+    }
+    known += (known.empty() ? "" : ", ") + def.name;
+  }
+  throw usage_error("unknown workload '" + name + "'; known: " + known);
+}
+
+workload_result run_workload(const workload_def& def, const backend_spec& spec, const driver_choice& choice,
+                             const workload_params& params) {
+  workload_result result;
+  try {
+    const driver_instance inst = make_driver(choice);
+    std::unique_ptr<allocator> alloc = make_backend(spec, inst.drv);
+    alloc->reset_peak_stats(0);
+    const std::int64_t mallocs_before = alloc->stats(0).num_device_alloc;
+    const auto start = std::chrono::steady_clock::now();
+    const workload_counts counts = def.run(*alloc, inst, params);
+    result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const memory_stats stats = alloc->stats(0);
+    result.ops = counts.ops;
+    result.peak_requested = counts.peak_requested;
+    result.peak_allocated = static_cast<std::size_t>(stats.allocated_bytes[0].peak);
+    result.peak_reserved = static_cast<std::size_t>(stats.reserved_bytes[0].peak);
+    result.device_mallocs = stats.num_device_alloc - mallocs_before;
+    result.leak = leak_check(*alloc, 0);
+    alloc->empty_cache();
+  } catch (const std::exception& e) {
+    result.error = e.what();
+  }
+  return result;
+}
+
+}  // namespace streampool::bench

@@ -1,0 +1,66 @@
+// workloads.hpp — the synthetic workloads of `workload` and `compare`: `random` (RMM's
+// random_allocations shape), `multistream` (producer/consumer streams with record_stream) and
+// `trainloop` (a training step's activation pattern). Each frees everything it allocates, so the
+// run's leak check is meaningful.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "backend_registry.hpp"
+#include "cli_common.hpp"
+
+namespace streampool::bench {
+
+struct workload_params {
+  std::uint64_t seed = 42;
+  std::size_t count = 0;     ///< random: allocations (0 = 10000); multistream: buffers per step (0 = 16)
+  std::size_t max_size = 0;  ///< largest request (0 = 64 MiB random, 16 MiB multistream)
+  std::size_t live_cap = std::size_t{16000} << 20;  ///< random: live bytes cap (RMM: 16000 MiB)
+  int steps = 0;             ///< multistream (0 = 200), trainloop (0 = 20)
+  int streams = 4;           ///< multistream: 1 producer + (streams - 1) consumers
+  int layers = 8;            ///< trainloop
+  int hidden = 1024;         ///< trainloop: model width d
+};
+
+/// What a workload function reports itself; the runner adds the allocator's figures.
+struct workload_counts {
+  std::int64_t ops = 0;                ///< allocations + frees
+  std::size_t peak_requested = 0;      ///< bytes
+};
+
+struct workload_result {
+  double seconds = 0.0;
+  std::int64_t ops = 0;
+  std::size_t peak_requested = 0;
+  std::size_t peak_allocated = 0;
+  std::size_t peak_reserved = 0;
+  std::int64_t device_mallocs = 0;
+  std::string leak = "ok";
+  std::string error;
+};
+
+using workload_fn = workload_counts (*)(allocator& alloc, const driver_instance& inst, const workload_params& params);
+
+struct workload_def {
+  std::string name;
+  std::string description;
+  workload_fn run = nullptr;  ///< nullptr: not available yet
+  std::string unavailable_reason;
+};
+
+[[nodiscard]] const std::vector<workload_def>& workload_list();
+/// @throws usage_error for an unknown or unavailable name
+[[nodiscard]] const workload_def& find_workload(const std::string& name);
+
+/// Runs `def` once on a fresh allocator of `spec`. Never throws for a backend failure.
+[[nodiscard]] workload_result run_workload(const workload_def& def, const backend_spec& spec,
+                                           const driver_choice& choice, const workload_params& params);
+
+workload_counts workload_random(allocator& alloc, const driver_instance& inst, const workload_params& params);
+workload_counts workload_multistream(allocator& alloc, const driver_instance& inst, const workload_params& params);
+workload_counts workload_trainloop(allocator& alloc, const driver_instance& inst, const workload_params& params);
+
+}  // namespace streampool::bench
