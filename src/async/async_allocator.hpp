@@ -1,0 +1,62 @@
+// async_allocator.hpp — the cudaMallocAsync backend (`backend:cudaMallocAsync`): streampool's
+// allocator interface over CUDA stream-ordered memory pools, one async_device per device, set up on
+// first use. Built through detail::make_async_allocator (src/backends.hpp); docs/async-backend.md
+// describes the behaviour and how it differs from the native backend.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "async/async_device.hpp"
+#include "async/pointer_map.hpp"
+#include "core/trace_ring.hpp"
+#include "streampool/allocator.hpp"
+
+namespace streampool::detail {
+
+class async_allocator final : public allocator {
+ public:
+  async_allocator(allocator_config config, std::shared_ptr<driver> drv);
+  ~async_allocator() override;
+
+  /// The device's state if it was used already, else nullptr (for tests and diagnostics).
+  [[nodiscard]] const async_device* initialized_device(int device) const noexcept;
+
+ private:
+  struct device_slot {
+    std::mutex init_mutex;
+    std::atomic<async_device*> ready{nullptr};
+    std::unique_ptr<async_device> owner;
+    trace_ring trace;
+  };
+
+  /// The device's state, set up on first use (Note [Pool setup]). @throws as async_device()
+  [[nodiscard]] async_device& device(int device);
+  [[nodiscard]] async_device* find_device(int device) const noexcept;
+  /// The error for a pointer that is not a live allocation, naming the allocation it points into.
+  [[nodiscard]] error bad_pointer(const char* operation, void* ptr) const;
+
+  void* do_allocate(int device, std::size_t bytes, stream_t stream) override;
+  void do_deallocate(void* ptr) override;
+  void do_record_stream(void* ptr, stream_t stream) override;
+  void do_empty_cache() override;
+  [[nodiscard]] memory_stats do_stats(int device) const override;
+  void do_reset_peak_stats(int device) override;
+  void do_reset_accumulated_stats(int device) override;
+  [[nodiscard]] memory_snapshot do_snapshot() const override;
+  void do_record_history(bool enabled, std::size_t max_entries) override;
+  [[nodiscard]] std::vector<trace_entry> do_trace(int device) const override;
+  void do_set_memory_fraction(int device, double fraction) override;
+  [[nodiscard]] double do_memory_fraction(int device) const override;
+  void do_begin_allocate_to_pool(int device, mempool_id pool, stream_filter filter) override;
+  void do_end_allocate_to_pool(int device, mempool_id pool) override;
+  void do_release_pool(int device, mempool_id pool) override;
+
+  pointer_map pointers_;  // declared before slots_: it outlives the devices that refer to it
+  std::unique_ptr<device_slot[]> slots_;
+  int slot_count_ = 0;
+};
+
+}  // namespace streampool::detail

@@ -1,0 +1,266 @@
+// async_device.cpp — pool setup and the allocate/free paths of one device of the cudaMallocAsync
+// backend. Statistics, snapshots, fraction and capture entry points: async_device_admin.cpp; the
+// OOM diagnostic: async_device_oom.cpp.
+//
+// Note [Pool setup]
+// On first use of a device: refuse devices without memory pools (cudaDevAttrMemoryPoolsSupported;
+// some devices lack them even on recent CUDA) with an error that names the device and the native
+// backend; take the device's default pool, or create one (`async_pool:dedicated`) so that other
+// users of the default pool neither see our memory nor trim it. Set the release threshold to
+// UINT64_MAX — the default 0 returns every freed byte to the OS at each synchronisation, which
+// defeats caching — and turn on the three reuse policies (follow event dependencies, opportunistic,
+// internal dependencies), so that memory freed on one stream can serve another once ordered.
+#include "async/async_device.hpp"
+
+#include <limits>
+#include <string>
+
+#include "core/format.hpp"
+#include "streampool/errors.hpp"
+
+namespace streampool::detail {
+namespace {
+
+void check_pool_call(driver& drv, drv_result result, int device, const char* what) {
+  if (result.ok()) return;
+  throw cuda_error("streampool: cudaMallocAsync backend: " + std::string(what) + " on device " +
+                       std::to_string(device) + " failed: " + drv.describe(result),
+                   result.native);
+}
+
+}  // namespace
+
+async_device::async_device(driver& drv, int device, const allocator_config& config, pointer_map& pointers,
+                           trace_ring& trace)
+    : driver_(&drv),
+      device_(device),
+      pointers_(&pointers),
+      trace_(&trace),
+      fraction_(config.per_process_memory_fraction),
+      events_(drv, device) {
+  device_info info;
+  check_pool_call(drv, drv.get_device_info(device, &info), device, "reading the device properties");
+  if (!info.memory_pools_supported) {
+    throw error("streampool: backend:cudaMallocAsync needs stream-ordered memory pools, but device " +
+                std::to_string(device) + " (" + info.name +
+                ") does not support them (cudaDevAttrMemoryPoolsSupported = 0); use backend:native instead");
+  }
+  total_memory_ = info.total_memory;
+  if (config.async_pool == async_pool_kind::dedicated) {
+    check_pool_call(drv, drv.pool_create(device, &pool_), device, "creating a dedicated memory pool");
+    owns_pool_ = true;
+  } else {
+    check_pool_call(drv, drv.pool_get_default(device, &pool_), device, "getting the default memory pool");
+  }
+  try {
+    const std::uint64_t keep_all = std::numeric_limits<std::uint64_t>::max();
+    check_pool_call(drv, drv.pool_set_attr(pool_, pool_attr::release_threshold, keep_all), device,
+                    "setting the pool's release threshold");
+    for (const pool_attr attr : {pool_attr::reuse_follow_event_dependencies, pool_attr::reuse_allow_opportunistic,
+                                 pool_attr::reuse_allow_internal_dependencies}) {
+      check_pool_call(drv, drv.pool_set_attr(pool_, attr, 1), device, "enabling the pool's reuse policies");
+    }
+  } catch (...) {
+    if (owns_pool_) (void)drv.pool_destroy(pool_);
+    throw;
+  }
+}
+
+async_device::~async_device() {
+  std::lock_guard lock(mutex_);
+  if (!captures_.underway()) flush_deferred_locked();
+  // A dedicated pool is destroyed; the driver releases it once its outstanding allocations are
+  // freed (cudaMemPoolDestroy semantics). The default pool belongs to the device and stays.
+  if (owns_pool_) (void)driver_->pool_destroy(pool_);
+}
+
+void* async_device::allocate(std::size_t bytes, stream_t stream) {
+  std::lock_guard lock(mutex_);
+  if (!captures_.underway() && !captures_.deferred().empty()) flush_deferred_locked();
+  allocation_record record;
+  record.device = device_;
+  record.size = bytes;
+  record.stream = stream;
+  if (captures_.underway()) {
+    if (const std::optional<mempool_id> pool = captures_.route(stream)) {
+      record.pool = *pool;
+      record.captured = true;
+    }
+  }
+  // See Note [Memory fraction]: checked before the driver is asked, so a capped request never
+  // grows the pool.
+  if (accounting_.held_bytes() + async_footprint(bytes) > limit_locked()) {
+    throw oom_locked(bytes, stream, record.pool, /*over_cap=*/true);
+  }
+  void* ptr = nullptr;
+  const drv_result result = malloc_with_retry_locked(bytes, stream, &ptr);
+  if (result.code == status::out_of_memory) throw oom_locked(bytes, stream, record.pool, /*over_cap=*/false);
+  if (!result.ok()) {
+    throw cuda_error("streampool: cudaMallocAsync of " + format_size(bytes) + " on device " +
+                         std::to_string(device_) + " failed: " + driver_->describe(result),
+                     result.native);
+  }
+  const mempool_id pool = record.pool;
+  try {
+    pointers_->insert(ptr, std::move(record));
+  } catch (...) {
+    (void)driver_->free_async(ptr, stream);  // host memory exhausted: give the block back
+    throw;
+  }
+  accounting_.on_alloc(bytes);
+  const auto address = reinterpret_cast<std::uintptr_t>(ptr);
+  trace(trace_action::segment_alloc, address, async_footprint(bytes), stream, pool);
+  trace(trace_action::alloc, address, bytes, stream, pool);
+  return ptr;
+}
+
+drv_result async_device::malloc_with_retry_locked(std::size_t bytes, stream_t stream, void** out) {
+  last_malloc_retried_ = false;
+  drv_result result = driver_->malloc_async(pool_, bytes, stream, out);
+  // No synchronisation is legal while a capture is underway (spec §3.3): go straight to the OOM.
+  if (result.code != status::out_of_memory || captures_.underway()) return result;
+  if (!synchronize_and_trim_locked()) return result;
+  accounting_.on_retry();
+  last_malloc_retried_ = true;
+  return driver_->malloc_async(pool_, bytes, stream, out);
+}
+
+bool async_device::synchronize_and_trim_locked() noexcept {
+  if (!driver_->device_synchronize(device_).ok()) return false;
+  accounting_.on_device_synchronize();
+  (void)driver_->pool_trim_to(pool_, 0);
+  sample_reserved_locked();
+  return true;
+}
+
+void async_device::free(void* ptr, allocation_record& record) {
+  std::lock_guard lock(mutex_);
+  const bool underway = captures_.underway();
+  if (!underway && !captures_.deferred().empty()) flush_deferred_locked();
+  const auto address = reinterpret_cast<std::uintptr_t>(ptr);
+  if (underway && !record.captured) {
+    auto& deferred = captures_.deferred();
+    deferred.reserve(deferred.size() + 1);  // may throw: nothing changed yet
+    accounting_.on_free_requested(record.size);
+    trace(trace_action::free_requested, address, record.size, record.stream, record.pool);
+    captures_.defer(ptr, std::move(record));  // no throw: capacity reserved above
+    return;
+  }
+  release_locked(ptr, record);  // throws before changing anything
+  accounting_.on_free_requested(record.size);
+  // Traced in order: requested, then completed (the free is the pool's from here).
+  trace(trace_action::free_requested, address, record.size, record.stream, record.pool);
+  trace(trace_action::free_completed, address, record.size, record.stream, record.pool);
+  trace(trace_action::segment_free, address, async_footprint(record.size), record.stream, record.pool);
+}
+
+// Note [record_stream by stream wait]
+// A free must not let the pool reuse the memory before the work of every record_stream'ed stream,
+// submitted before the free, is done. For each such stream S: record a pooled event on S and make
+// the allocation stream A wait on it (cudaStreamWaitEvent binds to the event's record at call time,
+// so the event goes back to the pool at once and may be re-recorded; checked on an H200), then
+// cudaFreeAsync on A. The free is ordered after S's work on the device, and every reuse path of the
+// pool respects that order: a later allocation on A is after the free in A's order; another stream
+// reuses it only through event dependencies, opportunistically once the free has executed, or
+// with an internal wait on A — all after S's work. No host synchronisation, no event query (legal
+// under capture), no event alive past the call.
+// PyTorch instead frees on one per-device "unifying" stream that waits on A and on each S. That
+// costs an extra stream, an extra event per stream per free (created and destroyed each time), and
+// turns every such free into a cross-stream free, so even a reuse on A must go through the pool's
+// cross-stream reuse rules, and the unifying stream accumulates waits on every stream that ever
+// freed through it. Trade-off of ours: A's later work is ordered after S's work recorded at the
+// free — a dependency PyTorch does not add. In record_stream's common uses (a side stream consumes a
+// tensor of A and A later joins it) that order exists anyway; docs/async-backend.md says so.
+void async_device::release_locked(void* ptr, const allocation_record& record) {
+  drv_result failed_wait;
+  for (const stream_t use : record.stream_uses) {
+    const event_t event = events_.acquire();
+    drv_result result = driver_->event_record(event, use);
+    if (result.ok()) result = driver_->stream_wait_event(record.stream, event);
+    events_.release(event);
+    if (!result.ok()) failed_wait = result;
+  }
+  // Note [Ordering fallback]: a stream the device's events cannot be recorded on (a stream of
+  // another device: record_stream does not say which) is waited for by the host instead —
+  // every device is synchronised, which also completes that stream's work. Illegal under capture:
+  // then the free fails and the allocation stays live, to be freed after the capture.
+  const bool host_synchronised = !failed_wait.ok();
+  if (host_synchronised) {
+    int count = 0;
+    if (!driver_->device_count(&count).ok()) count = 0;
+    for (int device = 0; device < count; ++device) {
+      const drv_result result = driver_->device_synchronize(device);
+      if (!result.ok()) {
+        throw cuda_error("streampool: ordering the free of " + format_pointer(ptr) +
+                             " after its record_stream streams failed (" + driver_->describe(failed_wait) +
+                             "), and so did synchronising device " + std::to_string(device) + " instead: " +
+                             driver_->describe(result),
+                         result.native);
+      }
+    }
+  }
+  const drv_result result = driver_->free_async(ptr, record.stream);
+  if (!result.ok()) {
+    throw cuda_error("streampool: cudaFreeAsync of " + format_pointer(ptr) + " on device " +
+                         std::to_string(device_) + " failed: " + driver_->describe(result),
+                     result.native);
+  }
+  if (host_synchronised) accounting_.on_device_synchronize();
+  accounting_.on_free_completed(record.size);
+}
+
+void async_device::flush_deferred_locked() noexcept {
+  auto& deferred = captures_.deferred();
+  const auto capturing = [this](stream_t stream) {
+    capture_info info;
+    return driver_->stream_capture_info(stream, &info).ok() && info.status != capture_status::none;
+  };
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < deferred.size(); ++i) {
+    deferred_free& item = deferred[i];
+    bool ready = !capturing(item.record.stream);
+    for (const stream_t use : item.record.stream_uses) ready = ready && !capturing(use);
+    if (ready) {
+      try {
+        release_locked(item.ptr, item.record);
+        const auto address = reinterpret_cast<std::uintptr_t>(item.ptr);
+        trace(trace_action::free_completed, address, item.record.size, item.record.stream, item.record.pool);
+        trace(trace_action::segment_free, address, async_footprint(item.record.size), item.record.stream,
+              item.record.pool);
+        continue;
+      } catch (...) {
+        // Kept for a later attempt: a parked free must not make an unrelated call fail.
+      }
+    }
+    if (kept != i) deferred[kept] = std::move(item);
+    ++kept;
+  }
+  deferred.resize(kept);
+}
+
+void async_device::trace(trace_action action, std::uintptr_t address, std::size_t size, stream_t stream,
+                         mempool_id pool) noexcept {
+  try {
+    trace_->record(action, device_, address, size, stream, pool);
+  } catch (...) {
+    // Dropping one trace entry is better than failing (or half-undoing) a completed operation.
+  }
+}
+
+void async_device::empty_cache() {
+  std::lock_guard lock(mutex_);
+  if (captures_.underway()) return;  // synchronising would be illegal; the pool keeps its memory
+  if (!captures_.deferred().empty()) flush_deferred_locked();
+  sample_reserved_locked();
+  const drv_result result = driver_->device_synchronize(device_);
+  if (!result.ok()) {
+    throw cuda_error("streampool: empty_cache: synchronising device " + std::to_string(device_) +
+                         " failed: " + driver_->describe(result),
+                     result.native);
+  }
+  accounting_.on_device_synchronize();
+  check_pool_call(*driver_, driver_->pool_trim_to(pool_, 0), device_, "trimming the memory pool");
+  sample_reserved_locked();
+}
+
+}  // namespace streampool::detail

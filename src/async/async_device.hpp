@@ -1,0 +1,98 @@
+// async_device.hpp — one device of the cudaMallocAsync backend: its stream-ordered pool (set up on
+// construction), the statistics, the memory-fraction cap, the capture bookkeeping and the
+// allocate/free paths. All public members lock the device mutex; the pointer map and the trace ring
+// are shared with the allocator and have their own locks.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+#include "async/async_accounting.hpp"
+#include "async/capture_book.hpp"
+#include "async/pointer_map.hpp"
+#include "core/event_pool.hpp"
+#include "core/trace_ring.hpp"
+#include "streampool/config.hpp"
+#include "streampool/driver.hpp"
+#include "streampool/errors.hpp"
+#include "streampool/stats.hpp"
+
+namespace streampool::detail {
+
+class async_device {
+ public:
+  /// Sets up the pool of `device` (Note [Pool setup]).
+  /// @throws error when the device has no memory-pool support; cuda_error when a pool call fails
+  async_device(driver& drv, int device, const allocator_config& config, pointer_map& pointers,
+               trace_ring& trace);
+  ~async_device();
+  async_device(const async_device&) = delete;
+  async_device& operator=(const async_device&) = delete;
+
+  /// malloc_async of `bytes` on `stream`, registered in the pointer map.
+  /// @throws out_of_memory (cap or device exhausted after a trim and retry), cuda_error
+  [[nodiscard]] void* allocate(std::size_t bytes, stream_t stream);
+  /// Frees an allocation already taken out of the pointer map. On an exception nothing changed and
+  /// the caller puts the record back. @throws cuda_error
+  void free(void* ptr, allocation_record& record);
+  /// Device synchronise + trim the pool to 0 (skipped while a capture is underway on the device).
+  void empty_cache();
+
+  [[nodiscard]] memory_stats stats();
+  void reset_peak_stats();
+  void reset_accumulated_stats();
+  /// One one-block segment per live or deferred allocation of this device, unordered.
+  void collect_segments(std::vector<segment_info>& out) const;
+  /// Total active bytes (for the `snapshot` trace entry).
+  [[nodiscard]] std::size_t active_bytes() const;
+
+  void set_memory_fraction(double fraction);
+  [[nodiscard]] double memory_fraction() const;
+
+  void begin_allocate_to_pool(mempool_id pool, stream_filter filter);
+  void end_allocate_to_pool(mempool_id pool);
+  void release_pool(mempool_id pool);
+
+  [[nodiscard]] mempool_t pool() const noexcept { return pool_; }
+  [[nodiscard]] bool owns_pool() const noexcept { return owns_pool_; }
+
+ private:
+  /// Orders `record`'s free after its record_stream streams and issues free_async; accounts and
+  /// traces free_completed. Throws (cuda_error) before changing anything.
+  void release_locked(void* ptr, const allocation_record& record);
+  /// Issues the deferred frees whose streams are no longer capturing (no capture underway).
+  void flush_deferred_locked() noexcept;
+  /// malloc_async; on out_of_memory (and no capture underway) synchronise, trim and retry once.
+  [[nodiscard]] drv_result malloc_with_retry_locked(std::size_t bytes, stream_t stream, void** out);
+  /// Device synchronise + pool_trim_to(0). False when the synchronise failed.
+  bool synchronize_and_trim_locked() noexcept;
+  /// Reads the pool's reserve into the statistics (status form: a failed read keeps the old value).
+  void sample_reserved_locked() noexcept;
+  [[nodiscard]] std::size_t limit_locked() const noexcept;
+  /// Appends to the trace ring; a failure (host memory) drops the entry rather than undoing a
+  /// completed allocate or free.
+  void trace(trace_action action, std::uintptr_t address, std::size_t size, stream_t stream,
+             mempool_id pool) noexcept;
+  /// Builds the out_of_memory of a failed request, counts it and traces it (async_device_oom.cpp).
+  [[nodiscard]] out_of_memory oom_locked(std::size_t bytes, stream_t stream, mempool_id pool, bool over_cap);
+
+  driver* driver_;
+  int device_;
+  pointer_map* pointers_;
+  trace_ring* trace_;
+  mempool_t pool_ = nullptr;
+  bool owns_pool_ = false;
+  std::size_t total_memory_ = 0;
+  double fraction_ = 1.0;
+  bool last_malloc_retried_ = false;  ///< set by malloc_with_retry_locked, read by oom_locked
+
+  mutable std::mutex mutex_;
+  async_accounting accounting_;
+  capture_book captures_;
+  event_pool events_;
+};
+
+}  // namespace streampool::detail

@@ -1,0 +1,117 @@
+// async_device_admin.cpp — the non-allocating entry points of one device of the cudaMallocAsync
+// backend: statistics (Note [Statistics of the cudaMallocAsync backend]), snapshot segments, the
+// memory-fraction cap and the capture calls (Note [Captures in the cudaMallocAsync backend]).
+#include <cmath>
+#include <limits>
+
+#include "async/async_device.hpp"
+
+namespace streampool::detail {
+namespace {
+
+segment_info one_block_segment(int device, std::uintptr_t address, const allocation_record& record,
+                               block_state state) {
+  segment_info segment;
+  segment.device = device;
+  segment.address = address;
+  segment.total_size = async_footprint(record.size);
+  segment.allocated_size = state == block_state::active_allocated ? segment.total_size : 0;
+  segment.active_size = segment.total_size;
+  segment.requested_size = record.size;
+  segment.stream = record.stream;
+  segment.is_large = record.size > async_small_limit;
+  segment.pool = record.pool;
+  segment.is_expandable = false;
+  segment.blocks.push_back(block_info{address, segment.total_size, record.size, state});
+  return segment;
+}
+
+}  // namespace
+
+void async_device::sample_reserved_locked() noexcept {
+  std::uint64_t current = 0;
+  std::uint64_t high = 0;
+  if (!driver_->pool_get_attr(pool_, pool_attr::reserved_mem_current, &current).ok()) return;
+  if (!driver_->pool_get_attr(pool_, pool_attr::reserved_mem_high, &high).ok()) high = current;
+  accounting_.observe_reserved(current, high);
+}
+
+memory_stats async_device::stats() {
+  std::lock_guard lock(mutex_);
+  sample_reserved_locked();
+  return accounting_.stats();
+}
+
+void async_device::reset_peak_stats() {
+  std::lock_guard lock(mutex_);
+  sample_reserved_locked();
+  // Setting a High attribute to 0 makes the driver reset it to the current value.
+  (void)driver_->pool_set_attr(pool_, pool_attr::reserved_mem_high, 0);
+  (void)driver_->pool_set_attr(pool_, pool_attr::used_mem_high, 0);
+  accounting_.reset_peak();
+}
+
+void async_device::reset_accumulated_stats() {
+  std::lock_guard lock(mutex_);
+  accounting_.reset_accumulated();
+}
+
+void async_device::collect_segments(std::vector<segment_info>& out) const {
+  std::lock_guard lock(mutex_);
+  for (const auto& [address, record] : pointers_->live_on(device_)) {
+    out.push_back(one_block_segment(device_, address, record, block_state::active_allocated));
+  }
+  for (const deferred_free& item : captures_.deferred()) {
+    out.push_back(one_block_segment(device_, reinterpret_cast<std::uintptr_t>(item.ptr), item.record,
+                                    block_state::active_pending_free));
+  }
+}
+
+std::size_t async_device::active_bytes() const {
+  std::lock_guard lock(mutex_);
+  return accounting_.held_bytes();
+}
+
+// Note [Memory fraction]
+// As in PyTorch's backends, the fraction is a cap enforced by the allocator, not a pool property:
+// limit = fraction x the device's total memory, compared with the bytes this device's allocations
+// hold (footprints of live allocations and deferred frees) before malloc_async is called. 1.0
+// means no cap (as in PyTorch before set_memory_fraction): the driver decides. The config value
+// applies from the device's first use; set_memory_fraction changes it at any time (existing
+// allocations stay).
+std::size_t async_device::limit_locked() const noexcept {
+  if (fraction_ >= 1.0) return std::numeric_limits<std::size_t>::max();  // no cap: the driver decides
+  const long double limit = static_cast<long double>(fraction_) * static_cast<long double>(total_memory_);
+  if (limit >= static_cast<long double>(std::numeric_limits<std::size_t>::max())) {
+    return std::numeric_limits<std::size_t>::max();
+  }
+  return static_cast<std::size_t>(std::floor(limit));
+}
+
+void async_device::set_memory_fraction(double fraction) {
+  std::lock_guard lock(mutex_);
+  fraction_ = fraction;
+}
+
+double async_device::memory_fraction() const {
+  std::lock_guard lock(mutex_);
+  return fraction_;
+}
+
+void async_device::begin_allocate_to_pool(mempool_id pool, stream_filter filter) {
+  std::lock_guard lock(mutex_);
+  captures_.begin(device_, pool, std::move(filter));
+}
+
+void async_device::end_allocate_to_pool(mempool_id pool) {
+  std::lock_guard lock(mutex_);
+  captures_.end(device_, pool);
+  if (!captures_.underway() && !captures_.deferred().empty()) flush_deferred_locked();
+}
+
+void async_device::release_pool(mempool_id pool) {
+  std::lock_guard lock(mutex_);
+  captures_.release(device_, pool);
+}
+
+}  // namespace streampool::detail

@@ -1,0 +1,66 @@
+// async_device_oom.cpp — the out-of-memory error of the cudaMallocAsync backend: the shared
+// diagnostic of Note [OOM message] filled with this backend's figures, plus one sentence on what
+// the backend already tried. Counted in num_ooms and traced as `oom`.
+//
+// Note [OOM figures of the cudaMallocAsync backend]
+// "Reserved" is the pool's ReservedMemCurrent (read now), "allocated" our live allocations. The pool
+// does not expose its largest free range, so the largest free block is reported as the reserved but
+// unallocated bytes (an upper bound); that also keeps the shared message from blaming fragmentation
+// and recommending native-only keys (expandable_segments, max_split_size_mb) that this backend
+// ignores. The per-stream figure lists the bytes of frees deferred until a capture ends, the only
+// memory this backend holds that is free from the user's point of view.
+#include <map>
+#include <string>
+
+#include "async/async_device.hpp"
+#include "core/oom_message.hpp"
+#include "streampool/errors.hpp"
+
+namespace streampool::detail {
+
+out_of_memory async_device::oom_locked(std::size_t bytes, stream_t stream, mempool_id pool, bool over_cap) {
+  sample_reserved_locked();
+  std::size_t device_free = 0;
+  std::size_t device_total = total_memory_;
+  if (!driver_->mem_get_info(device_, &device_free, &device_total).ok()) {
+    device_free = 0;
+    device_total = total_memory_;
+  }
+
+  oom_figures figures;
+  figures.device = device_;
+  figures.requested = bytes;
+  figures.alloc_size = bytes;  // cudaMallocAsync is asked for the exact request
+  figures.device_total = device_total;
+  figures.device_free = device_free;
+  figures.allowed = fraction_ < 1.0 ? limit_locked() : 0;
+  figures.allocated = accounting_.allocated_bytes();
+  figures.reserved = accounting_.reserved_bytes();
+  const std::size_t held = accounting_.held_bytes();
+  figures.largest_free_block = figures.reserved > held ? figures.reserved - held : 0;
+  std::map<stream_t, std::size_t> deferred_per_stream;
+  for (const deferred_free& item : captures_.deferred()) {
+    deferred_per_stream[item.record.stream] += async_footprint(item.record.size);
+  }
+  figures.cached_per_stream.assign(deferred_per_stream.begin(), deferred_per_stream.end());
+  figures.backend = "cudaMallocAsync";
+
+  std::string message = build_oom_message(figures);
+  if (over_cap) {
+    message += " Allocation on device " + std::to_string(device_) +
+               " would exceed allowed memory: this allocator holds " + format_size(held) +
+               " and the per_process_memory_fraction cap is " + format_size(limit_locked()) +
+               "; the driver was not asked.";
+  } else if (captures_.underway()) {
+    message += " A capture is underway on this device, so the pool could not be synchronised and trimmed "
+               "before giving up.";
+  } else if (last_malloc_retried_) {
+    message += " The device was synchronised and the pool trimmed, and the request retried once.";
+  }
+
+  accounting_.on_oom();
+  trace(trace_action::oom, device_free, bytes, stream, pool);
+  return out_of_memory(std::move(message), bytes, device_);
+}
+
+}  // namespace streampool::detail

@@ -1,0 +1,93 @@
+// backend_selection_test.cpp — make_allocator() picks the backend named by the environment:
+// STREAMPOOL_ALLOC_CONF, or with it unset PYTORCH_CUDA_ALLOC_CONF (then PYTORCH_ALLOC_CONF), so an
+// existing `PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync` switches streampool with no code change.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdlib>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "streampool/allocator.hpp"
+#include "streampool/sim_driver.hpp"
+
+namespace streampool::testing {
+namespace {
+
+/// Clears the three config variables for one test and restores them afterwards.
+class env_guard {
+ public:
+  env_guard() {
+    for (std::size_t i = 0; i < names_.size(); ++i) {
+      const char* value = std::getenv(names_[i]);
+      saved_[i] = value ? std::optional<std::string>(value) : std::nullopt;
+      ::unsetenv(names_[i]);
+    }
+  }
+  ~env_guard() {
+    for (std::size_t i = 0; i < names_.size(); ++i) {
+      if (saved_[i]) {
+        ::setenv(names_[i], saved_[i]->c_str(), 1);
+      } else {
+        ::unsetenv(names_[i]);
+      }
+    }
+  }
+  env_guard(const env_guard&) = delete;
+  env_guard& operator=(const env_guard&) = delete;
+
+ private:
+  static constexpr std::array<const char*, 3> names_{"STREAMPOOL_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF",
+                                                     "PYTORCH_ALLOC_CONF"};
+  std::array<std::optional<std::string>, 3> saved_;
+};
+
+std::string backend_from_env() {
+  const std::unique_ptr<allocator> alloc = make_allocator(config_from_env(), std::make_shared<sim_driver>());
+  alloc->deallocate(alloc->allocate(1000));  // the chosen backend serves requests
+  return std::string(alloc->backend_name());
+}
+
+TEST(backend_selection, default_is_native) {
+  env_guard guard;
+  EXPECT_EQ(backend_from_env(), "native");
+}
+
+TEST(backend_selection, streampool_variable_selects_cuda_malloc_async) {
+  env_guard guard;
+  ::setenv("STREAMPOOL_ALLOC_CONF", "backend:cudaMallocAsync", 1);
+  EXPECT_EQ(backend_from_env(), "cudaMallocAsync");
+}
+
+TEST(backend_selection, pytorch_cuda_variable_selects_cuda_malloc_async_when_ours_is_unset) {
+  env_guard guard;
+  ::setenv("PYTORCH_CUDA_ALLOC_CONF", "backend:cudaMallocAsync", 1);
+  EXPECT_EQ(backend_from_env(), "cudaMallocAsync");
+}
+
+TEST(backend_selection, pytorch_alloc_variable_is_read_last) {
+  env_guard guard;
+  ::setenv("PYTORCH_ALLOC_CONF", "backend:cudaMallocAsync", 1);
+  EXPECT_EQ(backend_from_env(), "cudaMallocAsync");
+}
+
+TEST(backend_selection, streampool_variable_wins) {
+  env_guard guard;
+  ::setenv("STREAMPOOL_ALLOC_CONF", "backend:native", 1);
+  ::setenv("PYTORCH_CUDA_ALLOC_CONF", "backend:cudaMallocAsync", 1);
+  EXPECT_EQ(backend_from_env(), "native");
+}
+
+TEST(backend_selection, cuda_malloc_async_builds_without_pool_support) {
+  // The device is checked at first use, so make_allocator works on any machine.
+  sim_options options;
+  options.memory_pools_supported = false;
+  const std::unique_ptr<allocator> alloc =
+      make_allocator(parse_config("backend:cudaMallocAsync"), std::make_shared<sim_driver>(options));
+  EXPECT_EQ(alloc->backend_name(), "cudaMallocAsync");
+  EXPECT_THROW((void)alloc->allocate(100), error);
+}
+
+}  // namespace
+}  // namespace streampool::testing
