@@ -9,6 +9,7 @@
 #include <iostream>
 
 #include "size_parse.hpp"
+#include "streampool/allocator.hpp"
 
 namespace streampool::bench {
 namespace {
@@ -76,6 +77,8 @@ std::optional<po::variables_map> parse_command(const std::vector<std::string>& a
     if (vm.count("repeat") != 0 && opts->repeat < 1) throw usage_error("--repeat: must be at least 1");
     if (!opts->out.empty()) check_writable(opts->out, "--out");
     if (!opts->plot.empty()) check_writable(opts->plot, "--plot");
+    // --quiet also silences the library's warnings (config keys a backend ignores, fallbacks).
+    if (opts->quiet) set_warning_handler([](std::string_view) {});
   }
   return vm;
 }

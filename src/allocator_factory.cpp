@@ -1,6 +1,5 @@
 // allocator_factory.cpp — make_allocator(): picks the backend named by the config and reports the
-// config's warnings once.
-#include <cstdio>
+// config's warnings to the warning handler.
 
 #include "backends.hpp"
 #include "streampool/allocator.hpp"
@@ -9,9 +8,7 @@ namespace streampool {
 
 std::unique_ptr<allocator> make_allocator(allocator_config config, std::shared_ptr<driver> drv) {
   if (!drv) throw error("make_allocator: driver is null; pass make_cuda_driver() or a sim_driver");
-  for (const std::string& warning : config.warnings) {
-    std::fprintf(stderr, "streampool: warning: %s\n", warning.c_str());
-  }
+  for (const std::string& warning : config.warnings) warn(warning);
   switch (config.backend) {
     case backend_kind::native:
       return detail::make_native_allocator(std::move(config), std::move(drv));

@@ -111,8 +111,16 @@ class allocator {
   int device_count_ = 0;
 };
 
-/// Builds the backend named by `config.backend` on `drv`. Warnings of the config are printed to
-/// stderr once (prefixed "streampool: warning:").
+/// Receives streampool's warnings (config keys the backend ignores, features that fall back).
+using warning_handler = void (*)(std::string_view message);
+/// Replaces the process-wide warning handler; nullptr restores the default, which prints each
+/// distinct message once to stderr prefixed "streampool: warning: ". Returns the previous handler.
+warning_handler set_warning_handler(warning_handler handler) noexcept;
+/// Sends `message` to the current handler.
+void warn(std::string_view message);
+
+/// Builds the backend named by `config.backend` on `drv`. The config's warnings go to the
+/// warning handler.
 /// @throws error if the backend cannot run on this driver (e.g. no memory-pool support)
 [[nodiscard]] std::unique_ptr<allocator> make_allocator(allocator_config config, std::shared_ptr<driver> drv);
 

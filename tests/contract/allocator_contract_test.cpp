@@ -46,7 +46,9 @@ TEST_P(contract, LiveAllocationsNeverOverlap) {
     void* p = alloc_->allocate(n);
     const auto a = reinterpret_cast<std::uintptr_t>(p);
     auto next = live.lower_bound(a);
-    if (next != live.end()) ASSERT_LE(a + n, next->first) << "overlaps the next live block";
+    if (next != live.end()) {
+      ASSERT_LE(a + n, next->first) << "overlaps the next live block";
+    }
     if (next != live.begin()) {
       --next;
       ASSERT_LE(next->first + next->second, a) << "overlaps the previous live block";
@@ -110,7 +112,9 @@ TEST_P(contract, EmptyCacheReturnsEverythingWhenNothingIsLive) {
   const memory_stats s = alloc_->stats();
   EXPECT_EQ(s.reserved_bytes[0].current, 0);
   EXPECT_EQ(s.allocated_bytes[0].current, 0);
-  if (sim_ != nullptr) EXPECT_EQ(sim_->bytes_in_use(0), 0u);
+  if (sim_ != nullptr) {
+    EXPECT_EQ(sim_->bytes_in_use(0), 0u);
+  }
 }
 
 TEST_P(contract, PeaksResetToCurrent) {

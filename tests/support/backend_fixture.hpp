@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,9 @@ struct backend_case {
   std::string config;  ///< config string
   bool real_device;    ///< cuda_driver instead of sim_driver
 };
+
+/// Test logs show the case name instead of the struct's bytes.
+inline void PrintTo(const backend_case& c, std::ostream* os) { *os << c.name; }
 
 inline std::vector<backend_case> all_backend_cases() {
   return {

@@ -102,7 +102,7 @@ TEST(OomMessage, SaysFullWhenTheRequestDoesNotFitInCachedMemory) {
   f.allowed = 1 * gib;
   const std::string message = detail::build_oom_message(f);
   EXPECT_EQ(message.find("Fragmentation"), std::string::npos) << message;
-  EXPECT_NE(message.find("1.00 GiB allowed"), std::string::npos) << message;
+  EXPECT_NE(message.find("1024.00 MiB allowed"), std::string::npos) << message;
   EXPECT_NE(message.find("per_process_memory_fraction"), std::string::npos) << message;
 }
 
