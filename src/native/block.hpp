@@ -1,0 +1,100 @@
+// block.hpp — the data model of the native backend (spec §2.2): a `segment` is one device malloc;
+// its `block`s tile it and form a doubly linked list by address. A block is allocated, waiting for
+// events / deferred (active, not allocated), or free (in its arena's free list). Block objects are
+// recycled by their arena (see Note [Block recycling] in stream_arena.hpp).
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "streampool/driver.hpp"
+
+namespace streampool::native {
+
+class stream_arena;
+struct segment;
+
+/// One stream recorded on a block by record_stream (spec §2.9).
+struct stream_use {
+  stream_t stream = nullptr;
+  bool during_capture = false;  ///< recorded while a capture was underway (dropped at deferral, §3.4)
+};
+
+/// The streams a block is used on besides its own. Small and inline: almost every block has none,
+/// a few have one or two; more spill into a vector.
+class stream_use_set {
+ public:
+  [[nodiscard]] bool empty() const noexcept { return count_ == 0; }
+  [[nodiscard]] std::size_t size() const noexcept { return count_; }
+  [[nodiscard]] const stream_use& operator[](std::size_t i) const noexcept {
+    return i < inline_.size() ? inline_[i] : overflow_[i - inline_.size()];
+  }
+  /// Adds `stream` unless present (a use recorded before a capture stays a pre-capture use).
+  void add(stream_t stream, bool during_capture) {
+    for (std::size_t i = 0; i < count_; ++i) {
+      if ((*this)[i].stream == stream) return;
+    }
+    if (count_ < inline_.size()) {
+      inline_[count_] = {stream, during_capture};
+    } else {
+      overflow_.push_back({stream, during_capture});
+    }
+    ++count_;
+  }
+  /// Removes the uses recorded during a capture (spec §3.4, default mode).
+  void drop_capture_uses() {
+    std::size_t kept = 0;
+    for (std::size_t i = 0; i < count_; ++i) {
+      const stream_use use = (*this)[i];
+      if (!use.during_capture) at(kept++) = use;
+    }
+    count_ = kept;
+    if (count_ <= inline_.size()) overflow_.clear();
+    else overflow_.resize(count_ - inline_.size());
+  }
+  void clear() noexcept {
+    count_ = 0;
+    overflow_.clear();
+  }
+
+ private:
+  stream_use& at(std::size_t i) noexcept { return i < inline_.size() ? inline_[i] : overflow_[i - inline_.size()]; }
+
+  std::array<stream_use, 3> inline_{};
+  std::size_t count_ = 0;
+  std::vector<stream_use> overflow_;
+};
+
+struct block {
+  std::uintptr_t ptr = 0;
+  std::size_t size = 0;
+  std::size_t requested_size = 0;  ///< the caller's size while active, 0 when free
+  block* prev = nullptr;           ///< lower-address neighbour in the segment
+  block* next = nullptr;           ///< higher-address neighbour in the segment
+  block* left = nullptr;           ///< free-list tree hooks; `left` also links recycled objects
+  block* right = nullptr;
+  segment* seg = nullptr;
+  stream_arena* arena = nullptr;   ///< owner (device, pool, stream)
+  std::uint64_t gc_count_base = 0; ///< GC clock when the block entered the free list (spec §2.11)
+  std::uint32_t event_count = 0;   ///< events recorded at free time and not yet completed
+  bool allocated = false;
+  bool in_free_list = false;
+  bool deferred = false;           ///< freed during a capture, waiting for it to end (§3.4)
+  stream_use_set uses;
+
+  [[nodiscard]] bool is_split() const noexcept { return prev != nullptr || next != nullptr; }
+};
+
+struct segment {
+  std::uintptr_t base = 0;
+  std::size_t size = 0;
+  stream_arena* arena = nullptr;
+  bool small = false;
+  block* head = nullptr;     ///< block at `base`; survives merges (the lower block is kept)
+  segment* prev = nullptr;   ///< the arena's list of segments
+  segment* next = nullptr;
+};
+
+}  // namespace streampool::native

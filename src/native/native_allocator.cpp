@@ -1,0 +1,202 @@
+// native_allocator.cpp — the hot paths (allocate/deallocate/record_stream), the slow entry, bad
+// pointer diagnostics and the plumbing of the remaining allocator hooks to the device states.
+#include "native/native_allocator.hpp"
+
+#include <algorithm>
+#include <string>
+
+#include "backends.hpp"
+#include "core/format.hpp"
+#include "streampool/errors.hpp"
+
+namespace streampool::native {
+
+native_allocator::native_allocator(allocator_config config, std::shared_ptr<driver> drv)
+    : allocator(std::move(config), std::move(drv)), policy_(allocator::config()) {
+  int count = 0;
+  if (!device_driver().device_count(&count).ok()) count = 0;
+  devices_.reserve(static_cast<std::size_t>(count));
+  for (int i = 0; i < count; ++i) {
+    devices_.push_back(std::make_unique<device_state>(device_driver(), allocator::config(), policy_, segments_, i));
+  }
+  if (allocator::config().expandable_segments) {
+    warn("expandable_segments:True is not yet implemented in this build of the native backend; using normal "
+         "segments");
+  }
+  if (allocator::config().graph_capture_record_stream_reuse) {
+    warn("graph_capture_record_stream_reuse:True is not implemented by the native backend; blocks freed during a "
+         "capture with record_stream uses are reused only after the capture ends");
+  }
+}
+
+native_allocator::~native_allocator() = default;
+
+// --- hot paths ---------------------------------------------------------------------------------------
+
+void* native_allocator::do_allocate(int device, std::size_t bytes, stream_t stream) {
+  device_state& d = *devices_[static_cast<std::size_t>(device)];
+  const std::size_t rounded = policy_.round_size(bytes);
+  block* b = nullptr;
+  if (!d.needs_slow_entry()) [[likely]] {
+    stream_arena* a = d.find_default_arena(stream);
+    if (a == nullptr) [[unlikely]] a = &d.default_arena(stream);
+    {
+      std::lock_guard lock(a->mutex());
+      // Checked again under the lock: see Note [Capture start].
+      if (!d.needs_slow_entry()) [[likely]] {
+        // Polls only this arena's events, and only when it has some: no driver call otherwise.
+        if (a->has_pending_events()) a->process_events();
+        b = a->try_allocate(rounded, bytes);
+      }
+    }
+    if (b == nullptr) b = allocate_slow_entry(d, stream, rounded, bytes);
+  } else {
+    b = allocate_slow_entry(d, stream, rounded, bytes);
+  }
+  return reinterpret_cast<void*>(b->ptr);
+}
+
+block* native_allocator::allocate_slow_entry(device_state& d, stream_t stream, std::size_t rounded,
+                                             std::size_t requested) {
+  std::lock_guard device_lock(d.mutex());
+  stream_arena* a = nullptr;
+  if (d.capture_underway()) {
+    a = &d.route_locked(stream);  // Note [Deferred frees during capture]: no event processing
+  } else {
+    d.process_deferred(nullptr);
+    d.process_all_events(nullptr);  // spec §2.3 step 1, for every stream of the device
+    a = &d.default_arena_locked(stream);
+  }
+  std::lock_guard arena_lock(a->mutex());
+  block* b = a->try_allocate(rounded, requested);
+  return b != nullptr ? b : d.allocate_slow(*a, rounded, requested);
+}
+
+void native_allocator::do_deallocate(void* ptr) {
+  const auto address = reinterpret_cast<std::uintptr_t>(ptr);
+  if (stream_arena* a = segments_.find(address)) [[likely]] {
+    std::lock_guard lock(a->mutex());
+    if (block* b = a->take_live(address)) [[likely]] {
+      a->free_request(b);
+      return;
+    }
+  }
+  bad_pointer("deallocate", ptr);
+}
+
+void native_allocator::do_record_stream(void* ptr, stream_t stream) {
+  const auto address = reinterpret_cast<std::uintptr_t>(ptr);
+  if (stream_arena* a = segments_.find(address)) {
+    std::lock_guard lock(a->mutex());
+    if (block* b = a->find_live(address)) {
+      if (stream != a->stream()) a->record_use(b, stream, a->device().capture_underway());
+      return;
+    }
+  }
+  bad_pointer("record_stream", ptr);
+}
+
+void native_allocator::bad_pointer(const char* operation, const void* ptr) const {
+  const auto address = reinterpret_cast<std::uintptr_t>(ptr);
+  const std::string head = std::string("streampool: ") + operation + "(" + detail::format_pointer(ptr) + "): ";
+  memory_snapshot snap;
+  for (const auto& d : devices_) d->append_segments(snap.segments);
+  for (const segment_info& seg : snap.segments) {
+    if (address < seg.address || address >= seg.address + seg.total_size) continue;
+    for (const block_info& b : seg.blocks) {
+      if (address < b.address || address >= b.address + b.size) continue;
+      const std::string where = detail::format_pointer(b.address) + " (" + format_size(b.size) + ", device " +
+                                std::to_string(seg.device) + ")";
+      if (b.state != block_state::active_allocated) {
+        throw error(head + "no allocation starts here: the address is in the free block at " + where +
+                    "; it was already freed (double free?)");
+      }
+      throw error(head + "invalid device pointer: it points " + std::to_string(address - b.address) +
+                  " bytes into the allocated block at " + where + "; pass the pointer allocate() returned");
+    }
+  }
+  throw error(head + "invalid device pointer: it was not returned by allocate() of this allocator");
+}
+
+// --- the other hooks ----------------------------------------------------------------------------------
+
+void native_allocator::do_empty_cache() {
+  for (const auto& d : devices_) (void)d->empty_cache();
+}
+
+memory_stats native_allocator::do_stats(int device) const { return devices_[static_cast<std::size_t>(device)]->stats(); }
+void native_allocator::do_reset_peak_stats(int device) { devices_[static_cast<std::size_t>(device)]->reset_peaks(); }
+void native_allocator::do_reset_accumulated_stats(int device) {
+  devices_[static_cast<std::size_t>(device)]->reset_accumulated();
+}
+
+memory_snapshot native_allocator::do_snapshot() const {
+  memory_snapshot snap;
+  for (const auto& d : devices_) d->append_segments(snap.segments);
+  std::sort(snap.segments.begin(), snap.segments.end(),
+            [](const segment_info& a, const segment_info& b) { return a.address < b.address; });
+  for (const auto& d : devices_) {
+    std::vector<trace_entry> entries = d->trace().entries();
+    snap.trace.insert(snap.trace.end(), entries.begin(), entries.end());
+  }
+  snap.allocator_settings = config().text;
+  // spec §2.15: taking a snapshot is itself a trace event (size = active bytes); it is recorded
+  // after the trace was copied, so a snapshot's last entry is still the last allocator action.
+  for (const auto& d : devices_) {
+    if (!d->trace().enabled()) continue;
+    std::size_t active = 0;
+    for (const segment_info& seg : snap.segments) {
+      if (seg.device == d->index()) active += seg.active_size;
+    }
+    d->trace().record(trace_action::snapshot, d->index(), 0, active, nullptr);
+  }
+  return snap;
+}
+
+void native_allocator::do_record_history(bool enabled, std::size_t max_entries) {
+  for (const auto& d : devices_) d->trace().configure(enabled, max_entries);
+}
+
+std::vector<trace_entry> native_allocator::do_trace(int device) const {
+  return devices_[static_cast<std::size_t>(device)]->trace().entries();
+}
+
+void native_allocator::do_set_memory_fraction(int device, double fraction) {
+  device_state& d = *devices_[static_cast<std::size_t>(device)];
+  std::lock_guard lock(d.mutex());
+  d.set_fraction(fraction);
+}
+
+double native_allocator::do_memory_fraction(int device) const {
+  return devices_[static_cast<std::size_t>(device)]->fraction();
+}
+
+void native_allocator::do_begin_allocate_to_pool(int device, mempool_id pool, stream_filter filter) {
+  devices_[static_cast<std::size_t>(device)]->begin_allocate_to_pool(pool, std::move(filter));
+}
+void native_allocator::do_end_allocate_to_pool(int device, mempool_id pool) {
+  devices_[static_cast<std::size_t>(device)]->end_allocate_to_pool(pool);
+}
+void native_allocator::do_release_pool(int device, mempool_id pool) {
+  devices_[static_cast<std::size_t>(device)]->release_pool(pool);
+}
+
+int native_allocator::pool_use_count(mempool_id pool, int device) const {
+  return devices_.at(static_cast<std::size_t>(device))->pool_use_count(pool);
+}
+std::uint64_t native_allocator::pending_events(int device) const {
+  return devices_.at(static_cast<std::size_t>(device))->pending_events.load(std::memory_order_relaxed);
+}
+std::size_t native_allocator::events_created(int device) const {
+  return devices_.at(static_cast<std::size_t>(device))->events().created();
+}
+
+}  // namespace streampool::native
+
+namespace streampool::detail {
+
+std::unique_ptr<allocator> make_native_allocator(allocator_config config, std::shared_ptr<driver> drv) {
+  return std::make_unique<native::native_allocator>(std::move(config), std::move(drv));
+}
+
+}  // namespace streampool::detail

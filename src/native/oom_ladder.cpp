@@ -1,0 +1,66 @@
+// oom_ladder.cpp — an allocation that found no free block (spec §2.3 steps 4–5): garbage
+// collection, a new segment, release of oversize blocks, release of everything cached and a
+// retry, and finally the out-of-memory error with the figures of Note [OOM message].
+#include <map>
+#include <string>
+
+#include "core/oom_message.hpp"
+#include "native/device_state.hpp"
+#include "streampool/errors.hpp"
+
+namespace streampool::native {
+
+block* device_state::allocate_slow(stream_arena& a, std::size_t rounded, std::size_t requested) {
+  const bool small = size_policy::is_small(rounded);
+  const std::size_t alloc_size = policy_->allocation_size(rounded);
+  // Note [Deferred frees during capture]: while a capture is underway nothing may cudaFree or
+  // query/synchronise events, so the steps that release memory are skipped (PyTorch skips only
+  // the last one; its GC and oversize release would call cudaFree during the capture).
+  const bool capture = capture_underway();
+  if (!capture && gc_enabled()) garbage_collect(&a);
+  block* b = new_segment(a, alloc_size, small);
+  if (b == nullptr && !capture && !small && policy_->max_split_set() && release_available(a, rounded)) {
+    b = new_segment(a, alloc_size, small);
+  }
+  if (b == nullptr && !capture) {
+    release_cached(&a);
+    ++counters_.num_alloc_retries;
+    b = new_segment(a, alloc_size, small);
+  }
+  if (b == nullptr) throw_oom(a, requested, rounded, alloc_size);
+  return a.allocate_in_new_segment(b->seg, rounded, requested);
+}
+
+void device_state::throw_oom(stream_arena& a, std::size_t requested, std::size_t rounded, std::size_t alloc_size) {
+  detail::oom_figures f;
+  f.device = index_;
+  f.requested = requested;
+  f.alloc_size = alloc_size;
+  if (!driver_->mem_get_info(index_, &f.device_free, &f.device_total).ok()) {
+    f.device_free = 0;
+    f.device_total = total_memory_;
+  }
+  f.allowed = allowed_bytes();
+  f.reserved = static_cast<std::size_t>(counters_.reserved_bytes[0].current);
+  f.expandable_segments = config_->expandable_segments;
+  f.max_split_size_set = policy_->max_split_set();
+  f.backend = "native";
+  {
+    auto locks = lock_arenas(&a);
+    std::map<stream_t, std::size_t> per_stream;
+    for (auto& arena : arenas_) {
+      f.allocated += static_cast<std::size_t>(arena->current(stat_index(arena_stat_kind::allocated_bytes, stat_pool::all)));
+      if (arena->pool() != nullptr) f.private_pool_free += arena->free_bytes();
+      if (arena->free_bytes() != 0) per_stream[arena->stream()] += arena->free_bytes();
+      if (const block* largest = arena->largest_free()) {
+        f.largest_free_block = std::max(f.largest_free_block, largest->size);
+      }
+    }
+    f.cached_per_stream.assign(per_stream.begin(), per_stream.end());
+  }
+  trace_.record(trace_action::oom, index_, f.device_free, rounded, a.stream(), a.pool_id());
+  ++counters_.num_ooms;
+  throw out_of_memory(detail::build_oom_message(f), requested, index_);
+}
+
+}  // namespace streampool::native

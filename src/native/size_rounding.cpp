@@ -1,0 +1,53 @@
+// size_rounding.cpp — see size_rounding.hpp.
+#include "native/size_rounding.hpp"
+
+#include <bit>
+
+namespace streampool::native {
+
+size_policy::size_policy(const allocator_config& config)
+    : config_(&config),
+      max_split_size_(config.max_split_size),
+      max_non_split_rounding_(config.max_non_split_rounding),
+      roundup_bypass_threshold_(config.roundup_bypass_threshold),
+      large_segment_size_(config.large_segment_size) {
+  for (const std::size_t d : config.roundup_power2_divisions) any_divisions_ = any_divisions_ || d > 1;
+}
+
+std::size_t size_policy::roundup_power2_division(std::size_t bytes, std::size_t divisions) noexcept {
+  if (std::has_single_bit(bytes)) return bytes;
+  const std::size_t floor = std::bit_floor(bytes);
+  const std::size_t step = floor >> std::countr_zero(std::bit_floor(divisions));
+  if (step == 0) return floor << 1;
+  const std::size_t down = bytes & ~(step - 1);
+  return down == bytes ? bytes : down + step;
+}
+
+std::size_t size_policy::round_size(std::size_t bytes) const noexcept {
+  if (bytes < min_block_size) return min_block_size;
+  if (any_divisions_ && bytes <= roundup_bypass_threshold_) {
+    const std::size_t divisions = config_->divisions_for(bytes);
+    if (divisions > 1 && bytes > min_block_size * divisions) return roundup_power2_division(bytes, divisions);
+  }
+  return (bytes + min_block_size - 1) / min_block_size * min_block_size;
+}
+
+std::size_t size_policy::allocation_size(std::size_t rounded) const noexcept {
+  if (rounded <= small_size) return small_buffer;
+  if (rounded < min_large_alloc) return large_segment_size_;
+  return (rounded + round_large - 1) / round_large * round_large;
+}
+
+bool size_policy::should_split(bool small, std::size_t block_size, std::size_t rounded) const noexcept {
+  const std::size_t remaining = block_size - rounded;
+  if (small) return remaining >= min_block_size;
+  return rounded < max_split_size_ && remaining > small_size;
+}
+
+bool size_policy::may_reuse(std::size_t candidate, std::size_t rounded) const noexcept {
+  if (rounded < max_split_size_ && candidate >= max_split_size_) return false;
+  if (rounded >= max_split_size_ && candidate >= rounded + max_non_split_rounding_) return false;
+  return true;
+}
+
+}  // namespace streampool::native

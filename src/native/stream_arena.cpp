@@ -1,0 +1,394 @@
+// stream_arena.cpp — the per-(device, pool, stream) block logic: best fit and split on
+// allocation, merge on free (spec §2.6–§2.8), events for record_stream'ed blocks (§2.9), deferred
+// frees after a capture (§3.4), and the hot-path statistics.
+#include "native/stream_arena.hpp"
+
+#include <string>
+
+#include "native/device_state.hpp"
+#include "streampool/errors.hpp"
+
+namespace streampool::native {
+
+stream_arena::stream_arena(device_state& device, stream_t stream, private_pool* pool, mempool_id pool_id)
+    : device_(&device), stream_(stream), pool_(pool), pool_id_(pool_id) {}
+
+stream_arena::~stream_arena() = default;
+
+void stream_arena::reassign(stream_t stream, private_pool* pool, mempool_id pool_id) noexcept {
+  stream_ = stream;
+  pool_ = pool;
+  pool_id_ = pool_id;
+}
+
+void stream_arena::raise_device_peak(std::size_t index) noexcept { device_->raise_peak(index); }
+
+// --- blocks and free lists ----------------------------------------------------------------------
+
+void stream_arena::add_chunk() {
+  constexpr std::size_t chunk = 64;
+  chunks_.reserve(chunks_.size() + 1);
+  auto objects = std::make_unique<block[]>(chunk);
+  for (std::size_t i = 0; i < chunk; ++i) recycle(&objects[i]);
+  chunks_.push_back(std::move(objects));
+}
+
+block* stream_arena::new_block() noexcept {
+  // reserve_blocks() ran before the operation that needs this object.
+  block* b = spare_;
+  spare_ = b->left;
+  b->left = nullptr;
+  b->arena = this;
+  return b;
+}
+
+void stream_arena::recycle(block* b) noexcept {
+  b->ptr = 0;
+  b->size = b->requested_size = 0;
+  b->prev = b->next = b->right = nullptr;
+  b->seg = nullptr;
+  b->event_count = 0;
+  b->allocated = b->in_free_list = b->deferred = false;
+  b->uses.clear();
+  b->left = spare_;
+  spare_ = b;
+}
+
+void stream_arena::insert_free(block* b) noexcept {
+  b->in_free_list = true;
+  free_bytes_ += b->size;
+  if (b->seg->small) {
+    small_.insert(b);
+  } else {
+    b->gc_count_base = device_->gc_clock.load(std::memory_order_relaxed);
+    large_.insert(b);
+  }
+}
+
+void stream_arena::remove_free(block* b) noexcept {
+  if (b->seg->small) small_.erase(b);
+  else large_.erase(b);
+  b->in_free_list = false;
+  free_bytes_ -= b->size;
+}
+
+block* stream_arena::largest_free() const noexcept {
+  block* big = large_.largest();
+  block* small = small_.largest();
+  if (big == nullptr) return small;
+  if (small == nullptr) return big;
+  return big->size >= small->size ? big : small;
+}
+
+// --- allocation -----------------------------------------------------------------------------------
+
+block* stream_arena::try_allocate(std::size_t rounded, std::size_t requested) {
+  block* b = nullptr;
+  if (size_policy::is_small(rounded)) {
+    b = small_.find(rounded);
+  } else {
+    if (device_->gc_enabled()) device_->gc_clock.fetch_add(1, std::memory_order_relaxed);  // spec §2.6
+    b = large_.find(rounded, device_->policy());
+  }
+  if (b == nullptr) return nullptr;
+  reserve_blocks();
+  remove_free(b);
+  return alloc_found(b, rounded, requested);
+}
+
+block* stream_arena::allocate_in_new_segment(segment* seg, std::size_t rounded, std::size_t requested) {
+  return alloc_found(seg->head, rounded, requested);  // reserve_blocks() ran before the malloc
+}
+
+block* stream_arena::alloc_found(block* b, std::size_t rounded, std::size_t requested) {
+  const bool small = b->seg->small;
+  const bool was_split = b->is_split();
+  if (device_->policy().should_split(small, b->size, rounded)) {
+    block* rest = new_block();
+    rest->ptr = b->ptr + rounded;
+    rest->size = b->size - rounded;
+    rest->seg = b->seg;
+    rest->prev = b;
+    rest->next = b->next;
+    if (rest->next != nullptr) rest->next->prev = rest;
+    b->next = rest;
+    b->size = rounded;
+    insert_free(rest);
+    if (was_split) {
+      change(arena_stat_kind::inactive_split_bytes, small, -static_cast<std::int64_t>(rounded));
+    } else {
+      change(arena_stat_kind::inactive_split, small, 1);
+      change(arena_stat_kind::inactive_split_bytes, small, static_cast<std::int64_t>(rest->size));
+    }
+  } else if (was_split) {
+    change(arena_stat_kind::inactive_split, small, -1);
+    change(arena_stat_kind::inactive_split_bytes, small, -static_cast<std::int64_t>(b->size));
+  }
+  b->allocated = true;
+  b->requested_size = requested;
+  const auto size = static_cast<std::int64_t>(b->size);
+  change(arena_stat_kind::allocation, small, 1);
+  change(arena_stat_kind::allocated_bytes, small, size);
+  change(arena_stat_kind::active, small, 1);
+  change(arena_stat_kind::active_bytes, small, size);
+  change(arena_stat_kind::requested_bytes, small, static_cast<std::int64_t>(requested));
+  if (device_->policy().is_oversize(b->size)) change_oversize(1);
+  live_.insert(b);
+  device_->trace().record(trace_action::alloc, device_->index(), b->ptr, requested, stream_, pool_id_);
+  return b;
+}
+
+// --- free -----------------------------------------------------------------------------------------
+
+void stream_arena::free_request(block* b) {
+  const bool small = b->seg->small;
+  const auto size = static_cast<std::int64_t>(b->size);
+  change(arena_stat_kind::allocation, small, -1);
+  change(arena_stat_kind::allocated_bytes, small, -size);
+  if (device_->policy().is_oversize(b->size)) change_oversize(-1);
+  device_->trace().record(trace_action::free_requested, device_->index(), b->ptr, b->requested_size, stream_,
+                          pool_id_);
+  b->allocated = false;
+  if (b->uses.empty()) {
+    free_block(b);
+  } else if (device_->capture_underway()) {
+    // Note [Deferred frees during capture] in native_allocator.hpp.
+    b->deferred = true;
+    deferred_.push_back(b);
+    device_->deferred_blocks.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    insert_events(b);
+  }
+}
+
+void stream_arena::free_block(block* b) {
+  device_->trace().record(trace_action::free_completed, device_->index(), b->ptr, b->requested_size, stream_,
+                          pool_id_);
+  const bool small = b->seg->small;
+  const auto original_size = static_cast<std::int64_t>(b->size);
+  const auto requested = static_cast<std::int64_t>(b->requested_size);
+  std::int64_t split_blocks = 0;
+  std::int64_t split_bytes = 0;
+  // Merge with free neighbours only (spec §2.8); the merged block takes the lower address.
+  if (block* p = b->prev; p != nullptr && p->in_free_list) {
+    remove_free(p);
+    --split_blocks;
+    split_bytes -= static_cast<std::int64_t>(p->size);
+    b->ptr = p->ptr;
+    b->size += p->size;
+    b->prev = p->prev;
+    if (b->prev != nullptr) b->prev->next = b;
+    else b->seg->head = b;
+    recycle(p);
+  }
+  if (block* n = b->next; n != nullptr && n->in_free_list) {
+    remove_free(n);
+    --split_blocks;
+    split_bytes -= static_cast<std::int64_t>(n->size);
+    b->size += n->size;
+    b->next = n->next;
+    if (b->next != nullptr) b->next->prev = b;
+    recycle(n);
+  }
+  b->requested_size = 0;
+  insert_free(b);
+  if (b->is_split()) {
+    ++split_blocks;
+    split_bytes += static_cast<std::int64_t>(b->size);
+  }
+  if (split_blocks != 0) change(arena_stat_kind::inactive_split, small, split_blocks);
+  if (split_bytes != 0) change(arena_stat_kind::inactive_split_bytes, small, split_bytes);
+  change(arena_stat_kind::active, small, -1);
+  change(arena_stat_kind::active_bytes, small, -original_size);
+  change(arena_stat_kind::requested_bytes, small, -requested);
+}
+
+// --- events (spec §2.9) --------------------------------------------------------------------------
+
+void stream_arena::insert_events(block* b) {
+  driver& drv = device_->drv();
+  std::string failure;
+  for (std::size_t i = 0; i < b->uses.size(); ++i) {
+    const stream_t used = b->uses[i].stream;
+    event_t event = nullptr;
+    try {
+      event = device_->events().acquire();
+    } catch (const cuda_error& e) {
+      failure = e.what();
+    }
+    if (event != nullptr) {
+      const drv_result recorded = drv.event_record(event, used);
+      if (recorded.ok()) {
+        event_queue* queue = nullptr;
+        for (event_queue& q : queues_) {
+          if (q.stream == used) queue = &q;
+        }
+        if (queue == nullptr) queue = &queues_.emplace_back(event_queue{used, {}});
+        queue->items.push_back({event, b});
+        ++b->event_count;
+        ++pending_events_;
+        device_->pending_events.fetch_add(1, std::memory_order_relaxed);
+        continue;
+      }
+      device_->events().release(event);
+      failure = "cudaEventRecord: " + drv.describe(recorded);
+    }
+    // No event: wait for the stream instead so the block is still safe to reuse.
+    if (!drv.stream_synchronize(device_->index(), used).ok()) {
+      failure += "; the fallback stream synchronize failed too";
+    }
+  }
+  b->uses.clear();
+  if (b->event_count == 0) free_block(b);
+  if (!failure.empty()) {
+    throw cuda_error("streampool: deallocate: could not order the reuse of a block after its streams: " + failure,
+                     0);
+  }
+}
+
+void stream_arena::event_done(block* b) noexcept {
+  --pending_events_;
+  device_->pending_events.fetch_sub(1, std::memory_order_relaxed);
+  if (--b->event_count == 0) free_block(b);
+}
+
+void stream_arena::process_events() {
+  driver& drv = device_->drv();
+  for (event_queue& q : queues_) {
+    while (!q.items.empty()) {
+      const pending_event head = q.items.front();
+      const drv_result result = drv.event_query(head.event);
+      if (result.code == status::not_ready) break;
+      if (!result.ok()) {
+        throw cuda_error("streampool: cudaEventQuery failed: " + drv.describe(result), result.native);
+      }
+      q.items.pop_front();
+      device_->events().release(head.event);
+      event_done(head.owner);
+    }
+  }
+}
+
+void stream_arena::synchronize_events() {
+  driver& drv = device_->drv();
+  for (event_queue& q : queues_) {
+    while (!q.items.empty()) {
+      const pending_event head = q.items.front();
+      const drv_result result = drv.event_synchronize(head.event);
+      if (!result.ok()) {
+        throw cuda_error("streampool: cudaEventSynchronize failed: " + drv.describe(result), result.native);
+      }
+      q.items.pop_front();
+      device_->events().release(head.event);
+      event_done(head.owner);
+    }
+  }
+}
+
+void stream_arena::process_deferred() {
+  std::vector<block*> parked;
+  parked.swap(deferred_);
+  device_->deferred_blocks.fetch_sub(static_cast<std::uint32_t>(parked.size()), std::memory_order_relaxed);
+  for (std::size_t i = 0; i < parked.size(); ++i) {
+    block* b = parked[i];
+    b->deferred = false;
+    b->uses.drop_capture_uses();  // the capture's own stream order covers them (spec §3.4)
+    if (b->uses.empty()) {
+      free_block(b);
+      continue;
+    }
+    try {
+      insert_events(b);
+    } catch (...) {
+      // Keep the rest parked so nothing is lost; the caller reports the error.
+      for (std::size_t j = i + 1; j < parked.size(); ++j) {
+        deferred_.push_back(parked[j]);
+        device_->deferred_blocks.fetch_add(1, std::memory_order_relaxed);
+      }
+      throw;
+    }
+  }
+}
+
+// --- segments ---------------------------------------------------------------------------------------
+
+block* stream_arena::attach_segment(segment* seg) {
+  block* b = new_block();
+  b->ptr = seg->base;
+  b->size = seg->size;
+  b->seg = seg;
+  seg->arena = this;
+  seg->head = b;
+  seg->prev = nullptr;
+  seg->next = segments_;
+  if (segments_ != nullptr) segments_->prev = seg;
+  segments_ = seg;
+  ++segment_count_;
+  return b;
+}
+
+void stream_arena::detach_segment(block* b) noexcept {
+  remove_free(b);
+  segment* seg = b->seg;
+  if (seg->prev != nullptr) seg->prev->next = seg->next;
+  else segments_ = seg->next;
+  if (seg->next != nullptr) seg->next->prev = seg->prev;
+  --segment_count_;
+}
+
+void stream_arena::reattach_segment(block* b) noexcept {
+  segment* seg = b->seg;
+  seg->prev = nullptr;
+  seg->next = segments_;
+  if (segments_ != nullptr) segments_->prev = seg;
+  segments_ = seg;
+  ++segment_count_;
+  insert_free(b);
+}
+
+void stream_arena::release_at_exit() noexcept {
+  for (event_queue& q : queues_) {
+    while (!q.items.empty()) {
+      device_->events().release(q.items.front().event);
+      q.items.pop_front();
+    }
+  }
+  while (segment* seg = segments_) {
+    segments_ = seg->next;
+    (void)device_->drv().free(device_->index(), reinterpret_cast<void*>(seg->base));
+    delete seg;
+  }
+  segment_count_ = 0;
+}
+
+// --- statistics -------------------------------------------------------------------------------------
+
+std::int64_t stream_arena::current(std::size_t index) const noexcept {
+  if (index == oversize_allocations_index) return oversize_.now();
+  const auto& kind = counters_[index / stat_pool_count];
+  switch (static_cast<stat_pool>(index % stat_pool_count)) {
+    case stat_pool::small_pool: return kind[0].now();
+    case stat_pool::large_pool: return kind[1].now();
+    case stat_pool::all: break;
+  }
+  return kind[0].now() + kind[1].now();
+}
+
+void stream_arena::reset_peaks() noexcept {
+  for (std::size_t k = 0; k < arena_stat_kinds; ++k) {
+    counters_[k][0].peak = counters_[k][0].now();
+    counters_[k][1].peak = counters_[k][1].now();
+    all_peak_[k] = counters_[k][0].peak + counters_[k][1].peak;
+  }
+  oversize_.peak = oversize_.now();
+}
+
+void stream_arena::reset_accumulated() noexcept {
+  for (auto& kind : counters_) {
+    kind[0].reset_accumulated();
+    kind[1].reset_accumulated();
+  }
+  oversize_.reset_accumulated();
+}
+
+}  // namespace streampool::native

@@ -1,0 +1,180 @@
+// stream_arena.hpp — one (device, pool, stream) shard of the native backend: its free lists (small
+// and large pool kinds), segments, blocks, outstanding events and deferred frees, with its own
+// lock. Free blocks are never reused across streams (spec §2.6), so an allocation only ever needs
+// its own arena; see Note [Stream arenas] in native_allocator.hpp.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <memory>
+#include <vector>
+
+#include "native/arena_stats.hpp"
+#include "native/block.hpp"
+#include "native/block_map.hpp"
+#include "native/free_list.hpp"
+#include "native/hybrid_mutex.hpp"
+#include "native/ring_buffer.hpp"
+#include "streampool/graph.hpp"
+
+namespace streampool::native {
+
+class device_state;
+struct private_pool;
+
+// Note [Block recycling]
+// Block objects are created on split and dropped on merge, i.e. on almost every hot-path call.
+// Each arena keeps dropped objects on an intrusive list (linked through block::left) and refills
+// it 64 objects at a time, so the steady state allocates no host memory; the chunks live as long
+// as the arena (arenas of dead private pools are recycled, not destroyed).
+class stream_arena {
+ public:
+  stream_arena(device_state& device, stream_t stream, private_pool* pool, mempool_id pool_id);
+  ~stream_arena();
+  stream_arena(const stream_arena&) = delete;
+  stream_arena& operator=(const stream_arena&) = delete;
+
+  [[nodiscard]] hybrid_mutex& mutex() noexcept { return mutex_; }
+  [[nodiscard]] stream_t stream() const noexcept { return stream_; }
+  [[nodiscard]] private_pool* pool() const noexcept { return pool_; }
+  [[nodiscard]] mempool_id pool_id() const noexcept { return pool_id_; }
+  [[nodiscard]] device_state& device() const noexcept { return *device_; }
+  /// Gives a recycled (empty) arena a new owner. Device mutex and arena lock held.
+  void reassign(stream_t stream, private_pool* pool, mempool_id pool_id) noexcept;
+
+  // --- everything below: arena lock held ------------------------------------------------------
+  /// Best fit (spec §2.6) + split (§2.7) + stats + trace; nullptr when no free block fits.
+  [[nodiscard]] block* try_allocate(std::size_t rounded, std::size_t requested);
+  /// A new segment's single block: split and hand out (the new-segment branch of spec §2.3).
+  [[nodiscard]] block* allocate_in_new_segment(segment* seg, std::size_t rounded, std::size_t requested);
+  /// The user's free (spec §2.8): stats, trace, then back to the free list, wait for events, or
+  /// park until the capture ends (§3.4). `b` was already taken out of the live map (take_live).
+  void free_request(block* b);
+  /// Removes and returns the live block at `ptr`, or nullptr when this arena has none there.
+  [[nodiscard]] block* take_live(std::uintptr_t ptr) noexcept { return live_.erase(ptr); }
+  [[nodiscard]] block* find_live(std::uintptr_t ptr) const noexcept { return live_.find(ptr); }
+  /// Adds a stream use (spec §2.9) to an allocated block.
+  void record_use(block* b, stream_t stream, bool during_capture) { b->uses.add(stream, during_capture); }
+
+  [[nodiscard]] bool has_pending_events() const noexcept { return pending_events_ != 0; }
+  /// Polls the head event of each stream's queue; completed blocks return to the free list.
+  void process_events();
+  /// Waits for every outstanding event (empty_cache / OOM release-all).
+  void synchronize_events();
+  [[nodiscard]] bool has_deferred() const noexcept { return !deferred_.empty(); }
+  /// Frees parked during a capture: drop capture-time uses, insert events for the rest (§3.4).
+  void process_deferred();
+
+  /// Detaches unsplit free block `b` and its segment for release (device mutex held).
+  void detach_segment(block* b) noexcept;
+  /// Undoes detach_segment when the driver refused the free.
+  void reattach_segment(block* b) noexcept;
+  /// Links a new segment in; returns its block (not yet in any list).
+  [[nodiscard]] block* attach_segment(segment* seg);
+  void drop_block(block* b) noexcept { recycle(b); }
+  /// Allocator teardown: hands outstanding events back to the pool and returns every segment to
+  /// the driver (status form), live allocations included.
+  void release_at_exit() noexcept;
+  /// Makes sure a split (or a new segment) finds a block object; may throw bad_alloc, so callers
+  /// run it before changing anything.
+  void reserve_blocks() {
+    if (spare_ == nullptr || spare_->left == nullptr) add_chunk();
+    live_.reserve_one();
+  }
+
+  [[nodiscard]] const small_free_list& small_blocks() const noexcept { return small_; }
+  [[nodiscard]] const large_free_list& large_blocks() const noexcept { return large_; }
+  [[nodiscard]] std::size_t free_bytes() const noexcept { return free_bytes_; }
+  [[nodiscard]] std::size_t segment_count() const noexcept { return segment_count_; }
+  [[nodiscard]] segment* segments() const noexcept { return segments_; }
+  [[nodiscard]] bool empty() const noexcept {
+    return segment_count_ == 0 && pending_events_ == 0 && deferred_.empty();
+  }
+  [[nodiscard]] block* largest_free() const noexcept;
+
+  // --- statistics (see arena_stats.hpp) ---------------------------------------------------------
+  /// Current value of device-peak index `index` (kind * 3 + pool, or oversize) in this arena.
+  [[nodiscard]] std::int64_t current(std::size_t index) const noexcept;
+  /// Adds this arena's current/allocated/freed values into `out` (no peaks).
+  void add_stats_to(memory_stats& out) const noexcept;
+  void reset_peaks() noexcept;        // arena lock held
+  void reset_accumulated() noexcept;  // arena lock held
+
+  /// The device's list of every arena (lock-free traversal; see device_state).
+  std::atomic<stream_arena*> next_in_device{nullptr};
+
+ private:
+  struct pending_event {
+    event_t event = nullptr;
+    block* owner = nullptr;
+  };
+  struct event_queue {
+    stream_t stream = nullptr;
+    ring_buffer<pending_event> items;
+  };
+
+  void insert_free(block* b) noexcept;
+  void remove_free(block* b) noexcept;
+  void free_block(block* b);
+  block* alloc_found(block* b, std::size_t rounded, std::size_t requested);
+  void insert_events(block* b);
+  void event_done(block* b) noexcept;
+  block* new_block() noexcept;
+  void add_chunk();
+  void recycle(block* b) noexcept;
+
+  /// +amount or -amount on (kind, pool kind of the block); "all" is implied.
+  void change(arena_stat_kind kind, bool small, std::int64_t amount) noexcept {
+    const auto k = static_cast<std::size_t>(kind);
+    arena_counter& c = counters_[k][small ? 0 : 1];
+    const std::int64_t now = c.now() + amount;
+    c.current.store(now, std::memory_order_relaxed);
+    if (amount < 0) {
+      c.freed.store(c.freed.load(std::memory_order_relaxed) - amount, std::memory_order_relaxed);
+      return;
+    }
+    if (now > c.peak) {
+      c.peak = now;
+      raise_device_peak(stat_index(kind, small ? stat_pool::small_pool : stat_pool::large_pool));
+    }
+    const std::int64_t all = counters_[k][0].now() + counters_[k][1].now();
+    if (all > all_peak_[k]) {
+      all_peak_[k] = all;
+      raise_device_peak(stat_index(kind, stat_pool::all));
+    }
+  }
+  void change_oversize(std::int64_t amount) noexcept {
+    const std::int64_t now = oversize_.now() + amount;
+    oversize_.current.store(now, std::memory_order_relaxed);
+    if (amount < 0) {
+      oversize_.freed.store(oversize_.freed.load(std::memory_order_relaxed) - amount, std::memory_order_relaxed);
+    } else if (now > oversize_.peak) {
+      oversize_.peak = now;
+      raise_device_peak(oversize_allocations_index);
+    }
+  }
+  void raise_device_peak(std::size_t index) noexcept;
+
+  device_state* device_;
+  stream_t stream_;
+  private_pool* pool_;
+  mempool_id pool_id_;
+  hybrid_mutex mutex_;
+  small_free_list small_;
+  large_free_list large_;
+  std::size_t free_bytes_ = 0;
+  segment* segments_ = nullptr;
+  std::size_t segment_count_ = 0;
+  std::vector<event_queue> queues_;  // one per used stream
+  std::size_t pending_events_ = 0;
+  std::vector<block*> deferred_;
+  block* spare_ = nullptr;
+  std::vector<std::unique_ptr<block[]>> chunks_;
+  block_map live_;  // allocated blocks by pointer (Note [Pointer lookup])
+  std::array<std::array<arena_counter, 2>, arena_stat_kinds> counters_{};  // [kind][small, large]
+  std::array<std::int64_t, arena_stat_kinds> all_peak_{};
+  arena_counter oversize_;
+};
+
+}  // namespace streampool::native

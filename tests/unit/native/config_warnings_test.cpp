@@ -1,0 +1,62 @@
+// Config keys the native backend reads at construction: per_process_memory_fraction, and the
+// keys it does not implement yet, which fall back with one warning each.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "unit/native/native_test_util.hpp"
+
+namespace streampool::test {
+namespace {
+
+std::vector<std::string>* captured = nullptr;
+void capture(std::string_view message) { captured->emplace_back(message); }
+
+struct warnings_scope {
+  std::vector<std::string> messages;
+  warning_handler previous;
+  warnings_scope() : previous(set_warning_handler(&capture)) { captured = &messages; }
+  ~warnings_scope() { set_warning_handler(previous); }
+};
+
+TEST(ConfigWarnings, ExpandableSegmentsFallsBackToNormalSegments) {
+  warnings_scope w;
+  native_env env("expandable_segments:True");
+  ASSERT_EQ(w.messages.size(), 1u);
+  EXPECT_NE(w.messages[0].find("expandable_segments:True is not yet implemented"), std::string::npos);
+  void* p = env.alloc->allocate(100);
+  const auto segs = env.segments();
+  ASSERT_EQ(segs.size(), 1u);
+  EXPECT_FALSE(segs[0].is_expandable);
+  EXPECT_EQ(segs[0].total_size, 2 * MiB) << "a normal 2 MiB small segment";
+  env.alloc->deallocate(p);
+}
+
+TEST(ConfigWarnings, GraphCaptureRecordStreamReuseWarns) {
+  warnings_scope w;
+  native_env env("graph_capture_record_stream_reuse:True");
+  ASSERT_EQ(w.messages.size(), 1u);
+  EXPECT_NE(w.messages[0].find("graph_capture_record_stream_reuse"), std::string::npos);
+}
+
+TEST(ConfigWarnings, DefaultsWarnNothing) {
+  warnings_scope w;
+  native_env env;
+  EXPECT_TRUE(w.messages.empty());
+}
+
+TEST(ConfigWarnings, FractionKeyAppliesToEveryDevice) {
+  sim_options o;
+  o.device_count = 2;
+  o.capacity = 100 * MiB;
+  native_env env("per_process_memory_fraction:0.25", o);
+  EXPECT_DOUBLE_EQ(env.alloc->memory_fraction(0), 0.25);
+  EXPECT_DOUBLE_EQ(env.alloc->memory_fraction(1), 0.25);
+  EXPECT_THROW((void)env.alloc->allocate(26 * MiB, nullptr, 1), out_of_memory);
+  void* p = env.alloc->allocate(24 * MiB, nullptr, 1);
+  env.alloc->deallocate(p);
+}
+
+}  // namespace
+}  // namespace streampool::test
