@@ -242,7 +242,10 @@ TEST_P(driver_contract, vmm_reserve_create_map_access_unmap_release_free) {
   EXPECT_TRUE(ok(drv_->vmm_unmap(upper, granularity)));
   EXPECT_TRUE(ok(drv_->vmm_release(low)));
   EXPECT_TRUE(ok(drv_->vmm_free(va, 2 * granularity)));
-  EXPECT_GE(free_memory(), free_before) << "unmapping a released handle frees its memory";
+  // Device-wide free memory also moves with other processes (ctest -j runs GPU tests side by
+  // side; seen on the H200: 128 KiB less); the 2 granules created here must come back, so allow
+  // less than one granule of such noise.
+  EXPECT_GE(free_memory() + granularity / 2, free_before) << "unmapping a released handle frees its memory";
 }
 
 TEST_P(driver_contract, vmm_rejects_misaligned_and_overlapping_use) {
