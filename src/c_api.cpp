@@ -162,6 +162,9 @@ void streampool_free(void* ptr, size_t size, int device, void* stream) {
     auto& s = state();
     detail::c_api_state::record rec{};
     {
+      // Note [Free erases its record first]: the record is taken out under the lock BEFORE the
+      // memory goes back, so an allocation on another thread that gets the same address at once
+      // inserts its own record afterwards instead of having it erased by this free.
       std::lock_guard lock(s.records_mutex);
       const auto it = s.records.find(ptr);
       if (it == s.records.end()) {
@@ -169,15 +172,20 @@ void streampool_free(void* ptr, size_t size, int device, void* stream) {
                     " was not allocated by streampool_alloc (or was already freed)");
       }
       rec = it->second;
+      if (rec.size != size || rec.device != device || rec.stream != stream) {
+        throw error("streampool_free: arguments do not match the allocation (size " + std::to_string(size) +
+                    " vs " + std::to_string(rec.size) + ", device " + std::to_string(device) + " vs " +
+                    std::to_string(rec.device) + "); nothing was freed");
+      }
+      s.records.erase(it);
     }
-    if (rec.size != size || rec.device != device || rec.stream != stream) {
-      throw error("streampool_free: arguments do not match the allocation (size " + std::to_string(size) +
-                  " vs " + std::to_string(rec.size) + ", device " + std::to_string(device) + " vs " +
-                  std::to_string(rec.device) + "); nothing was freed");
+    try {
+      detail::instance().deallocate(ptr);
+    } catch (...) {
+      std::lock_guard lock(s.records_mutex);
+      s.records.emplace(ptr, rec);  // the allocation is still live: keep it freeable
+      throw;
     }
-    detail::instance().deallocate(ptr);
-    std::lock_guard lock(s.records_mutex);
-    s.records.erase(ptr);
   });
 }
 
