@@ -1,6 +1,6 @@
 // memory_stats.cpp — memory_stats::to_map/to_json/reset with PyTorch's flat key names (spec §2.14):
 // "<stat>.<all|small_pool|large_pool>.<current|peak|allocated|freed>" and plain counters.
-#include <sstream>
+#include "core/text_builder.hpp"
 
 #include "core/format.hpp"
 #include "streampool/stats.hpp"
@@ -59,7 +59,7 @@ std::map<std::string, std::int64_t> memory_stats::to_map() const {
 }
 
 std::string memory_stats::to_json() const {
-  std::ostringstream out;
+  detail::text_builder out;
   out << '{';
   bool first = true;
   for (const auto& [key, value] : to_map()) {

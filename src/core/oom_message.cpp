@@ -9,7 +9,7 @@
 // fix it. When it does not fit, the device (or the cap) is simply full.
 #include "core/oom_message.hpp"
 
-#include <sstream>
+#include "core/text_builder.hpp"
 
 #include "core/format.hpp"
 #include "streampool/stats.hpp"
@@ -17,7 +17,7 @@
 namespace streampool::detail {
 
 std::string build_oom_message(const oom_figures& f) {
-  std::ostringstream out;
+  detail::text_builder out;
   const std::size_t unallocated = f.reserved > f.allocated ? f.reserved - f.allocated : 0;
   out << "CUDA out of memory. Tried to allocate " << format_size(f.alloc_size);
   if (f.alloc_size != f.requested) out << " (request of " << format_size(f.requested) << ")";

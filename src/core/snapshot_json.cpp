@@ -1,7 +1,7 @@
 // snapshot_json.cpp — memory_snapshot::to_json (the shape of torch.cuda.memory._snapshot(), so
 // memory_viz-style consumers read it) and trace_to_csv (the format of shared/traces/README.md).
 #include <algorithm>
-#include <sstream>
+#include "core/text_builder.hpp"
 
 #include "core/format.hpp"
 #include "streampool/stats.hpp"
@@ -20,7 +20,7 @@ std::string_view state_name(block_state state) {
 
 std::uintptr_t stream_number(stream_t stream) { return reinterpret_cast<std::uintptr_t>(stream); }
 
-void write_trace_entry(std::ostringstream& out, const trace_entry& entry) {
+void write_trace_entry(detail::text_builder& out, const trace_entry& entry) {
   out << "{\"action\":" << detail::json_quote(to_string(entry.action))
       << (entry.action == trace_action::oom ? ",\"device_free\":" : ",\"addr\":") << entry.address
       << ",\"size\":" << entry.size << ",\"stream\":" << stream_number(entry.stream)
@@ -46,7 +46,7 @@ std::string_view to_string(trace_action action) noexcept {
 }
 
 std::string memory_snapshot::to_json() const {
-  std::ostringstream out;
+  detail::text_builder out;
   out << "{\"segments\":[";
   for (std::size_t i = 0; i < segments.size(); ++i) {
     const segment_info& s = segments[i];
@@ -86,7 +86,7 @@ std::string memory_snapshot::to_json() const {
 }
 
 std::string trace_to_csv(const std::vector<trace_entry>& entries) {
-  std::ostringstream out;
+  detail::text_builder out;
   out << "action,addr,size,stream,time_us\n";
   for (const trace_entry& entry : entries) {
     out << to_string(entry.action) << ',' << entry.address << ',' << entry.size << ','
