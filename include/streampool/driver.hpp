@@ -20,6 +20,8 @@ using stream_t = void*;     ///< cudaStream_t; nullptr = the legacy default stre
 using event_t = void*;      ///< cudaEvent_t
 using mempool_t = void*;    ///< cudaMemPool_t
 using vmm_handle_t = std::uint64_t;  ///< CUmemGenericAllocationHandle
+using graph_t = void*;       ///< cudaGraph_t
+using graph_exec_t = void*;  ///< cudaGraphExec_t
 
 /// Outcome of a driver call, in streampool's vocabulary (the native code is kept alongside).
 enum class status : std::uint8_t {
@@ -50,6 +52,27 @@ struct capture_info {
   capture_status status = capture_status::none;
   std::uint64_t id = 0;  ///< unique per capture sequence; 0 when not capturing
 };
+
+/// cudaStreamCaptureMode: which threads may not make "potentially unsafe" calls (cudaMalloc,
+/// cudaFree, event queries, synchronisation) while the capture is active. `global`: every
+/// thread; `thread_local_` (cudaStreamCaptureModeThreadLocal; `thread_local` is a keyword): the
+/// capturing thread; `relaxed`: none.
+enum class capture_mode : std::uint8_t { global, thread_local_, relaxed };
+
+/// Flags of graph_instantiate (cudaGraphInstantiateFlags subset), combinable with `|`.
+enum class instantiate_flags : std::uint32_t {
+  none = 0,
+  /// cudaGraphInstantiateFlagAutoFreeOnLaunch: a launch first frees the graph-owned allocations
+  /// that the previous launch left unfreed, so a graph whose allocations outlive a launch can be
+  /// relaunched (without it such a relaunch fails). See docs/graph-capture.md.
+  auto_free_on_launch = 1,
+};
+[[nodiscard]] constexpr instantiate_flags operator|(instantiate_flags a, instantiate_flags b) noexcept {
+  return static_cast<instantiate_flags>(static_cast<std::uint32_t>(a) | static_cast<std::uint32_t>(b));
+}
+[[nodiscard]] constexpr bool has_flag(instantiate_flags flags, instantiate_flags flag) noexcept {
+  return (static_cast<std::uint32_t>(flags) & static_cast<std::uint32_t>(flag)) != 0;
+}
 
 /// Static facts about one device.
 struct device_info {
@@ -84,6 +107,8 @@ enum class driver_call : std::uint8_t {
   pool_get_default, pool_create, pool_destroy, pool_set_attr, pool_get_attr, pool_set_access,
   malloc_async, free_async, pool_trim_to,
   vmm_reserve, vmm_free, vmm_create, vmm_release, vmm_map, vmm_set_access, vmm_unmap,
+  stream_begin_capture, stream_end_capture, graph_instantiate, graph_launch, graph_exec_destroy, graph_destroy,
+  graph_mem_trim,
   count_
 };
 inline constexpr std::size_t driver_call_count = static_cast<std::size_t>(driver_call::count_);
@@ -160,6 +185,29 @@ class driver {
   /// cuMemSetAccess read-write for `device` on [va, va + bytes).
   virtual drv_result vmm_set_access(void* va, std::size_t bytes, int device) noexcept = 0;
   virtual drv_result vmm_unmap(void* va, std::size_t bytes) noexcept = 0;
+
+  // --- stream capture and graphs (docs/graph-capture.md) ---------------------------------------
+  // Not pure: a driver without graph support inherits these, which return status::not_supported.
+
+  /// cudaStreamBeginCapture. `stream` must be a created (non-default) stream that is not already
+  /// capturing; stream_capture_info then reports it active with a new, process-unique id.
+  virtual drv_result stream_begin_capture(stream_t stream, capture_mode mode) noexcept;
+  /// cudaStreamEndCapture on the stream that began the capture: `*out` is the captured graph
+  /// (nullptr on failure). Fails with status::illegal_in_capture (and ends the capture, no graph)
+  /// when the capture was invalidated or a stream joined to it was not joined back.
+  virtual drv_result stream_end_capture(stream_t stream, graph_t* out) noexcept;
+  /// cudaGraphInstantiate(out, graph, flags). May report out_of_memory (graph-owned allocations
+  /// are reserved here, not at capture).
+  virtual drv_result graph_instantiate(graph_t graph, graph_exec_t* out, instantiate_flags flags) noexcept;
+  /// cudaGraphLaunch: one replay of `exec`, ordered on `stream`.
+  virtual drv_result graph_launch(graph_exec_t exec, stream_t stream) noexcept;
+  /// cudaGraphExecDestroy (a launch in flight completes first, asynchronously).
+  virtual drv_result graph_exec_destroy(graph_exec_t exec) noexcept;
+  /// cudaGraphDestroy (executables instantiated from it are unaffected).
+  virtual drv_result graph_destroy(graph_t graph) noexcept;
+  /// cudaDeviceGraphMemTrim: returns the device's cached graph-allocation memory that no
+  /// instantiated graph uses to the OS. Not legal while a capture is active.
+  virtual drv_result graph_mem_trim(int device) noexcept;
 };
 
 /// The real driver over the CUDA runtime (and the driver API, resolved at run time through

@@ -3,8 +3,9 @@
 // Fixed capacity, fake non-overlapping addresses (512 B granularity for malloc, the VMM
 // granularity for address reservations), streams and events whose completion the test controls
 // (or that complete eagerly), scriptable capture status, a stream-ordered pool emulating
-// cudaMallocAsync/cudaFreeAsync/trim, VMM reserve/create/map/unmap, fault injection and per-call
-// counters. CI runs every allocator test on it; trace replay uses it to predict memory use.
+// cudaMallocAsync/cudaFreeAsync/trim, VMM reserve/create/map/unmap, capture sequences and fake
+// graphs, fault injection and per-call counters. CI runs every allocator test on it; trace
+// replay uses it to predict memory use.
 #pragma once
 
 #include <array>
@@ -57,6 +58,9 @@ class sim_driver final : public driver {
   /// Device memory in use on `device`: malloc'd + pool-reserved + VMM physical bytes.
   [[nodiscard]] std::size_t bytes_in_use(int device) const;
   [[nodiscard]] const sim_options& options() const noexcept { return options_; }
+  /// Graphs from stream_end_capture not yet destroyed, and executables likewise (leak checks).
+  [[nodiscard]] std::size_t live_graphs() const;
+  [[nodiscard]] std::size_t live_graph_execs() const;
 
   // --- driver ----------------------------------------------------------------------------------------
   [[nodiscard]] std::string_view name() const noexcept override { return "sim"; }
@@ -95,6 +99,14 @@ class sim_driver final : public driver {
   drv_result vmm_map(void* va, std::size_t bytes, vmm_handle_t handle) noexcept override;
   drv_result vmm_set_access(void* va, std::size_t bytes, int device) noexcept override;
   drv_result vmm_unmap(void* va, std::size_t bytes) noexcept override;
+  // Capture sequences and graphs: see Note [Sim capture sequences] (src/driver/sim_graph.cpp).
+  drv_result stream_begin_capture(stream_t stream, capture_mode mode) noexcept override;
+  drv_result stream_end_capture(stream_t stream, graph_t* out) noexcept override;
+  drv_result graph_instantiate(graph_t graph, graph_exec_t* out, instantiate_flags flags) noexcept override;
+  drv_result graph_launch(graph_exec_t exec, stream_t stream) noexcept override;
+  drv_result graph_exec_destroy(graph_exec_t exec) noexcept override;
+  drv_result graph_destroy(graph_t graph) noexcept override;
+  drv_result graph_mem_trim(int device) noexcept override;
 
  private:
   struct state;

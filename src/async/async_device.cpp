@@ -51,6 +51,9 @@ async_device::async_device(driver& drv, int device, const allocator_config& conf
     owns_pool_ = true;
   } else {
     check_pool_call(drv, drv.pool_get_default(device, &pool_), device, "getting the default memory pool");
+    // Put back at teardown (Note [Allocator teardown]); CUDA's default 0 if it cannot be read.
+    std::uint64_t threshold = 0;
+    if (drv.pool_get_attr(pool_, pool_attr::release_threshold, &threshold).ok()) previous_release_threshold_ = threshold;
   }
   try {
     const std::uint64_t keep_all = std::numeric_limits<std::uint64_t>::max();
@@ -62,15 +65,36 @@ async_device::async_device(driver& drv, int device, const allocator_config& conf
     }
   } catch (...) {
     if (owns_pool_) (void)drv.pool_destroy(pool_);
+    else (void)drv.pool_set_attr(pool_, pool_attr::release_threshold, previous_release_threshold_);
     throw;
   }
 }
 
+// Note [Allocator teardown]
+// As with the native backend, destroying the allocator gives back all the device memory it holds,
+// live allocations included (their pointers dangle then, as with native): the device is
+// synchronised so that the work that may still use them is done, each live allocation of the device
+// is freed on its stream, and the pool is trimmed. The default pool gets back the release threshold
+// it had before set-up raised it, so the device's other users of that pool do not inherit a cache
+// that never shrinks; a dedicated pool is destroyed. While a capture is underway nothing may be
+// synchronised or trimmed, and the pool keeps the memory.
 async_device::~async_device() {
   std::lock_guard lock(mutex_);
-  if (!captures_.underway()) flush_deferred_locked();
-  // A dedicated pool is destroyed; the driver releases it once its outstanding allocations are
-  // freed (cudaMemPoolDestroy semantics). The default pool belongs to the device and stays.
+  if (!captures_.underway()) {
+    flush_deferred_locked();
+    (void)driver_->device_synchronize(device_);
+    try {
+      for (const auto& [address, record] : pointers_->live_on(device_)) {
+        void* ptr = reinterpret_cast<void*>(address);
+        if (!driver_->free_async(ptr, record.stream).ok()) (void)driver_->free_async(ptr, nullptr);
+      }
+    } catch (...) {
+      // Host memory exhausted while listing them: the live allocations stay with the pool.
+    }
+    if (!owns_pool_) (void)driver_->pool_set_attr(pool_, pool_attr::release_threshold, previous_release_threshold_);
+    (void)driver_->device_synchronize(device_);
+    (void)driver_->pool_trim_to(pool_, 0);
+  }
   if (owns_pool_) (void)driver_->pool_destroy(pool_);
 }
 
@@ -134,6 +158,10 @@ bool async_device::synchronize_and_trim_locked() noexcept {
 }
 
 void async_device::free(void* ptr, allocation_record& record) {
+  // Note [Frees of captured allocations] (async_device_admin.cpp). Decided before locking: warn()
+  // runs the user's handler, which must not run under the device mutex.
+  const capture_status capture = record.captured ? capture_state(record.stream) : capture_status::active;
+  if (capture == capture_status::none) warn_uncaptured_free();
   std::lock_guard lock(mutex_);
   const bool underway = captures_.underway();
   if (!underway && !captures_.deferred().empty()) flush_deferred_locked();
@@ -144,6 +172,10 @@ void async_device::free(void* ptr, allocation_record& record) {
     accounting_.on_free_requested(record.size);
     trace(trace_action::free_requested, address, record.size, record.stream, record.pool);
     captures_.defer(ptr, std::move(record));  // no throw: capacity reserved above
+    return;
+  }
+  if (capture == capture_status::invalidated) {
+    drop_captured_locked(ptr, record);
     return;
   }
   release_locked(ptr, record);  // throws before changing anything
@@ -260,6 +292,9 @@ void async_device::empty_cache() {
   }
   accounting_.on_device_synchronize();
   check_pool_call(*driver_, driver_->pool_trim_to(pool_, 0), device_, "trimming the memory pool");
+  // Memory of destroyed graphs' allocations stays cached by the device for later graphs until
+  // trimmed (Note [Graph lifetime] in src/capture/captured_graph.cpp); not_supported: no graphs.
+  (void)driver_->graph_mem_trim(device_);
   sample_reserved_locked();
 }
 

@@ -65,6 +65,12 @@ class async_device {
   void release_locked(void* ptr, const allocation_record& record);
   /// Issues the deferred frees whose streams are no longer capturing (no capture underway).
   void flush_deferred_locked() noexcept;
+  // Note [Frees of captured allocations] (async_device_admin.cpp):
+  /// The capture status of `stream` (active when it cannot be read: the free then goes ahead).
+  [[nodiscard]] capture_status capture_state(stream_t stream) const noexcept;
+  static void warn_uncaptured_free() noexcept;
+  /// Accounts and traces the free of a captured allocation whose capture was invalidated.
+  void drop_captured_locked(void* ptr, const allocation_record& record) noexcept;
   /// malloc_async; on out_of_memory (and no capture underway) synchronise, trim and retry once.
   [[nodiscard]] drv_result malloc_with_retry_locked(std::size_t bytes, stream_t stream, void** out);
   /// Device synchronise + pool_trim_to(0). False when the synchronise failed.
@@ -85,6 +91,7 @@ class async_device {
   trace_ring* trace_;
   mempool_t pool_ = nullptr;
   bool owns_pool_ = false;
+  std::uint64_t previous_release_threshold_ = 0;  ///< of the default pool, restored at teardown
   std::size_t total_memory_ = 0;
   double fraction_ = 1.0;
   bool last_malloc_retried_ = false;  ///< set by malloc_with_retry_locked, read by oom_locked

@@ -1,10 +1,12 @@
 // async_device_admin.cpp — the non-allocating entry points of one device of the cudaMallocAsync
 // backend: statistics (Note [Statistics of the cudaMallocAsync backend]), snapshot segments, the
-// memory-fraction cap and the capture calls (Note [Captures in the cudaMallocAsync backend]).
+// memory-fraction cap, the capture calls (Note [Captures in the cudaMallocAsync backend]) and the
+// helpers for frees of captured allocations.
 #include <cmath>
 #include <limits>
 
 #include "async/async_device.hpp"
+#include "streampool/allocator.hpp"
 
 namespace streampool::detail {
 namespace {
@@ -96,6 +98,40 @@ void async_device::set_memory_fraction(double fraction) {
 double async_device::memory_fraction() const {
   std::lock_guard lock(mutex_);
   return fraction_;
+}
+
+// Note [Frees of captured allocations]
+// An allocation made under capture is a graph allocation node: the graph owns its memory. Freed
+// while its stream still captures, the free becomes a graph free node (the normal case: a
+// framework frees its activations inside the captured step). Freed after the capture, it is an
+// "uncaptured free of a captured allocation" (PyTorch's warning): cudaFreeAsync outside the graph
+// is legal once a launch of the graph has allocated it, and then the graph can be relaunched only
+// if it was instantiated with auto_free_on_launch — easy to get wrong, so it is warned about (the
+// text is fixed, so the default handler prints it once) and then freed like any allocation. If
+// the capture was invalidated (its stream reports the invalidated status: the graph will never
+// exist, nor will the memory) the record is dropped without a driver call, which would fail.
+capture_status async_device::capture_state(stream_t stream) const noexcept {
+  capture_info info;
+  return driver_->stream_capture_info(stream, &info).ok() ? info.status : capture_status::active;
+}
+
+void async_device::warn_uncaptured_free() noexcept {
+  try {
+    warn("streampool: uncaptured free of a captured allocation (cudaMallocAsync backend): the memory belongs to a "
+         "CUDA graph; freeing it outside the graph is legal only after a launch of the graph, and the graph can "
+         "then be relaunched only if instantiated with auto_free_on_launch (docs/graph-capture.md)");
+  } catch (...) {
+    // A handler that throws does not stop the free.
+  }
+}
+
+void async_device::drop_captured_locked(void* ptr, const allocation_record& record) noexcept {
+  accounting_.on_free_requested(record.size);
+  accounting_.on_free_completed(record.size);
+  const auto address = reinterpret_cast<std::uintptr_t>(ptr);
+  trace(trace_action::free_requested, address, record.size, record.stream, record.pool);
+  trace(trace_action::free_completed, address, record.size, record.stream, record.pool);
+  trace(trace_action::segment_free, address, async_footprint(record.size), record.stream, record.pool);
 }
 
 void async_device::begin_allocate_to_pool(mempool_id pool, stream_filter filter) {

@@ -10,6 +10,13 @@
 // rejoin; here each device keeps a list of recordings with their filters (routing looks at the
 // most recent first, like the native backend), so several captures, on one device or several,
 // may run at once.
+// Rejoining: PyTorch frees on one "unifying" stream and so must make the capture stream wait on
+// it at endAllocateToPool. Here a free is issued on the allocation's own stream, so a dangling
+// free node can only sit on a side stream that allocated during the capture; capture_scope joins
+// every such stream back before it ends the capture (Note [Joining side streams] in
+// src/capture/capture_scope.cpp). end_allocate_to_pool comes after the capture has ended (spec
+// §3.2 order), too late to add graph edges, so the backend does not try. Frees of captured
+// allocations after the capture: Note [Frees of captured allocations] in async_device_admin.cpp.
 //
 // Note [Deferred frees during capture]
 // While any capture is underway on a device, freeing an allocation that was NOT made during a

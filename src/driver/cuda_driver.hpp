@@ -94,6 +94,14 @@ class cuda_driver final : public driver {
   drv_result vmm_map(void* va, std::size_t bytes, vmm_handle_t handle) noexcept override;
   drv_result vmm_set_access(void* va, std::size_t bytes, int device) noexcept override;
   drv_result vmm_unmap(void* va, std::size_t bytes) noexcept override;
+  // cuda_graph.cpp
+  drv_result stream_begin_capture(stream_t stream, capture_mode mode) noexcept override;
+  drv_result stream_end_capture(stream_t stream, graph_t* out) noexcept override;
+  drv_result graph_instantiate(graph_t graph, graph_exec_t* out, instantiate_flags flags) noexcept override;
+  drv_result graph_launch(graph_exec_t exec, stream_t stream) noexcept override;
+  drv_result graph_exec_destroy(graph_exec_t exec) noexcept override;
+  drv_result graph_destroy(graph_t graph) noexcept override;
+  drv_result graph_mem_trim(int device) noexcept override;
 
  private:
   /// VMM support and granularity of `device` (the driver-API part of get_device_info).

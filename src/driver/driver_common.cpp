@@ -41,6 +41,13 @@ std::string_view to_string(driver_call call) noexcept {
     case driver_call::vmm_map: return "vmm_map";
     case driver_call::vmm_set_access: return "vmm_set_access";
     case driver_call::vmm_unmap: return "vmm_unmap";
+    case driver_call::stream_begin_capture: return "stream_begin_capture";
+    case driver_call::stream_end_capture: return "stream_end_capture";
+    case driver_call::graph_instantiate: return "graph_instantiate";
+    case driver_call::graph_launch: return "graph_launch";
+    case driver_call::graph_exec_destroy: return "graph_exec_destroy";
+    case driver_call::graph_destroy: return "graph_destroy";
+    case driver_call::graph_mem_trim: return "graph_mem_trim";
     case driver_call::count_: break;
   }
   return "unknown_call";
@@ -60,6 +67,26 @@ std::string_view to_string(status code) noexcept {
   }
   return "unknown_status";
 }
+
+// The capture and graph calls are virtual with these defaults so that a driver written before
+// them (a test double, a wrapper) still compiles; it reports that it cannot capture.
+namespace {
+constexpr drv_result unsupported{status::not_supported, 0};
+}  // namespace
+
+drv_result driver::stream_begin_capture(stream_t /*stream*/, capture_mode /*mode*/) noexcept { return unsupported; }
+drv_result driver::stream_end_capture(stream_t /*stream*/, graph_t* out) noexcept {
+  *out = nullptr;
+  return unsupported;
+}
+drv_result driver::graph_instantiate(graph_t /*graph*/, graph_exec_t* out, instantiate_flags /*flags*/) noexcept {
+  *out = nullptr;
+  return unsupported;
+}
+drv_result driver::graph_launch(graph_exec_t /*exec*/, stream_t /*stream*/) noexcept { return unsupported; }
+drv_result driver::graph_exec_destroy(graph_exec_t /*exec*/) noexcept { return unsupported; }
+drv_result driver::graph_destroy(graph_t /*graph*/) noexcept { return unsupported; }
+drv_result driver::graph_mem_trim(int /*device*/) noexcept { return unsupported; }
 
 // Note [check() and out_of_memory]
 // check() throws cuda_error for every failure, out_of_memory included. It cannot build a useful

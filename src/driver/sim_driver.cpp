@@ -144,10 +144,13 @@ void sim_driver::set_capture(stream_t stream, capture_status status, std::uint64
   if (index == sim::no_stream) {
     throw error("sim_driver::set_capture: unknown or destroyed stream");
   }
-  sim::stream_rec& rec = state_->streams_[index];
-  state_->active_captures_ += int(status == capture_status::active) - int(rec.capture == capture_status::active);
-  rec.capture = status;
-  rec.capture_id = status == capture_status::none ? 0 : capture_id;
+  state_->leave_capture(index);
+  if (status == capture_status::active) {
+    state_->enter_capture(index, capture_id, /*strict=*/true, /*begun=*/false, /*origin=*/false);
+  } else if (status == capture_status::invalidated) {
+    state_->streams_[index].capture = status;
+    state_->streams_[index].capture_id = capture_id;
+  }
 }
 
 void sim_driver::fail_next(driver_call call, int count, status code, int skip) {
@@ -285,7 +288,7 @@ drv_result sim_driver::malloc(int device, std::size_t bytes, void** out, bool re
       return bad;
     }
     if (state_->active_captures_ > 0 && !relaxed_capture) {
-      return sim::fail(status::illegal_in_capture);
+      return state_->refuse_in_capture();
     }
     if (bytes == 0) {
       return drv_result{};
@@ -315,7 +318,7 @@ drv_result sim_driver::free(int device, void* ptr) noexcept {
       return bad;
     }
     if (state_->active_captures_ > 0) {
-      return sim::fail(status::illegal_in_capture);
+      return state_->refuse_in_capture();
     }
     if (ptr == nullptr) {
       return drv_result{};

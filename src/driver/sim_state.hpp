@@ -50,6 +50,11 @@ inline constexpr int reason_mask = 0xff00;
 inline constexpr std::uintptr_t stream_handle_base = 0x5700000000;
 inline constexpr std::uintptr_t event_handle_base = 0xe700000000;
 inline constexpr std::uintptr_t pool_handle_base = 0x9000000000;
+inline constexpr std::uintptr_t graph_handle_base = 0x6700000000;
+inline constexpr std::uintptr_t exec_handle_base = 0x6800000000;
+/// Ids of captures begun with stream_begin_capture start here, far from the small ids tests
+/// script with set_capture.
+inline constexpr std::uint64_t first_capture_id = std::uint64_t{1} << 32;
 [[nodiscard]] inline void* make_handle(std::uintptr_t base, std::uint32_t index) noexcept {
   return reinterpret_cast<void*>(base + (std::uintptr_t{index} + 1) * 16);
 }
@@ -81,6 +86,11 @@ struct stream_rec {
   bool builtin = false;  ///< a default stream (legacy or per-thread): no handle, never destroyed
   capture_status capture = capture_status::none;
   std::uint64_t capture_id = 0;
+  // Capture sequences (Note [Sim capture sequences] in sim_graph.cpp):
+  bool strict = true;    ///< while active, counts in active_captures_ (not a relaxed-mode capture)
+  bool begun = false;    ///< part of a capture from stream_begin_capture (not scripted)
+  bool origin = false;   ///< the stream that began it
+  std::uint64_t joined_through = 0;  ///< items up to this one are joined back into the capture
   std::uint64_t submitted = 0;  ///< work items submitted so far
   std::uint64_t completed = 0;  ///< work items completed so far (<= submitted)
   std::vector<wait_dep> waits;
@@ -91,6 +101,18 @@ struct event_rec {
   bool alive = true;
   std::uint32_t stream = no_stream;  ///< no_stream: never recorded (complete)
   std::uint64_t target = 0;
+  std::uint64_t capture_id = 0;  ///< recorded on a stream in an active capture sequence
+};
+
+struct graph_rec {
+  int device = 0;
+  bool alive = true;
+};
+
+struct exec_rec {
+  int device = 0;
+  bool alive = true;
+  instantiate_flags flags = instantiate_flags::none;
 };
 
 struct pool_rec;
@@ -209,6 +231,9 @@ struct sim_driver::state {
   std::map<std::uintptr_t, sim::reservation_rec> reservations_;
   std::unordered_map<vmm_handle_t, sim::physical_rec> physicals_;
   vmm_handle_t next_physical_ = 0x1000;
+  std::uint64_t next_capture_id_ = sim::first_capture_id;
+  std::vector<sim::graph_rec> graphs_;
+  std::vector<sim::exec_rec> execs_;
 
   /// Counts the call, applies fault injection, runs `body` under the mutex. See Note [Sim calls].
   template <class Body>
@@ -263,6 +288,18 @@ struct sim_driver::state {
   }
   /// The host observed completion on `device`: settle pending frees, trim pools above threshold.
   void sync_point(int device);
+
+  // --- capture sequences and graphs (sim_graph.cpp) ---
+  /// Puts `stream` into capture `id` (status active).
+  void enter_capture(std::uint32_t stream, std::uint64_t id, bool strict, bool begun, bool origin) noexcept;
+  /// Takes `stream` out of its capture (status none).
+  void leave_capture(std::uint32_t stream) noexcept;
+  /// Result of a call that is illegal while a strict capture is active: invalidates every capture
+  /// begun with stream_begin_capture, as CUDA does, and returns status::illegal_in_capture.
+  [[nodiscard]] drv_result refuse_in_capture() noexcept;
+  /// stream_wait_event(waiter, event) inside a capture: joins `waiter` to the event's capture and
+  /// marks the recording stream joined up to the event.
+  void join_on_wait(std::uint32_t waiter, const sim::event_rec& event) noexcept;
 
   // --- pools (sim_pool.cpp) ---
   [[nodiscard]] sim::pool_rec* find_pool(mempool_t pool) const noexcept;

@@ -118,10 +118,15 @@ drv_result sim_driver::stream_destroy(int device, stream_t stream) noexcept {
       return sim::fail(status::invalid_value);
     }
     state_->complete_stream(index);  // CUDA lets pending work finish; the sim finishes it now
-    sim::stream_rec& rec = state_->streams_[index];
-    state_->active_captures_ -= int(rec.capture == capture_status::active);
-    rec.capture = capture_status::none;
-    rec.alive = false;
+    const sim::stream_rec& rec = state_->streams_[index];
+    if (rec.begun && rec.origin) {  // the capture sequence dies with its origin stream
+      const std::uint64_t id = rec.capture_id;
+      for (std::uint32_t other = 0; other < state_->streams_.size(); ++other) {
+        if (state_->streams_[other].begun && state_->streams_[other].capture_id == id) state_->leave_capture(other);
+      }
+    }
+    state_->leave_capture(index);
+    state_->streams_[index].alive = false;
     return drv_result{};
   });
 }
@@ -132,7 +137,7 @@ drv_result sim_driver::stream_synchronize(int device, stream_t stream) noexcept 
       return bad;
     }
     if (state_->active_captures_ > 0) {
-      return sim::fail(status::illegal_in_capture);
+      return state_->refuse_in_capture();
     }
     const std::uint32_t index = state_->find_stream(stream, device);
     if (index == sim::no_stream || state_->streams_[index].device != device) {
@@ -154,6 +159,9 @@ drv_result sim_driver::stream_wait_event(stream_t stream, event_t event) noexcep
     const sim::event_rec& rec = state_->events_[event_index];
     if (rec.stream != sim::no_stream && rec.stream != index && !state_->stream_done(rec.stream, rec.target)) {
       state_->streams_[index].waits.push_back({state_->streams_[index].submitted, rec.stream, rec.target});
+    }
+    if (rec.capture_id != 0) {
+      state_->join_on_wait(index, rec);
     }
     return drv_result{};
   });
@@ -177,7 +185,7 @@ drv_result sim_driver::device_synchronize(int device) noexcept {
       return bad;
     }
     if (state_->active_captures_ > 0) {
-      return sim::fail(status::illegal_in_capture);
+      return state_->refuse_in_capture();
     }
     for (std::uint32_t index = 0; index < state_->streams_.size(); ++index) {
       if (state_->streams_[index].device == device) {
@@ -224,6 +232,8 @@ drv_result sim_driver::event_record(event_t event, stream_t stream) noexcept {
         state_->events_[index].device != state_->streams_[stream_index].device) {
       return sim::fail(status::invalid_value);
     }
+    const sim::stream_rec& recorder = state_->streams_[stream_index];
+    state_->events_[index].capture_id = recorder.capture == capture_status::active ? recorder.capture_id : 0;
     state_->events_[index].stream = stream_index;
     state_->events_[index].target = state_->submit(stream_index);
     return drv_result{};
@@ -233,7 +243,7 @@ drv_result sim_driver::event_record(event_t event, stream_t stream) noexcept {
 drv_result sim_driver::event_query(event_t event) noexcept {
   return state_->run(counters_, driver_call::event_query, [&] {
     if (state_->active_captures_ > 0) {
-      return sim::fail(status::illegal_in_capture);
+      return state_->refuse_in_capture();
     }
     const std::uint32_t index = state_->find_event(event);
     if (index == sim::no_stream) {
@@ -250,7 +260,7 @@ drv_result sim_driver::event_query(event_t event) noexcept {
 drv_result sim_driver::event_synchronize(event_t event) noexcept {
   return state_->run(counters_, driver_call::event_synchronize, [&] {
     if (state_->active_captures_ > 0) {
-      return sim::fail(status::illegal_in_capture);
+      return state_->refuse_in_capture();
     }
     const std::uint32_t index = state_->find_event(event);
     if (index == sim::no_stream) {

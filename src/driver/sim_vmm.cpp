@@ -110,7 +110,7 @@ drv_result sim_driver::vmm_create(int device, std::size_t bytes, vmm_handle_t* o
 drv_result sim_driver::vmm_release(vmm_handle_t handle) noexcept {
   return state_->run(counters_, driver_call::vmm_release, [&] {
     if (state_->active_captures_ > 0) {
-      return sim::fail(status::illegal_in_capture);
+      return state_->refuse_in_capture();
     }
     const auto found = state_->physicals_.find(handle);
     if (found == state_->physicals_.end() || found->second.released) {
@@ -185,7 +185,7 @@ drv_result sim_driver::vmm_set_access(void* va, std::size_t bytes, int device) n
 drv_result sim_driver::vmm_unmap(void* va, std::size_t bytes) noexcept {
   return state_->run(counters_, driver_call::vmm_unmap, [&] {
     if (state_->active_captures_ > 0) {
-      return sim::fail(status::illegal_in_capture);
+      return state_->refuse_in_capture();
     }
     const auto address = reinterpret_cast<std::uintptr_t>(va);
     const auto reservation = bytes == 0 ? state_->reservations_.end()

@@ -1,7 +1,8 @@
-// block.hpp — the data model of the native backend (spec §2.2): a `segment` is one device malloc;
-// its `block`s tile it and form a doubly linked list by address. A block is allocated, waiting for
-// events / deferred (active, not allocated), or free (in its arena's free list). Block objects are
-// recycled by their arena (see Note [Block recycling] in stream_arena.hpp).
+// block.hpp — the data model of the native backend (spec §2.2): a `segment` is one device malloc
+// or one expandable reservation (spec §2.13); its `block`s tile it and form a doubly linked list by
+// address. A block is allocated, waiting for events / deferred (active, not allocated), free (in its
+// arena's free list), or — in an expandable segment only — unmapped (Note [Expandable segments] in
+// expandable.hpp). Block objects are recycled by their arena (Note [Block recycling]).
 #pragma once
 
 #include <array>
@@ -82,19 +83,27 @@ struct block {
   bool allocated = false;
   bool in_free_list = false;
   bool deferred = false;           ///< freed during a capture, waiting for it to end (§3.4)
+  bool mapped = true;              ///< false: an unmapped range of an expandable segment
   stream_use_set uses;
 
   [[nodiscard]] bool is_split() const noexcept { return prev != nullptr || next != nullptr; }
+  /// Free for expandable growth (spec §2.13): unmapped, or mapped and in the free list.
+  [[nodiscard]] bool growable() const noexcept { return !mapped || in_free_list; }
 };
 
 struct segment {
   std::uintptr_t base = 0;
-  std::size_t size = 0;
+  std::size_t size = 0;      ///< malloc size, or the whole reservation of an expandable segment
   stream_arena* arena = nullptr;
   bool small = false;
+  bool expandable = false;   ///< a VMM reservation mapped page by page (spec §2.13)
   block* head = nullptr;     ///< block at `base`; survives merges (the lower block is kept)
   segment* prev = nullptr;   ///< the arena's list of segments
   segment* next = nullptr;
+  // --- expandable segments only ---
+  std::size_t page = 0;                ///< bytes per physical handle
+  std::vector<vmm_handle_t> handles;   ///< per page from base, 0 = unmapped; trailing zeros trimmed
+  std::size_t mapped_pages = 0;
 };
 
 }  // namespace streampool::native

@@ -69,10 +69,29 @@ class block_treap {
     return best;
   }
 
+  /// The first block after `key` in the tree's order (`key` may be in the tree or not).
+  [[nodiscard]] block* upper_bound(const block* key) const noexcept {
+    block* best = nullptr;
+    for (block* t = root_; t != nullptr;) {
+      if (Order::less(key, t)) {
+        best = t;
+        t = t->left;
+      } else {
+        t = t->right;
+      }
+    }
+    return best;
+  }
+
   /// In order. `f` must not modify the tree.
   template <typename F>
   void for_each(F&& f) const {
     visit(root_, f);
+  }
+  /// The first block in order for which `pred` is true, or nullptr; stops there.
+  template <typename P>
+  [[nodiscard]] block* find_first(P&& pred) const {
+    return first_of(root_, pred);
   }
 
  private:
@@ -114,6 +133,13 @@ class block_treap {
     }
     *link = a != nullptr ? a : b;
     return root;
+  }
+  template <typename P>
+  static block* first_of(block* t, P& pred) {
+    if (t == nullptr) return nullptr;
+    if (block* found = first_of(t->left, pred)) return found;
+    if (pred(t)) return t;
+    return first_of(t->right, pred);
   }
   template <typename F>
   static void visit(block* t, F& f) {

@@ -11,14 +11,23 @@
 namespace streampool::native {
 
 device_state::device_state(driver& drv, const allocator_config& config, const size_policy& policy,
-                           segment_map& segments, int index)
-    : driver_(&drv), config_(&config), policy_(&policy), segments_(&segments), index_(index), events_(drv, index) {
+                           segment_map& segments, int index, std::atomic<bool>& vmm_warned)
+    : driver_(&drv),
+      config_(&config),
+      policy_(&policy),
+      segments_(&segments),
+      index_(index),
+      events_(drv, index),
+      vmm_warned_(&vmm_warned),
+      vmm_(config.expandable_segments ? vmm_mode::unknown : vmm_mode::off) {
   set_fraction(config.per_process_memory_fraction);
 }
 
 device_state::~device_state() {
   // Return what the driver still holds for us (live allocations included: the allocator is going
-  // away). Status form: a destructor must not throw.
+  // away). Status form: a destructor must not throw. Leftover pages first: a reservation can only
+  // be freed once nothing is mapped in it.
+  release_leftovers();
   for (auto& arena : arenas_) arena->release_at_exit();
 }
 

@@ -2,7 +2,8 @@
 // stream, private pools), the device mutex for slow paths, the device-wide statistics, the event
 // pool, the trace ring, the memory-fraction cap, and the capture bookkeeping of spec §3.
 // Definitions are split over device_state.cpp (arenas, segments, stats), release.cpp (GC, release
-// paths), private_pools.cpp (spec §3) and oom_ladder.cpp (the slow allocation path, spec §2.3).
+// paths), private_pools.cpp (spec §3), oom_ladder.cpp (the slow allocation path, spec §2.3) and
+// expandable.cpp (expandable segments, spec §2.13).
 #pragma once
 
 #include <array>
@@ -12,11 +13,13 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "core/event_pool.hpp"
 #include "core/trace_ring.hpp"
 #include "native/arena_table.hpp"
+#include "native/expandable.hpp"
 #include "native/segment_map.hpp"
 #include "native/size_rounding.hpp"
 #include "native/stream_arena.hpp"
@@ -77,8 +80,9 @@ struct capture_route {
 
 class device_state {
  public:
+  /// `vmm_warned` is the allocator's "expandable segments fell back" warning flag (one warning).
   device_state(driver& drv, const allocator_config& config, const size_policy& policy, segment_map& segments,
-               int index);
+               int index, std::atomic<bool>& vmm_warned);
   ~device_state();
   device_state(const device_state&) = delete;
   device_state& operator=(const device_state&) = delete;
@@ -159,6 +163,9 @@ class device_state {
   friend class stream_arena;
 
   [[nodiscard]] stream_arena& new_arena(stream_t stream, private_pool* pool, mempool_id pool_id);
+  /// New memory for a request (the alloc_block step of spec §2.3): a block of >= `rounded` bytes
+  /// in no list, from a new segment or expandable growth; nullptr when out of memory.
+  [[nodiscard]] block* grow(stream_arena& a, std::size_t rounded, bool small);
   [[nodiscard]] block* new_segment(stream_arena& a, std::size_t alloc_size, bool small);
   void release_block(stream_arena& a, block* b);
   void garbage_collect(const stream_arena* held);
@@ -170,6 +177,24 @@ class device_state {
   [[nodiscard]] std::size_t allowed_bytes();
   [[noreturn]] void throw_oom(stream_arena& a, std::size_t requested, std::size_t rounded, std::size_t alloc_size);
   [[nodiscard]] stream_arena& pool_arena(private_pool& pool, stream_t stream);
+
+  // expandable segments (expandable.cpp; Note [Expandable segments] in expandable.hpp)
+  enum class vmm_mode : std::uint8_t { unknown, on, off };
+  [[nodiscard]] bool expandable_on();
+  void fall_back_to_normal_segments(const std::string& reason);
+  [[nodiscard]] block* grow_expandable(stream_arena& a, std::size_t rounded, std::size_t alloc_size, bool small);
+  [[nodiscard]] block* reserve_segment(stream_arena& a, bool small, std::size_t rounded);
+  [[nodiscard]] block* map_pages(stream_arena& a, block* b, std::size_t bytes);
+  void unmap_free_pages(stream_arena& a);
+  void unmap_block(stream_arena& a, segment& seg, block* b);
+  void destroy_expandable(stream_arena& a, segment* seg);
+  void count_mapping(stream_arena& a, const segment& seg, std::uintptr_t lo, std::size_t bytes, bool mapped);
+  // leftover pages (expandable_leftovers.cpp; Note [Leftover pages] in expandable.hpp)
+  void give_back(segment& seg, std::size_t first, std::size_t mapped, std::size_t count) noexcept;
+  [[nodiscard]] bool retire(leftover_page& page) noexcept;
+  void keep_leftover(const leftover_page& page) noexcept;
+  void release_leftovers() noexcept;
+  [[nodiscard]] bool leftover_in(std::uintptr_t lo, std::size_t bytes) const noexcept;
 
   driver* driver_;
   const allocator_config* config_;
@@ -187,6 +212,11 @@ class device_state {
 
   std::array<std::atomic<std::int64_t>, arena_stat_count> peaks_{};
   device_counters counters_;
+
+  std::atomic<bool>* vmm_warned_;
+  vmm_mode vmm_ = vmm_mode::off;  // device mutex (and everything below up to fraction_)
+  vmm_geometry geometry_;
+  std::vector<leftover_page> leftovers_;
 
   std::atomic<double> fraction_{1.0};
   std::atomic<bool> gc_enabled_{false};

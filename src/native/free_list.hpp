@@ -1,6 +1,7 @@
 // free_list.hpp — the free blocks of one arena's pool kind.
 //   small_free_list: 4096 exact size bins (512 B .. 2 MiB), a two-level bitmap to find the first
-//     non-empty bin >= the request in O(1), each bin an address-ordered treap.
+//     non-empty bin >= the request in O(1), each bin an address-ordered treap; blocks above 2 MiB
+//     (only merged pages of small expandable segments) in one (size, address) treap.
 //   large_free_list: one treap ordered by (size, address).
 // Both give spec §2.6 best fit: the smallest block >= the request, the lowest address among equals.
 // See Note [Free-list structures].
@@ -24,17 +25,27 @@ namespace streampool::native {
 // blocks; the bin is ordered by address so ties still go to the lowest address. Large blocks have
 // unbounded sizes, so they live in one treap ordered by (size, address); lower_bound is the best
 // fit. A treap (priority = address hash) was chosen over a red-black tree for its short code.
+// Free blocks of a small-pool expandable segment can span several 2 MiB pages; they go to an
+// overflow treap ordered like the large list, searched only when no bin has a block.
 class small_free_list {
  public:
   static constexpr std::size_t bin_count = small_buffer / min_block_size;
 
   void insert(block* b) noexcept {
+    if (b->size > small_buffer) [[unlikely]] {
+      overflow_.insert(b);
+      return;
+    }
     const std::size_t i = bin(b->size);
     bins_[i].insert(b);
     words_[i / 64] |= std::uint64_t{1} << (i % 64);
     summary_ |= std::uint64_t{1} << (i / 64);
   }
   void erase(block* b) noexcept {
+    if (b->size > small_buffer) [[unlikely]] {
+      overflow_.erase(b);
+      return;
+    }
     const std::size_t i = bin(b->size);
     bins_[i].erase(b);
     if (bins_[i].empty()) {
@@ -43,19 +54,28 @@ class small_free_list {
     }
   }
   /// Best fit for `size` (a multiple of 512, <= 1 MiB), not removed. nullptr when none.
-  [[nodiscard]] block* find(std::size_t size) const noexcept;
+  [[nodiscard]] block* find(std::size_t size) const noexcept {
+    block* b = first_from(bin(size));
+    return b != nullptr ? b : overflow_.leftmost();
+  }
+  /// The block after `b` (in the list) in (size, address) order, or nullptr.
+  [[nodiscard]] block* next_after(const block* b) const noexcept;
   [[nodiscard]] block* largest() const noexcept;
   template <typename F>
   void for_each(F&& f) const {
     for (const auto& b : bins_) b.for_each(f);
+    overflow_.for_each(f);
   }
 
  private:
   static std::size_t bin(std::size_t size) noexcept { return size / min_block_size - 1; }
+  /// Lowest-address block of the first non-empty bin >= `first` (< bin_count), or nullptr.
+  [[nodiscard]] block* first_from(std::size_t first) const noexcept;
 
   std::array<block_treap<by_address>, bin_count> bins_{};
   std::array<std::uint64_t, bin_count / 64> words_{};
   std::uint64_t summary_ = 0;
+  block_treap<by_size_address> overflow_;
 };
 
 class large_free_list {
@@ -68,6 +88,8 @@ class large_free_list {
     return b != nullptr && policy.may_reuse(b->size, size) ? b : nullptr;
   }
   [[nodiscard]] block* lower_bound(std::size_t size) const noexcept { return tree_.lower_bound_size(size); }
+  /// The block after `b` (in the list) in (size, address) order, or nullptr.
+  [[nodiscard]] block* next_after(const block* b) const noexcept { return tree_.upper_bound(b); }
   [[nodiscard]] block* largest() const noexcept { return tree_.rightmost(); }
   template <typename F>
   void for_each(F&& f) const {

@@ -17,11 +17,8 @@ native_allocator::native_allocator(allocator_config config, std::shared_ptr<driv
   if (!device_driver().device_count(&count).ok()) count = 0;
   devices_.reserve(static_cast<std::size_t>(count));
   for (int i = 0; i < count; ++i) {
-    devices_.push_back(std::make_unique<device_state>(device_driver(), allocator::config(), policy_, segments_, i));
-  }
-  if (allocator::config().expandable_segments) {
-    warn("expandable_segments:True is not yet implemented in this build of the native backend; using normal "
-         "segments");
+    devices_.push_back(
+        std::make_unique<device_state>(device_driver(), allocator::config(), policy_, segments_, i, vmm_warned_));
   }
   if (allocator::config().graph_capture_record_stream_reuse) {
     warn("graph_capture_record_stream_reuse:True is not implemented by the native backend; blocks freed during a "

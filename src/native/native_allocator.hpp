@@ -3,6 +3,7 @@
 // paths of allocate/deallocate. Built by detail::make_native_allocator (src/backends.hpp).
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <memory>
 #include <vector>
@@ -81,6 +82,7 @@ class native_allocator final : public allocator {
 
   size_policy policy_;
   segment_map segments_;  // before devices_: device states unregister segments into it
+  std::atomic<bool> vmm_warned_{false};  // one "expandable segments fell back" warning
   std::vector<std::unique_ptr<device_state>> devices_;
 };
 

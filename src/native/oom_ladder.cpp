@@ -1,6 +1,7 @@
 // oom_ladder.cpp — an allocation that found no free block (spec §2.3 steps 4–5): garbage
-// collection, a new segment, release of oversize blocks, release of everything cached and a
-// retry, and finally the out-of-memory error with the figures of Note [OOM message].
+// collection, a new segment (or expandable growth), release of oversize blocks, release of
+// everything cached and a retry, and finally the out-of-memory error with the figures of Note
+// [OOM message].
 #include <map>
 #include <string>
 
@@ -18,17 +19,18 @@ block* device_state::allocate_slow(stream_arena& a, std::size_t rounded, std::si
   // the last one; its GC and oversize release would call cudaFree during the capture).
   const bool capture = capture_underway();
   if (!capture && gc_enabled()) garbage_collect(&a);
-  block* b = new_segment(a, alloc_size, small);
+  // grow(): a new segment, or expandable growth (Note [Expandable segments] in expandable.hpp).
+  block* b = grow(a, rounded, small);
   if (b == nullptr && !capture && !small && policy_->max_split_set() && release_available(a, rounded)) {
-    b = new_segment(a, alloc_size, small);
+    b = grow(a, rounded, small);
   }
   if (b == nullptr && !capture) {
     release_cached(&a);
     ++counters_.num_alloc_retries;
-    b = new_segment(a, alloc_size, small);
+    b = grow(a, rounded, small);
   }
   if (b == nullptr) throw_oom(a, requested, rounded, alloc_size);
-  return a.allocate_in_new_segment(b->seg, rounded, requested);
+  return a.allocate_block(b, rounded, requested);
 }
 
 void device_state::throw_oom(stream_arena& a, std::size_t requested, std::size_t rounded, std::size_t alloc_size) {

@@ -1,8 +1,9 @@
 // release.cpp — the paths that give memory back to the driver (spec §2.10–§2.12): garbage
 // collection of old unsplit blocks, release_available_cached_blocks (max_split_size set),
-// release_cached_blocks (= empty_cache: sync events, free every unsplit free segment of the
-// default pools and of freeable private pools) and the deletion of dead private pools.
-// All run under the device mutex (Note [Lock order] in device_state.hpp).
+// release_cached_blocks (= empty_cache: sync events, free every unsplit free segment and unmap
+// the free pages of expandable segments, in the default pools and in freeable private pools) and
+// the deletion of dead private pools. GC and release_available skip expandable blocks (spec
+// §2.13). All run under the device mutex (Note [Lock order] in device_state.hpp).
 #include <algorithm>
 #include <vector>
 
@@ -11,11 +12,14 @@
 namespace streampool::native {
 namespace {
 
+/// True for a free block that is a whole malloc'd segment (never one of an expandable segment).
+bool whole_segment(const block* b) noexcept { return !b->is_split() && !b->seg->expandable; }
+
 /// Unsplit free blocks of `a` (whole free segments), small and large.
 std::vector<block*> unsplit_free_blocks(const stream_arena& a) {
   std::vector<block*> out;
   auto take = [&](block* b) {
-    if (!b->is_split()) out.push_back(b);
+    if (whole_segment(b)) out.push_back(b);
   };
   a.small_blocks().for_each(take);
   a.large_blocks().for_each(take);
@@ -45,7 +49,7 @@ void device_state::garbage_collect(const stream_arena* held) {
   for (auto& a : arenas_) {
     if (a->pool() != nullptr) continue;
     a->large_blocks().for_each([&](block* b) {
-      if (!b->is_split()) candidates.push_back({a.get(), b, clock - b->gc_count_base, false});
+      if (whole_segment(b)) candidates.push_back({a.get(), b, clock - b->gc_count_base, false});
     });
   }
   double total_age = 0;
@@ -76,7 +80,7 @@ bool device_state::release_available(stream_arena& a, std::size_t rounded) {
   const std::size_t key = std::max(rounded, max_split);
   std::vector<block*> oversize;  // ascending (size, address)
   a.large_blocks().for_each([&](block* b) {
-    if (b->size >= max_split && !b->is_split()) oversize.push_back(b);
+    if (b->size >= max_split && whole_segment(b)) oversize.push_back(b);
   });
   const auto first_fit = std::find_if(oversize.begin(), oversize.end(), [&](block* b) { return b->size >= key; });
   if (first_fit != oversize.end()) {
@@ -96,11 +100,13 @@ bool device_state::release_available(stream_arena& a, std::size_t rounded) {
 void device_state::release_cached(const stream_arena* held) {
   process_deferred(held);
   synchronize_all_events(held);
+  release_leftovers();  // Note [Leftover pages] in expandable.hpp
   for (auto& a : arenas_) {
     std::unique_lock<hybrid_mutex> lock;
     if (a.get() != held) lock = std::unique_lock(a->mutex());
     if (a->pool() != nullptr && !a->pool()->freeable()) continue;
     for (block* b : unsplit_free_blocks(*a)) release_block(*a, b);
+    unmap_free_pages(*a);  // expandable segments: every wholly free page (spec §2.13)
   }
   delete_dead_pools();
 }

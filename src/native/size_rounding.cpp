@@ -38,9 +38,9 @@ std::size_t size_policy::allocation_size(std::size_t rounded) const noexcept {
   return (rounded + round_large - 1) / round_large * round_large;
 }
 
-bool size_policy::should_split(bool small, std::size_t block_size, std::size_t rounded) const noexcept {
+bool size_policy::should_split(bool fine, std::size_t block_size, std::size_t rounded) const noexcept {
   const std::size_t remaining = block_size - rounded;
-  if (small) return remaining >= min_block_size;
+  if (fine) return remaining >= min_block_size;
   return rounded < max_split_size_ && remaining > small_size;
 }
 

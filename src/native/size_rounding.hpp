@@ -28,8 +28,9 @@ class size_policy {
   [[nodiscard]] static constexpr bool is_small(std::size_t rounded) noexcept { return rounded <= small_size; }
   /// get_allocation_size (spec §2.5): the size of a new segment for a rounded request.
   [[nodiscard]] std::size_t allocation_size(std::size_t rounded) const noexcept;
-  /// should_split (spec §2.7) for a free block of `block_size` serving `rounded` bytes.
-  [[nodiscard]] bool should_split(bool small, std::size_t block_size, std::size_t rounded) const noexcept;
+  /// should_split (spec §2.7) for a free block of `block_size` serving `rounded` bytes. `fine`: the
+  /// block is in the small pool or in an expandable segment (split when >= 512 bytes remain).
+  [[nodiscard]] bool should_split(bool fine, std::size_t block_size, std::size_t rounded) const noexcept;
   /// Oversize reuse rules (spec §2.6): may a free large block of `candidate` bytes serve `rounded`?
   [[nodiscard]] bool may_reuse(std::size_t candidate, std::size_t rounded) const noexcept;
   /// True for blocks and segments counted by the oversize_* statistics.

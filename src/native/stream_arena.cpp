@@ -49,6 +49,7 @@ void stream_arena::recycle(block* b) noexcept {
   b->seg = nullptr;
   b->event_count = 0;
   b->allocated = b->in_free_list = b->deferred = false;
+  b->mapped = true;
   b->uses.clear();
   b->left = spare_;
   spare_ = b;
@@ -63,6 +64,20 @@ void stream_arena::insert_free(block* b) noexcept {
     b->gc_count_base = device_->gc_clock.load(std::memory_order_relaxed);
     large_.insert(b);
   }
+}
+
+void stream_arena::absorb(block* b, block* n) noexcept {
+  if (n == b->prev) {
+    b->ptr = n->ptr;
+    b->prev = n->prev;
+    if (b->prev != nullptr) b->prev->next = b;
+    else b->seg->head = b;
+  } else {
+    b->next = n->next;
+    if (b->next != nullptr) b->next->prev = b;
+  }
+  b->size += n->size;
+  recycle(n);
 }
 
 void stream_arena::remove_free(block* b) noexcept {
@@ -86,9 +101,12 @@ block* stream_arena::try_allocate(std::size_t rounded, std::size_t requested) {
   block* b = nullptr;
   if (size_policy::is_small(rounded)) {
     b = small_.find(rounded);
+    if (b != nullptr && b->seg->expandable) b = prefer_without_tail(b, true);
   } else {
     if (device_->gc_enabled()) device_->gc_clock.fetch_add(1, std::memory_order_relaxed);  // spec §2.6
-    b = large_.find(rounded, device_->policy());
+    b = large_.lower_bound(rounded);
+    if (b != nullptr && b->seg->expandable) b = prefer_without_tail(b, false);
+    if (b != nullptr && !device_->policy().may_reuse(b->size, rounded)) b = nullptr;
   }
   if (b == nullptr) return nullptr;
   reserve_blocks();
@@ -96,14 +114,13 @@ block* stream_arena::try_allocate(std::size_t rounded, std::size_t requested) {
   return alloc_found(b, rounded, requested);
 }
 
-block* stream_arena::allocate_in_new_segment(segment* seg, std::size_t rounded, std::size_t requested) {
-  return alloc_found(seg->head, rounded, requested);  // reserve_blocks() ran before the malloc
-}
-
 block* stream_arena::alloc_found(block* b, std::size_t rounded, std::size_t requested) {
-  const bool small = b->seg->small;
+  // reserve_blocks() ran before: the split below finds a block object.
+  const segment* seg = b->seg;
+  const bool small = seg->small;
+  const bool counts_split = !seg->expandable;  // inactive_split ignores expandable blocks (§2.14)
   const bool was_split = b->is_split();
-  if (device_->policy().should_split(small, b->size, rounded)) {
+  if (device_->policy().should_split(small || seg->expandable, b->size, rounded)) {
     block* rest = new_block();
     rest->ptr = b->ptr + rounded;
     rest->size = b->size - rounded;
@@ -114,13 +131,13 @@ block* stream_arena::alloc_found(block* b, std::size_t rounded, std::size_t requ
     b->next = rest;
     b->size = rounded;
     insert_free(rest);
-    if (was_split) {
+    if (counts_split && was_split) {
       change(arena_stat_kind::inactive_split_bytes, small, -static_cast<std::int64_t>(rounded));
-    } else {
+    } else if (counts_split) {
       change(arena_stat_kind::inactive_split, small, 1);
       change(arena_stat_kind::inactive_split_bytes, small, static_cast<std::int64_t>(rest->size));
     }
-  } else if (was_split) {
+  } else if (was_split && counts_split) {
     change(arena_stat_kind::inactive_split, small, -1);
     change(arena_stat_kind::inactive_split_bytes, small, -static_cast<std::int64_t>(b->size));
   }
@@ -169,26 +186,14 @@ void stream_arena::free_block(block* b) {
   const auto requested = static_cast<std::int64_t>(b->requested_size);
   std::int64_t split_blocks = 0;
   std::int64_t split_bytes = 0;
-  // Merge with free neighbours only (spec §2.8); the merged block takes the lower address.
-  if (block* p = b->prev; p != nullptr && p->in_free_list) {
-    remove_free(p);
-    --split_blocks;
-    split_bytes -= static_cast<std::int64_t>(p->size);
-    b->ptr = p->ptr;
-    b->size += p->size;
-    b->prev = p->prev;
-    if (b->prev != nullptr) b->prev->next = b;
-    else b->seg->head = b;
-    recycle(p);
-  }
-  if (block* n = b->next; n != nullptr && n->in_free_list) {
+  // Merge with free neighbours only (spec §2.8: an unmapped neighbour is never in a free list);
+  // the merged block takes the lower address.
+  for (block* n : {b->prev, b->next}) {
+    if (n == nullptr || !n->in_free_list) continue;
     remove_free(n);
     --split_blocks;
     split_bytes -= static_cast<std::int64_t>(n->size);
-    b->size += n->size;
-    b->next = n->next;
-    if (b->next != nullptr) b->next->prev = b;
-    recycle(n);
+    absorb(b, n);
   }
   b->requested_size = 0;
   insert_free(b);
@@ -196,8 +201,10 @@ void stream_arena::free_block(block* b) {
     ++split_blocks;
     split_bytes += static_cast<std::int64_t>(b->size);
   }
-  if (split_blocks != 0) change(arena_stat_kind::inactive_split, small, split_blocks);
-  if (split_bytes != 0) change(arena_stat_kind::inactive_split_bytes, small, split_bytes);
+  if (!b->seg->expandable) {  // inactive_split ignores expandable blocks (spec §2.14)
+    if (split_blocks != 0) change(arena_stat_kind::inactive_split, small, split_blocks);
+    if (split_bytes != 0) change(arena_stat_kind::inactive_split_bytes, small, split_bytes);
+  }
   change(arena_stat_kind::active, small, -1);
   change(arena_stat_kind::active_bytes, small, -original_size);
   change(arena_stat_kind::requested_bytes, small, -requested);
@@ -327,13 +334,16 @@ block* stream_arena::attach_segment(segment* seg) {
   return b;
 }
 
-void stream_arena::detach_segment(block* b) noexcept {
-  remove_free(b);
-  segment* seg = b->seg;
+void stream_arena::unlink_segment(segment* seg) noexcept {
   if (seg->prev != nullptr) seg->prev->next = seg->next;
   else segments_ = seg->next;
   if (seg->next != nullptr) seg->next->prev = seg->prev;
   --segment_count_;
+}
+
+void stream_arena::detach_segment(block* b) noexcept {
+  remove_free(b);
+  unlink_segment(b->seg);
 }
 
 void stream_arena::reattach_segment(block* b) noexcept {
@@ -355,7 +365,11 @@ void stream_arena::release_at_exit() noexcept {
   }
   while (segment* seg = segments_) {
     segments_ = seg->next;
-    (void)device_->drv().free(device_->index(), reinterpret_cast<void*>(seg->base));
+    if (seg->expandable) {
+      release_expandable_at_exit(seg);
+    } else {
+      (void)device_->drv().free(device_->index(), reinterpret_cast<void*>(seg->base));
+    }
     delete seg;
   }
   segment_count_ = 0;

@@ -46,8 +46,11 @@ class stream_arena {
   // --- everything below: arena lock held ------------------------------------------------------
   /// Best fit (spec §2.6) + split (§2.7) + stats + trace; nullptr when no free block fits.
   [[nodiscard]] block* try_allocate(std::size_t rounded, std::size_t requested);
-  /// A new segment's single block: split and hand out (the new-segment branch of spec §2.3).
-  [[nodiscard]] block* allocate_in_new_segment(segment* seg, std::size_t rounded, std::size_t requested);
+  /// Hands out `b`, a block of at least `rounded` bytes that is in no list (a new segment's block,
+  /// or one taken by take_free): split, stats, trace (the new-segment branch of spec §2.3).
+  [[nodiscard]] block* allocate_block(block* b, std::size_t rounded, std::size_t requested) {
+    return alloc_found(b, rounded, requested);
+  }
   /// The user's free (spec §2.8): stats, trace, then back to the free list, wait for events, or
   /// park until the capture ends (§3.4). `b` was already taken out of the live map (take_live).
   void free_request(block* b);
@@ -73,6 +76,24 @@ class stream_arena {
   /// Links a new segment in; returns its block (not yet in any list).
   [[nodiscard]] block* attach_segment(segment* seg);
   void drop_block(block* b) noexcept { recycle(b); }
+
+  // --- expandable segments (expandable_blocks.cpp; device mutex and arena lock held) ---------------
+  // Note [Expandable segments] in expandable.hpp.
+  /// Links a new reservation in as one unmapped block.
+  void attach_expandable(segment* seg);
+  /// PyTorch's find_expandable_block: for the unmapped blocks of this pool kind in address order,
+  /// the block itself or the free block right before it, when `size` growable bytes start there.
+  [[nodiscard]] block* find_growable(bool small, std::size_t size) const;
+  /// The first `bytes` (whole pages) of unmapped block `b` were mapped: the rest stays unmapped,
+  /// the mapped part merges with free neighbours into the free list. Returns the merged block.
+  block* mark_mapped(block* b, std::size_t bytes) noexcept;
+  /// [lo, lo + bytes) (whole pages) inside free block `b` was unmapped: `b` becomes the unmapped
+  /// hole (merged with unmapped neighbours), the parts around it stay free. Returns the hole.
+  block* mark_unmapped(block* b, std::uintptr_t lo, std::size_t bytes) noexcept;
+  /// Unlinks an expandable segment that is one unmapped block; the caller deletes it.
+  void detach_expandable(segment* seg) noexcept;
+  /// Takes a free block out of the free list, to hand it out with allocate_block.
+  void take_free(block* b) noexcept { remove_free(b); }
   /// Allocator teardown: hands outstanding events back to the pool and returns every segment to
   /// the driver (status form), live allocations included.
   void release_at_exit() noexcept;
@@ -116,6 +137,12 @@ class stream_arena {
 
   void insert_free(block* b) noexcept;
   void remove_free(block* b) noexcept;
+  /// Merges the adjacent block `n` (prev or next of `b`, already out of every list) into `b`.
+  void absorb(block* b, block* n) noexcept;
+  void unlink_segment(segment* seg) noexcept;
+  /// The expandable best-fit rule of spec §2.6 (Note [Expandable segments]).
+  [[nodiscard]] block* prefer_without_tail(block* b, bool small) const noexcept;
+  void release_expandable_at_exit(segment* seg) noexcept;
   void free_block(block* b);
   block* alloc_found(block* b, std::size_t rounded, std::size_t requested);
   void insert_events(block* b);
@@ -163,6 +190,7 @@ class stream_arena {
   hybrid_mutex mutex_;
   small_free_list small_;
   large_free_list large_;
+  std::array<block_treap<by_address>, 2> unmapped_{};  // expandable segments: [small, large]
   std::size_t free_bytes_ = 0;
   segment* segments_ = nullptr;
   std::size_t segment_count_ = 0;

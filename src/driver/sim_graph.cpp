@@ -1,0 +1,204 @@
+// sim_graph.cpp — the simulated device's stream capture and graphs: capture sequences begun with
+// stream_begin_capture (unique ids, side streams joining through events, the joined-back check
+// and invalidation at end), fake graphs and executables, and launches that submit one work item.
+// The sim builds no real graph: what it checks is the bookkeeping that CUDA enforces.
+#include <algorithm>
+
+#include "driver/sim_state.hpp"
+
+namespace streampool {
+
+// Note [Sim capture sequences]
+// stream_begin_capture puts a created (or per-thread default) stream into a new capture with an
+// id from a counter starting at 2^32 (scripted set_capture ids are small). Like CUDA:
+//  - an event recorded on a capturing stream carries the capture; a stream that waits on it
+//    joins that capture (same id, status active), and the recording stream counts as joined
+//    back up to the event's item;
+//  - stream_end_capture must be called on the stream that began the capture; it ends the capture
+//    on every stream of the sequence, and fails (no graph) if the sequence was invalidated or a
+//    side stream has work after the last item another stream waited on ("unjoined");
+//  - a call that is illegal during capture (Note in driver.md "Capture") invalidates every
+//    sequence begun here, so ending it fails: a test that ends a capture successfully also proves
+//    nothing illegal was issued meanwhile.
+// Modes: global and thread_local are both modelled as global (stricter than CUDA for
+// thread_local: other threads' unsafe calls are refused too); a relaxed capture forbids nothing.
+// Simplification: "joined back" is not checked transitively to the origin stream.
+
+void sim_driver::state::enter_capture(std::uint32_t stream, std::uint64_t id, bool strict, bool begun,
+                                      bool origin) noexcept {
+  sim::stream_rec& rec = streams_[stream];
+  rec.capture = capture_status::active;
+  rec.capture_id = id;
+  rec.strict = strict;
+  rec.begun = begun;
+  rec.origin = origin;
+  rec.joined_through = rec.submitted;
+  active_captures_ += int(strict);
+}
+
+void sim_driver::state::leave_capture(std::uint32_t stream) noexcept {
+  sim::stream_rec& rec = streams_[stream];
+  active_captures_ -= int(rec.capture == capture_status::active && rec.strict);
+  rec.capture = capture_status::none;
+  rec.capture_id = 0;
+  rec.strict = true;
+  rec.begun = false;
+  rec.origin = false;
+}
+
+drv_result sim_driver::state::refuse_in_capture() noexcept {
+  for (sim::stream_rec& rec : streams_) {
+    if (rec.capture == capture_status::active && rec.begun && rec.strict) {
+      rec.capture = capture_status::invalidated;
+      --active_captures_;
+    }
+  }
+  return sim::fail(status::illegal_in_capture);
+}
+
+void sim_driver::state::join_on_wait(std::uint32_t waiter, const sim::event_rec& event) noexcept {
+  sim::stream_rec& recorder = streams_[event.stream];
+  if (recorder.capture != capture_status::active || recorder.capture_id != event.capture_id) {
+    return;  // that capture is over: an ordinary wait
+  }
+  recorder.joined_through = std::max(recorder.joined_through, event.target);
+  sim::stream_rec& rec = streams_[waiter];
+  if (rec.capture == capture_status::none && recorder.begun) {
+    enter_capture(waiter, event.capture_id, recorder.strict, /*begun=*/true, /*origin=*/false);
+  }
+}
+
+// --- capture -------------------------------------------------------------------------------------
+
+drv_result sim_driver::stream_begin_capture(stream_t stream, capture_mode mode) noexcept {
+  return state_->run(counters_, driver_call::stream_begin_capture, [&] {
+    const auto value = reinterpret_cast<std::uintptr_t>(stream);
+    if (value == 0 || value == 1) {
+      return sim::fail(status::illegal_in_capture);  // the legacy stream cannot be captured
+    }
+    const std::uint32_t index = state_->find_stream(stream);
+    if (index == sim::no_stream) {
+      return sim::fail(status::invalid_value);
+    }
+    if (state_->streams_[index].capture != capture_status::none) {
+      return sim::fail(status::illegal_in_capture);  // already capturing
+    }
+    const std::uint64_t id = state_->next_capture_id_++;
+    state_->enter_capture(index, id, mode != capture_mode::relaxed, /*begun=*/true, /*origin=*/true);
+    return drv_result{};
+  });
+}
+
+drv_result sim_driver::stream_end_capture(stream_t stream, graph_t* out) noexcept {
+  return state_->run(counters_, driver_call::stream_end_capture, [&] {
+    *out = nullptr;
+    const std::uint32_t index = state_->find_stream(stream);
+    if (index == sim::no_stream) {
+      return sim::fail(status::invalid_value);
+    }
+    const sim::stream_rec origin = state_->streams_[index];
+    if (origin.capture == capture_status::none || !origin.begun || !origin.origin) {
+      return sim::fail(status::illegal_in_capture);  // not capturing, or not where it began
+    }
+    bool unjoined = false;
+    for (std::uint32_t other = 0; other < state_->streams_.size(); ++other) {
+      sim::stream_rec& rec = state_->streams_[other];
+      if (rec.capture == capture_status::none || rec.capture_id != origin.capture_id || !rec.begun) {
+        continue;
+      }
+      unjoined = unjoined || (other != index && rec.submitted > rec.joined_through);
+      state_->leave_capture(other);
+    }
+    if (origin.capture == capture_status::invalidated || unjoined) {
+      return sim::fail(status::illegal_in_capture);
+    }
+    state_->graphs_.push_back(sim::graph_rec{origin.device, true});
+    *out = sim::make_handle(sim::graph_handle_base, static_cast<std::uint32_t>(state_->graphs_.size() - 1));
+    return drv_result{};
+  });
+}
+
+// --- graphs --------------------------------------------------------------------------------------
+
+namespace {
+
+template <class Rec>
+Rec* find_live(std::vector<Rec>& recs, const void* handle, std::uintptr_t base) noexcept {
+  const std::uint32_t index = sim::handle_index(handle, base, recs.size());
+  return index == sim::no_stream || !recs[index].alive ? nullptr : &recs[index];
+}
+
+}  // namespace
+
+drv_result sim_driver::graph_instantiate(graph_t graph, graph_exec_t* out, instantiate_flags flags) noexcept {
+  return state_->run(counters_, driver_call::graph_instantiate, [&] {
+    *out = nullptr;
+    const sim::graph_rec* rec = find_live(state_->graphs_, graph, sim::graph_handle_base);
+    if (rec == nullptr) {
+      return sim::fail(status::invalid_value);
+    }
+    state_->execs_.push_back(sim::exec_rec{rec->device, true, flags});
+    *out = sim::make_handle(sim::exec_handle_base, static_cast<std::uint32_t>(state_->execs_.size() - 1));
+    return drv_result{};
+  });
+}
+
+drv_result sim_driver::graph_launch(graph_exec_t exec, stream_t stream) noexcept {
+  return state_->run(counters_, driver_call::graph_launch, [&] {
+    const sim::exec_rec* rec = find_live(state_->execs_, exec, sim::exec_handle_base);
+    const std::uint32_t index = state_->find_stream(stream);
+    if (rec == nullptr || index == sim::no_stream || state_->streams_[index].device != rec->device) {
+      return sim::fail(status::invalid_value);
+    }
+    state_->submit(index);
+    return drv_result{};
+  });
+}
+
+drv_result sim_driver::graph_exec_destroy(graph_exec_t exec) noexcept {
+  return state_->run(counters_, driver_call::graph_exec_destroy, [&] {
+    sim::exec_rec* rec = find_live(state_->execs_, exec, sim::exec_handle_base);
+    if (rec == nullptr) {
+      return sim::fail(status::invalid_value);
+    }
+    rec->alive = false;
+    return drv_result{};
+  });
+}
+
+drv_result sim_driver::graph_destroy(graph_t graph) noexcept {
+  return state_->run(counters_, driver_call::graph_destroy, [&] {
+    sim::graph_rec* rec = find_live(state_->graphs_, graph, sim::graph_handle_base);
+    if (rec == nullptr) {
+      return sim::fail(status::invalid_value);
+    }
+    rec->alive = false;
+    return drv_result{};
+  });
+}
+
+drv_result sim_driver::graph_mem_trim(int device) noexcept {
+  return state_->run(counters_, driver_call::graph_mem_trim, [&] {
+    if (const drv_result bad = state_->check_device(device); !bad.ok()) {
+      return bad;
+    }
+    if (state_->active_captures_ > 0) {
+      return state_->refuse_in_capture();
+    }
+    return drv_result{};  // the sim keeps no graph memory
+  });
+}
+
+std::size_t sim_driver::live_graphs() const {
+  const std::lock_guard lock(state_->mutex_);
+  return static_cast<std::size_t>(std::count_if(state_->graphs_.begin(), state_->graphs_.end(),
+                                                [](const sim::graph_rec& g) { return g.alive; }));
+}
+
+std::size_t sim_driver::live_graph_execs() const {
+  const std::lock_guard lock(state_->mutex_);
+  return static_cast<std::size_t>(std::count_if(state_->execs_.begin(), state_->execs_.end(),
+                                                [](const sim::exec_rec& e) { return e.alive; }));
+}
+
+}  // namespace streampool

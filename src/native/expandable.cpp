@@ -1,0 +1,302 @@
+// expandable.cpp — the driver side of expandable segments (Note [Expandable segments] in
+// expandable.hpp): the page geometry, probing VMM support (with the fallback to normal segments),
+// reserving, mapping pages for the OOM ladder's new-segment step, and unmapping the free pages of
+// an arena for release_cached. Everything runs under the device mutex and the arena's lock.
+#include "native/expandable.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <memory>
+#include <numeric>
+#include <string>
+
+#include "core/format.hpp"
+#include "native/device_state.hpp"
+#include "streampool/allocator.hpp"
+#include "streampool/errors.hpp"
+
+namespace streampool::native {
+namespace {
+
+constexpr std::size_t round_up(std::size_t bytes, std::size_t unit) noexcept {
+  return (bytes + unit - 1) / unit * unit;
+}
+
+void* va_of(std::uintptr_t address) noexcept { return reinterpret_cast<void*>(address); }
+
+}  // namespace
+
+std::size_t vmm_geometry::reservation(bool small, std::size_t request) const noexcept {
+  const std::size_t p = page(small);
+  std::size_t bytes = 0;
+  if (reserve_bytes != 0) {
+    bytes = round_up(reserve_bytes, p);
+  } else {
+    const double pages = std::ceil(static_cast<double>(total_memory) * reserve_fraction / static_cast<double>(p));
+    bytes = static_cast<std::size_t>(pages) * p;
+  }
+  return std::max({bytes, round_up(request, p), p});
+}
+
+vmm_geometry make_vmm_geometry(const device_info& info, const allocator_config& config) noexcept {
+  const std::size_t unit = std::lcm(std::max<std::size_t>(info.vmm_granularity, 1), small_buffer);
+  vmm_geometry g;
+  g.small_page = round_up(small_buffer, unit);
+  g.large_page = round_up(config.large_segment_size, unit);
+  g.alignment = std::bit_floor(unit);  // >= 2 MiB: page boundaries are granule boundaries
+  g.total_memory = info.total_memory;
+  g.reserve_fraction = config.expandable_segments_reserve;
+  g.reserve_bytes = config.expandable_segments_reserve_bytes;
+  return g;
+}
+
+// --- mode -------------------------------------------------------------------------------------------
+
+bool device_state::expandable_on() {
+  if (vmm_ == vmm_mode::unknown) {
+    device_info info;
+    const drv_result result = driver_->get_device_info(index_, &info);
+    if (!result.ok()) {
+      throw cuda_error("streampool: cudaGetDeviceProperties of device " + std::to_string(index_) +
+                           " failed: " + driver_->describe(result),
+                       result.native);
+    }
+    if (!info.vmm_supported) {
+      fall_back_to_normal_segments("the device reports no virtual memory management support");
+    } else {
+      geometry_ = make_vmm_geometry(info, *config_);
+      vmm_ = vmm_mode::on;
+    }
+  }
+  return vmm_ == vmm_mode::on;
+}
+
+void device_state::fall_back_to_normal_segments(const std::string& reason) {
+  vmm_ = vmm_mode::off;
+  if (vmm_warned_->exchange(true)) return;
+  warn("expandable_segments:True: device " + std::to_string(index_) + " (" + std::string(driver_->name()) + " driver): " +
+       reason + "; the native backend uses normal segments there (fragmentation as without the option)");
+}
+
+block* device_state::grow(stream_arena& a, std::size_t rounded, bool small) {
+  const std::size_t alloc_size = policy_->allocation_size(rounded);
+  if (vmm_ != vmm_mode::off && expandable_on()) {
+    block* b = grow_expandable(a, rounded, alloc_size, small);
+    if (b != nullptr || vmm_ == vmm_mode::on) return b;  // else vmm_reserve said not_supported just now
+  }
+  return new_segment(a, alloc_size, small);
+}
+
+// --- growth -----------------------------------------------------------------------------------------
+
+block* device_state::grow_expandable(stream_arena& a, std::size_t rounded, std::size_t alloc_size, bool small) {
+  // The cap is checked with get_allocation_size, as for a cudaMalloc (spec §2.13), whatever gets
+  // mapped in the end.
+  const auto reserved = static_cast<std::size_t>(counters_.reserved_bytes[0].current);
+  if (fraction() < 1.0 && reserved + alloc_size > allowed_bytes()) return nullptr;
+  block* c = a.find_growable(small, rounded);
+  if (c == nullptr) c = reserve_segment(a, small, rounded);
+  if (c == nullptr) return nullptr;
+  if (!c->mapped) c = map_pages(a, c, std::min(c->size, rounded));
+  // c (if any) is a free mapped block; the growable run continues with unmapped blocks, each
+  // followed by at most one free block that the mapping merges in.
+  while (c != nullptr && c->size < rounded) {
+    block* n = c->next;
+    if (n == nullptr || n->mapped) return nullptr;  // cannot happen (find_growable checked the run)
+    c = map_pages(a, n, std::min(rounded - c->size, n->size));
+  }
+  if (c == nullptr) return nullptr;
+  a.take_free(c);
+  return c;
+}
+
+block* device_state::reserve_segment(stream_arena& a, bool small, std::size_t rounded) {
+  const std::size_t bytes = geometry_.reservation(small, rounded);
+  a.reserve_blocks();
+  auto seg = std::make_unique<segment>();
+  void* va = nullptr;
+  const drv_result result = driver_->vmm_reserve(index_, bytes, geometry_.alignment, &va);
+  if (result.code == status::not_supported) {
+    fall_back_to_normal_segments("cuMemAddressReserve: " + driver_->describe(result));
+    return nullptr;
+  }
+  if (result.code == status::out_of_memory) return nullptr;  // address space exhausted
+  if (!result.ok()) {
+    throw cuda_error("streampool: cuMemAddressReserve of " + format_size(bytes) + " on device " +
+                         std::to_string(index_) + " failed: " + driver_->describe(result),
+                     result.native);
+  }
+  seg->base = reinterpret_cast<std::uintptr_t>(va);
+  seg->size = bytes;
+  seg->small = small;
+  seg->expandable = true;
+  seg->page = geometry_.page(small);
+  a.attach_expandable(seg.get());
+  return seg.release()->head;
+}
+
+block* device_state::map_pages(stream_arena& a, block* b, std::size_t bytes) {
+  segment& seg = *b->seg;
+  const std::size_t page = seg.page;
+  const std::size_t first = (b->ptr - seg.base) / page;
+  std::size_t count = (bytes + page - 1) / page;
+  const std::uintptr_t lo = b->ptr;
+  if (!leftovers_.empty()) {
+    release_leftovers();
+    if (leftover_in(lo, count * page)) return nullptr;  // still mapped there: not now (Note [Leftover pages])
+  }
+  // What may throw std::bad_alloc, before the first driver call.
+  a.reserve_blocks();
+  if (seg.handles.size() < first + count) seg.handles.resize(first + count, 0);
+  leftovers_.reserve(leftovers_.size() + count);
+
+  // One physical handle per page. On out-of-memory the pages created by this call are released
+  // and the ladder goes on (spec §2.13) — except during a capture, where releasing is illegal:
+  // those pages are mapped and kept as free memory instead (Note [Deferred frees during capture]).
+  std::size_t created = 0;
+  drv_result result{};
+  while (created < count && (result = driver_->vmm_create(index_, page, &seg.handles[first + created])).ok()) {
+    ++created;
+  }
+  const bool out_of_memory = result.code == status::out_of_memory;
+  const bool partial = created < count;
+  if (partial && !(out_of_memory && capture_underway() && created > 0)) {
+    give_back(seg, first, 0, created);
+    if (out_of_memory) return nullptr;
+    throw cuda_error("streampool: cuMemCreate of " + format_size(page) + " on device " + std::to_string(index_) +
+                         " failed: " + driver_->describe(result),
+                     result.native);
+  }
+  count = created;
+
+  const std::size_t len = count * page;
+  std::size_t mapped = 0;
+  while (mapped < count && (result = driver_->vmm_map(va_of(lo + mapped * page), page, seg.handles[first + mapped])).ok()) {
+    ++mapped;
+  }
+  const char* what = "cuMemMap";
+  if (result.ok()) {
+    what = "cuMemSetAccess";
+    result = driver_->vmm_set_access(va_of(lo), len, index_);
+  }
+  if (!result.ok()) {
+    give_back(seg, first, mapped, count);
+    if (result.code == status::out_of_memory) return nullptr;
+    throw cuda_error("streampool: " + std::string(what) + " of " + format_size(len) + " at " +
+                         detail::format_pointer(lo) + " on device " + std::to_string(index_) +
+                         " failed: " + driver_->describe(result),
+                     result.native);
+  }
+  try {
+    segments_->insert(lo, len, &a);
+  } catch (...) {
+    give_back(seg, first, count, count);
+    throw;
+  }
+  seg.mapped_pages += count;
+  count_mapping(a, seg, lo, len, true);
+  block* merged = a.mark_mapped(b, len);
+  return partial ? nullptr : merged;
+}
+
+void device_state::count_mapping(stream_arena& a, const segment& seg, std::uintptr_t lo, std::size_t bytes,
+                                 bool mapped) {
+  // spec §2.13: a map is a device alloc and an unmap a device free; `segment` does not change.
+  const auto amount = static_cast<std::int64_t>(bytes);
+  for (const std::size_t i : {std::size_t{0}, std::size_t{seg.small ? 1u : 2u}}) {
+    if (mapped) counters_.reserved_bytes[i].increase(amount);
+    else counters_.reserved_bytes[i].decrease(amount);
+  }
+  ++(mapped ? counters_.num_device_alloc : counters_.num_device_free);
+  trace_.record(mapped ? trace_action::segment_map : trace_action::segment_unmap, index_, lo, bytes, a.stream(),
+                a.pool_id());
+}
+
+// --- shrinking ----------------------------------------------------------------------------------------
+
+void device_state::unmap_free_pages(stream_arena& a) {
+  bool synchronized = false;
+  std::vector<block*> frees;
+  for (segment* seg = a.segments(); seg != nullptr;) {
+    segment* next = seg->next;
+    if (seg->expandable) {
+      frees.clear();
+      for (block* b = seg->head; b != nullptr; b = b->next) {
+        const std::size_t first = (b->ptr - seg->base + seg->page - 1) / seg->page;
+        const std::size_t last = (b->ptr + b->size - seg->base) / seg->page;
+        if (b->mapped && b->in_free_list && first < last) frees.push_back(b);
+      }
+      if (!frees.empty() && !synchronized) {
+        // Unmap and release do not synchronise: the stream's work on these pages must be done.
+        // A stream destroyed since (refused as an invalid handle) is covered by the device.
+        drv_result result = driver_->stream_synchronize(index_, a.stream());
+        if (result.code == status::invalid_value) result = driver_->device_synchronize(index_);
+        if (!result.ok()) {
+          throw cuda_error("streampool: cudaStreamSynchronize before unmapping free pages on device " +
+                               std::to_string(index_) + " failed: " + driver_->describe(result),
+                           result.native);
+        }
+        synchronized = true;
+      }
+      for (block* b : frees) unmap_block(a, *seg, b);
+      if (seg->mapped_pages == 0 && !leftover_in(seg->base, seg->size)) destroy_expandable(a, seg);
+    }
+    seg = next;
+  }
+}
+
+void device_state::unmap_block(stream_arena& a, segment& seg, block* b) {
+  const std::size_t page = seg.page;
+  const std::size_t first = (b->ptr - seg.base + page - 1) / page;
+  const std::size_t last = (b->ptr + b->size - seg.base) / page;
+  a.reserve_blocks();
+  leftovers_.reserve(leftovers_.size() + (last - first));
+  std::vector<vmm_handle_t> unreleased;
+  unreleased.reserve(last - first);
+  std::size_t done = 0;
+  drv_result unmapped{};
+  drv_result released{};
+  for (std::size_t i = first; i < last; ++i, ++done) {
+    unmapped = driver_->vmm_unmap(va_of(seg.base + i * page), page);
+    if (!unmapped.ok()) break;
+    const drv_result r = driver_->vmm_release(seg.handles[i]);
+    if (!r.ok()) {
+      if (released.ok()) released = r;
+      unreleased.push_back(seg.handles[i]);  // unmapped all the same; released later
+    }
+    seg.handles[i] = 0;
+  }
+  if (done > 0) {
+    const std::uintptr_t lo = seg.base + first * page;
+    const std::size_t len = done * page;
+    segments_->erase(lo, len);
+    seg.mapped_pages -= done;
+    while (!seg.handles.empty() && seg.handles.back() == 0) seg.handles.pop_back();
+    count_mapping(a, seg, lo, len, false);
+    for (const vmm_handle_t h : unreleased) keep_leftover({h, page, seg.small, 0});
+    (void)a.mark_unmapped(b, lo, len);
+  }
+  const bool unmap_failed = !unmapped.ok();
+  if (unmap_failed || !released.ok()) {
+    const drv_result r = unmap_failed ? unmapped : released;
+    throw cuda_error(std::string("streampool: ") + (unmap_failed ? "cuMemUnmap" : "cuMemRelease") +
+                         " of a free page on device " + std::to_string(index_) + " failed: " + driver_->describe(r) +
+                         (unmap_failed ? "" : " (the release is retried by the next empty_cache)"),
+                     r.native);
+  }
+}
+
+void device_state::destroy_expandable(stream_arena& a, segment* seg) {
+  const drv_result result = driver_->vmm_free(va_of(seg->base), seg->size);
+  if (!result.ok()) {
+    throw cuda_error("streampool: cuMemAddressFree of " + format_size(seg->size) + " at " +
+                         detail::format_pointer(seg->base) + " on device " + std::to_string(index_) +
+                         " failed: " + driver_->describe(result),
+                     result.native);
+  }
+  a.detach_expandable(seg);
+  delete seg;
+}
+
+}  // namespace streampool::native

@@ -1,0 +1,84 @@
+// expandable.hpp — expandable segments of the native backend (spec §2.13, `expandable_segments:True`):
+// the design note, and the page geometry of a device (page sizes, reservation size) derived from
+// its VMM granularity and the config. The block logic is in expandable_blocks.cpp (stream_arena),
+// the driver calls in expandable.cpp (device_state).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "streampool/config.hpp"
+#include "streampool/driver.hpp"
+
+namespace streampool::native {
+
+// Note [Expandable segments]
+// An expandable segment is one VMM reservation (vmm_reserve) per (stream, pool kind, private
+// pool) — i.e. per arena and pool kind — that is backed page by page: one vmm_create handle per
+// page, vmm_map + vmm_set_access as it grows. Its blocks tile the whole reservation like the
+// blocks of a malloc'd segment, but a block may be *unmapped* (mapped = false): unmapped blocks
+// are never in a free list; they live in the arena's per-kind `unmapped_` treap, by address.
+// Invariants: unmapped blocks start and end on page boundaries; two adjacent free mapped blocks,
+// or two adjacent unmapped blocks, never exist (they are merged).
+//   * Growth (the new-segment step of the OOM ladder, spec §2.3): the fraction check uses
+//     get_allocation_size as for a cudaMalloc (spec §2.13); then the lowest unmapped block that,
+//     together with a free block right before it, starts enough contiguous growable bytes is
+//     mapped — only the rounded request, in whole pages — and merges with its free neighbours.
+//     A new reservation is made only when no such run exists (find_growable). The map counts as
+//     one device alloc (num_device_alloc, reserved_bytes, trace segment_map); the `segment`
+//     statistic is not changed.
+//   * Shrinking happens only in release_cached (empty_cache and the OOM ladder's release-all), and
+//     so never while a capture is underway nor in a private pool that is still in use: every free
+//     mapped block of an expandable segment gives back the pages lying entirely inside it
+//     (partial pages stay mapped), split around the hole. Unmap does not synchronise, so the
+//     arena's stream is synchronised first. A reservation left with no mapped page is freed.
+//     GC and release_available_cached_blocks skip expandable blocks.
+//   * Best fit (spec §2.6): when the best-fitting block is expandable, the search moves on to the
+//     next block in (size, address) order while that one's size plus the unmapped range right
+//     after it is smaller: a free block at the growth frontier is taken last.
+//   * Splits: remaining >= 512 bytes splits in both pool kinds (spec §2.7); inactive_split
+//     statistics ignore expandable blocks (spec §2.14).
+//   * A cache hit never touches any of this: the hot path differs only by one flag test.
+// If the device has no VMM (device_info.vmm_supported) or vmm_reserve answers not_supported, the
+// device falls back to normal segments for good, with one warning per allocator.
+
+// Note [Leftover pages]
+// A failed growth gives its pages back (unmap what it mapped, release every handle it created),
+// and shrinking releases every page it unmaps. When the driver refuses one of those calls, or a
+// capture is underway on the device (unmap and release are illegal then; the sim also refuses
+// them while another device captures), the page becomes a *leftover*: kept with its handle (and
+// its address while still mapped), counted in reserved_bytes (the memory is still ours, so
+// reserved_bytes keeps matching what the driver has handed out), and given back by the next
+// release_cached (empty_cache, OOM release-all), the next growth, or the allocator's destructor.
+// A growth never maps over a leftover that is still mapped, and a reservation holding one is not
+// freed. A leftover is not a trace event and not a device alloc/free.
+
+/// A physical page the driver has not taken back yet (Note [Leftover pages]).
+struct leftover_page {
+  vmm_handle_t handle = 0;
+  std::size_t bytes = 0;
+  bool small = false;
+  std::uintptr_t va = 0;  ///< still mapped at va; 0 once unmapped (only the release is missing)
+};
+
+/// Page sizes and reservation size of one device's expandable segments.
+struct vmm_geometry {
+  std::size_t small_page = 0;     ///< 2 MiB rounded up to the mapping unit
+  std::size_t large_page = 0;     ///< large_segment_size rounded up to the mapping unit
+  std::size_t alignment = 0;      ///< power of two passed to vmm_reserve
+  std::size_t total_memory = 0;   ///< device memory, for the reservation fraction
+  double reserve_fraction = 9.0 / 8.0;
+  std::size_t reserve_bytes = 0;  ///< config override (0 = use the fraction)
+
+  [[nodiscard]] std::size_t page(bool small) const noexcept { return small ? small_page : large_page; }
+  /// Bytes to reserve for a new segment of this pool kind that must hold `request` bytes:
+  /// ceil(total_memory x fraction / page) pages (or reserve_bytes rounded up), at least the request.
+  [[nodiscard]] std::size_t reservation(bool small, std::size_t request) const noexcept;
+};
+
+/// The geometry for `info` (vmm_supported) under `config`. The mapping unit is a common multiple
+/// of the VMM granularity and 2 MiB, so that every page boundary is a 2 MiB granule boundary of
+/// the segment map (Note [Pointer lookup]).
+[[nodiscard]] vmm_geometry make_vmm_geometry(const device_info& info, const allocator_config& config) noexcept;
+
+}  // namespace streampool::native

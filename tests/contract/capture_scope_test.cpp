@@ -1,0 +1,197 @@
+// capture_scope_test.cpp — capture_scope and captured_graph on every backend and driver (the sim,
+// and a real GPU where present): routing of the capture stream and of joined side streams to the
+// private pool (and of nothing else), several captures at once, pool sharing, memory released
+// only once no graph can replay, graph pools in statistics and snapshots, replays, and misuse.
+// Sim-only bookkeeping (call counters, faults, invalidation) is in capture_safety_test.cpp.
+#include <gtest/gtest.h>
+
+#include "streampool/graph.hpp"
+#include "support/backend_fixture.hpp"
+
+namespace streampool::testing {
+namespace {
+
+class capture : public backend_test {
+ protected:
+  /// The pool id of the snapshot segment holding `ptr` ({0,0} = a default pool).
+  mempool_id pool_of(const void* ptr) {
+    const auto address = reinterpret_cast<std::uintptr_t>(ptr);
+    for (const segment_info& segment : alloc_->snapshot().segments) {
+      if (segment.address <= address && address < segment.address + segment.total_size) return segment.pool;
+    }
+    ADD_FAILURE() << "no segment holds " << ptr;
+    return {};
+  }
+  /// On a real device, a memory node of the driver's default pool, so the graph is not empty.
+  void touch(stream_t stream) {
+    if (sim_ != nullptr) return;
+    mempool_t pool = nullptr;
+    void* ptr = nullptr;
+    check(*driver_, driver_->pool_get_default(0, &pool), "pool_get_default");
+    check(*driver_, driver_->malloc_async(pool, 512, stream, &ptr), "malloc_async");
+    check(*driver_, driver_->free_async(ptr, stream), "free_async");
+  }
+  /// Makes `side` join the capture of `origin` (fork: side waits on an event recorded on origin).
+  void fork(stream_t origin, stream_t side) {
+    event_t event = nullptr;
+    check(*driver_, driver_->event_create(0, &event), "event_create");
+    check(*driver_, driver_->event_record(event, origin), "event_record");
+    check(*driver_, driver_->stream_wait_event(side, event), "stream_wait_event");
+    check(*driver_, driver_->event_destroy(0, event), "event_destroy");
+  }
+  std::int64_t reserved() { return alloc_->stats().reserved_bytes[0].current; }
+};
+
+TEST_P(capture, routes_the_capture_stream_and_joined_side_streams_to_the_pool) {
+  const stream_t s = new_stream();
+  const stream_t side = new_stream();
+  const stream_t elsewhere = new_stream();
+  capture_scope scope(*alloc_, s);
+  EXPECT_TRUE(scope.active());
+  EXPECT_NE(scope.capture_id(), 0u);
+  fork(s, side);
+  touch(s);
+  void* in_capture = alloc_->allocate(4096, s);
+  void* on_side = alloc_->allocate(3 * mib, side);
+  void* outside = alloc_->allocate(4096, elsewhere);
+  EXPECT_EQ(pool_of(in_capture), scope.pool());
+  EXPECT_EQ(pool_of(on_side), scope.pool()) << "a side stream joined to the capture allocates from its pool";
+  EXPECT_TRUE(pool_of(outside).is_default()) << "a stream outside the capture does not";
+  alloc_->deallocate(in_capture);
+  alloc_->deallocate(on_side);  // on the side stream, after its last join: end() joins it back
+  captured_graph graph = scope.end();
+  EXPECT_FALSE(scope.active());
+  ASSERT_TRUE(graph);
+  EXPECT_EQ(graph.pool(), scope.pool());
+  graph.launch(s);
+  graph.launch(s);
+  synchronize();
+  void* after = alloc_->allocate(4096, s);
+  EXPECT_TRUE(pool_of(after).is_default()) << "routing ended with the capture";
+  alloc_->deallocate(after);
+  alloc_->deallocate(outside);
+}
+
+TEST_P(capture, several_captures_at_once_route_to_their_own_pools) {
+  const stream_t a = new_stream();
+  const stream_t b = new_stream();
+  capture_scope first(*alloc_, a);
+  capture_scope second(*alloc_, b);
+  EXPECT_NE(first.pool(), second.pool());
+  EXPECT_NE(first.capture_id(), second.capture_id());
+  touch(a);
+  touch(b);
+  void* in_a = alloc_->allocate(1000, a);
+  void* in_b = alloc_->allocate(1000, b);
+  EXPECT_EQ(pool_of(in_a), first.pool());
+  EXPECT_EQ(pool_of(in_b), second.pool());
+  alloc_->deallocate(in_b);
+  captured_graph graph_b = second.end();  // out of order: b ends first
+  void* still_a = alloc_->allocate(2000, a);
+  EXPECT_EQ(pool_of(still_a), first.pool());
+  alloc_->deallocate(still_a);
+  alloc_->deallocate(in_a);
+  captured_graph graph_a = first.end();
+  graph_a.launch(a);
+  graph_b.launch(b);
+  synchronize();
+}
+
+TEST_P(capture, graphs_share_a_pool_and_its_memory_lives_until_the_last_is_destroyed) {
+  const stream_t s = new_stream();
+  alloc_->empty_cache();
+  const std::int64_t baseline = reserved();
+  captured_graph first;
+  {
+    capture_scope scope(*alloc_, s);
+    touch(s);
+    void* step = alloc_->allocate(5 * mib, s);
+    alloc_->deallocate(step);  // like activations freed at the end of a captured step
+    first = scope.end();
+  }
+  const std::int64_t with_first = reserved();
+  captured_graph second;
+  {
+    capture_scope scope(*alloc_, s, first.pool());
+    EXPECT_EQ(scope.pool(), first.pool());
+    touch(s);
+    void* step = alloc_->allocate(5 * mib, s);
+    EXPECT_EQ(pool_of(step), first.pool());
+    alloc_->deallocate(step);
+    second = scope.end();
+  }
+  if (is_native()) {
+    EXPECT_GT(with_first, baseline) << "the private pool holds the captured step's segment";
+    EXPECT_EQ(reserved(), with_first) << "the second graph reuses the shared pool's memory";
+  }
+  for (int replay = 0; replay < 3; ++replay) {  // capture order, one stream: never concurrent
+    first.launch(s);
+    second.launch(s);
+  }
+  synchronize();
+  first.reset();
+  alloc_->empty_cache();
+  if (is_native()) {
+    EXPECT_EQ(reserved(), with_first) << "the second graph still uses the pool";
+  }
+  const mempool_id pool = second.pool();
+  second = captured_graph{};  // move-assigning an empty graph destroys the old one
+  alloc_->empty_cache();
+  if (is_native()) {
+    EXPECT_EQ(reserved(), baseline) << "no graph can replay: the pool's memory is released";
+  }
+  EXPECT_THROW(alloc_->release_pool(pool), error) << "both uses were given back";
+}
+
+TEST_P(capture, graph_pool_memory_shows_in_statistics_and_snapshots) {
+  const stream_t s = new_stream();
+  const memory_stats before = alloc_->stats();
+  capture_scope scope(*alloc_, s);
+  touch(s);
+  void* kept = alloc_->allocate(2 * mib, s);
+  const memory_stats during = alloc_->stats();
+  EXPECT_EQ(during.allocation[0].current, before.allocation[0].current + 1);
+  EXPECT_GE(during.allocated_bytes[0].current, before.allocated_bytes[0].current + std::int64_t(2 * mib));
+  if (is_native() || sim_ != nullptr) {
+    // With cudaMallocAsync on a GPU the captured bytes are the graph's, not the pool's reserve.
+    EXPECT_GE(during.reserved_bytes[0].current, during.allocated_bytes[0].current);
+  }
+  std::size_t pool_segments = 0;
+  for (const segment_info& segment : alloc_->snapshot().segments) pool_segments += segment.pool == scope.pool();
+  EXPECT_GE(pool_segments, 1u);
+  EXPECT_NE(alloc_->snapshot().to_json().find("segment_pool_id"), std::string::npos);
+  alloc_->deallocate(kept);
+  captured_graph graph = scope.end();
+  EXPECT_EQ(alloc_->stats().allocation[0].current, before.allocation[0].current);
+}
+
+TEST_P(capture, a_default_stream_or_the_default_pool_id_is_refused) {
+  try {
+    capture_scope scope(*alloc_, nullptr);
+    ADD_FAILURE() << "capturing the legacy stream was accepted";
+  } catch (const error& e) {
+    EXPECT_NE(std::string(e.what()).find("non-default stream"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(capture_scope(*alloc_, reinterpret_cast<stream_t>(2)), error) << "cudaStreamPerThread";
+  const stream_t s = new_stream();
+  EXPECT_THROW(capture_scope(*alloc_, s, mempool_id{}), error);
+  capture_info info;
+  check(*driver_, driver_->stream_capture_info(s, &info), "stream_capture_info");
+  EXPECT_EQ(info.status, capture_status::none) << "nothing began";
+  capture_scope scope(*alloc_, s);  // and the allocator still captures
+  touch(s);
+  EXPECT_THROW(capture_scope(*alloc_, s, scope.pool()), error) << "the pool is already being recorded to";
+  EXPECT_TRUE(scope.active()) << "the refused scope did not disturb the running one";
+  captured_graph graph = scope.end();
+  EXPECT_THROW((void)scope.end(), error) << "end() twice";
+  captured_graph empty;
+  EXPECT_THROW(empty.launch(s), error);
+  captured_graph moved = std::move(graph);
+  EXPECT_FALSE(graph);  // NOLINT(bugprone-use-after-move): a moved-from graph is empty by contract
+  EXPECT_TRUE(moved);
+}
+
+INSTANTIATE_TEST_SUITE_P(every_backend, capture, ::testing::ValuesIn(all_backend_cases()), backend_case_name);
+
+}  // namespace
+}  // namespace streampool::testing

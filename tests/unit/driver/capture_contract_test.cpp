@@ -1,0 +1,326 @@
+// capture_contract_test.cpp — the stream-capture and graph calls of the driver contract, run on
+// the sim and on make_cuda_driver() (skipped without a device, must pass on the GPU machine):
+// begin/end capture with unique ids, side streams joining through events, instantiate / launch /
+// destroy, graph memory nodes and auto_free_on_launch, and the capture-legality rules the
+// allocators rely on (non-relaxed cudaMalloc is refused and invalidates a global capture; a
+// relaxed one is fine). Sim-only rules (Note [Sim capture sequences]) are at the end.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "driver_contract.hpp"
+#include "streampool/sim_driver.hpp"
+
+namespace streampool::testing {
+namespace {
+
+class capture_contract : public driver_contract {
+ protected:
+  void TearDown() override {
+    for (const stream_t stream : streams_) (void)drv_->stream_destroy(0, stream);
+    for (const event_t event : events_) (void)drv_->event_destroy(0, event);
+  }
+  stream_t stream() { return streams_.emplace_back(new_stream()); }
+  event_t event() { return events_.emplace_back(new_event()); }
+  capture_info info_of(stream_t stream) {
+    capture_info info;
+    EXPECT_TRUE(ok(drv_->stream_capture_info(stream, &info)));
+    return info;
+  }
+  bool pools() const { return info_.memory_pools_supported; }
+  mempool_t default_pool() {
+    mempool_t pool = nullptr;
+    EXPECT_TRUE(ok(drv_->pool_get_default(0, &pool)));
+    return pool;
+  }
+  /// Instantiates and destroys `graph`; true when both succeeded.
+  ::testing::AssertionResult instantiate_and_destroy(graph_t graph) {
+    graph_exec_t exec = nullptr;
+    const drv_result made = drv_->graph_instantiate(graph, &exec, instantiate_flags::none);
+    (void)drv_->graph_destroy(graph);
+    if (!made.ok()) return ::testing::AssertionFailure() << drv_->describe(made);
+    return ok(drv_->graph_exec_destroy(exec));
+  }
+
+  std::vector<stream_t> streams_;
+  std::vector<event_t> events_;
+};
+
+TEST_P(capture_contract, begin_reports_an_active_capture_with_a_unique_id) {
+  const stream_t a = stream();
+  const stream_t b = stream();
+  ASSERT_TRUE(ok(drv_->stream_begin_capture(a, capture_mode::global)));
+  ASSERT_TRUE(ok(drv_->stream_begin_capture(b, capture_mode::global)));
+  const capture_info in_a = info_of(a);
+  const capture_info in_b = info_of(b);
+  EXPECT_EQ(in_a.status, capture_status::active);
+  EXPECT_EQ(in_b.status, capture_status::active);
+  EXPECT_NE(in_a.id, 0u);
+  EXPECT_NE(in_a.id, in_b.id) << "each capture sequence has its own id";
+  EXPECT_EQ(info_of(a).id, in_a.id) << "the id is stable during the capture";
+  graph_t graph_a = nullptr;
+  graph_t graph_b = nullptr;
+  ASSERT_TRUE(ok(drv_->stream_end_capture(a, &graph_a)));
+  ASSERT_TRUE(ok(drv_->stream_end_capture(b, &graph_b)));
+  EXPECT_NE(graph_a, nullptr);
+  EXPECT_NE(graph_b, nullptr);
+  EXPECT_EQ(info_of(a).status, capture_status::none);
+  EXPECT_EQ(info_of(a).id, 0u);
+  ASSERT_TRUE(ok(drv_->stream_begin_capture(a, capture_mode::thread_local_)));
+  EXPECT_NE(info_of(a).id, in_a.id) << "a new capture on the same stream gets a new id";
+  graph_t again = nullptr;
+  ASSERT_TRUE(ok(drv_->stream_end_capture(a, &again)));
+  for (const graph_t graph : {graph_a, graph_b, again}) EXPECT_TRUE(ok(drv_->graph_destroy(graph)));
+}
+
+TEST_P(capture_contract, captured_graph_instantiates_launches_and_replays) {
+  const stream_t s = stream();
+  const bool with_memory = pools();
+  ASSERT_TRUE(ok(drv_->stream_begin_capture(s, capture_mode::global)));
+  if (with_memory) {  // a graph allocation node and its free node
+    void* ptr = nullptr;
+    ASSERT_TRUE(ok(drv_->malloc_async(default_pool(), mib, s, &ptr)));
+    EXPECT_NE(ptr, nullptr);
+    ASSERT_TRUE(ok(drv_->free_async(ptr, s)));
+  }
+  graph_t graph = nullptr;
+  ASSERT_TRUE(ok(drv_->stream_end_capture(s, &graph)));
+  ASSERT_NE(graph, nullptr);
+  graph_exec_t exec = nullptr;
+  ASSERT_TRUE(ok(drv_->graph_instantiate(graph, &exec, instantiate_flags::none)));
+  ASSERT_NE(exec, nullptr);
+  for (int replay = 0; replay < 3; ++replay) {
+    ASSERT_TRUE(ok(drv_->graph_launch(exec, s))) << "replay " << replay << ": allocation and free both in the graph";
+  }
+  ASSERT_TRUE(ok(drv_->stream_synchronize(0, s)));
+  EXPECT_TRUE(ok(drv_->graph_exec_destroy(exec)));
+  EXPECT_TRUE(ok(drv_->graph_destroy(graph)));
+  EXPECT_TRUE(ok(drv_->graph_mem_trim(0)));
+}
+
+// docs/graph-capture.md: a graph whose allocation outlives a launch can be relaunched only when
+// instantiated with auto_free_on_launch; the allocation may be freed outside the graph after a
+// launch. (The sim has no graph memory: the refused relaunch is asserted on CUDA only.)
+TEST_P(capture_contract, auto_free_on_launch_allows_relaunch_with_unfreed_allocations) {
+  if (!pools()) GTEST_SKIP() << "device 0 has no memory pools";
+  const stream_t s = stream();
+  for (const bool auto_free : {false, true}) {
+    SCOPED_TRACE(auto_free ? "auto_free_on_launch" : "no flags");
+    void* outlives = nullptr;
+    ASSERT_TRUE(ok(drv_->stream_begin_capture(s, capture_mode::global)));
+    ASSERT_TRUE(ok(drv_->malloc_async(default_pool(), 2 * mib, s, &outlives)));
+    graph_t graph = nullptr;
+    ASSERT_TRUE(ok(drv_->stream_end_capture(s, &graph)));
+    graph_exec_t exec = nullptr;
+    const instantiate_flags flags = auto_free ? instantiate_flags::auto_free_on_launch : instantiate_flags::none;
+    ASSERT_TRUE(ok(drv_->graph_instantiate(graph, &exec, flags)));
+    ASSERT_TRUE(ok(drv_->graph_launch(exec, s)));
+    const drv_result relaunch = drv_->graph_launch(exec, s);
+    if (auto_free) {
+      EXPECT_TRUE(ok(relaunch)) << "the previous launch's allocation is freed by the relaunch";
+    } else if (drv_->name() == "cuda") {
+      EXPECT_FALSE(relaunch.ok()) << "a relaunch while the previous launch's allocation is live is refused";
+    }
+    ASSERT_TRUE(ok(drv_->stream_synchronize(0, s)));
+    EXPECT_TRUE(ok(drv_->free_async(outlives, s))) << "freed outside the graph, after a launch";
+    ASSERT_TRUE(ok(drv_->stream_synchronize(0, s)));
+    EXPECT_TRUE(ok(drv_->graph_exec_destroy(exec)));
+    EXPECT_TRUE(ok(drv_->graph_destroy(graph)));
+  }
+  EXPECT_TRUE(ok(drv_->graph_mem_trim(0)));
+}
+
+TEST_P(capture_contract, side_stream_joins_through_an_event_and_must_be_joined_back) {
+  const stream_t origin = stream();
+  const stream_t side = stream();
+  const event_t fork = event();
+  const event_t join = event();
+  ASSERT_TRUE(ok(drv_->stream_begin_capture(origin, capture_mode::global)));
+  const std::uint64_t id = info_of(origin).id;
+  ASSERT_TRUE(ok(drv_->event_record(fork, origin)));
+  ASSERT_TRUE(ok(drv_->stream_wait_event(side, fork)));
+  const capture_info joined = info_of(side);
+  EXPECT_EQ(joined.status, capture_status::active) << "waiting on a captured event joins the capture";
+  EXPECT_EQ(joined.id, id);
+  if (pools()) {  // work on the side stream: memory nodes
+    void* ptr = nullptr;
+    ASSERT_TRUE(ok(drv_->malloc_async(default_pool(), 4096, side, &ptr)));
+    ASSERT_TRUE(ok(drv_->free_async(ptr, side)));
+  }
+  ASSERT_TRUE(ok(drv_->event_record(join, side)));
+  ASSERT_TRUE(ok(drv_->stream_wait_event(origin, join)));
+  graph_t graph = nullptr;
+  ASSERT_TRUE(ok(drv_->stream_end_capture(origin, &graph))) << "the side stream was joined back";
+  EXPECT_EQ(info_of(side).status, capture_status::none) << "ending the capture ends it on joined streams";
+  EXPECT_TRUE(instantiate_and_destroy(graph));
+}
+
+TEST_P(capture_contract, unjoined_side_stream_fails_the_end_of_capture) {
+  if (!pools()) GTEST_SKIP() << "device 0 has no memory pools (no work to leave unjoined)";
+  const stream_t origin = stream();
+  const stream_t side = stream();
+  const event_t fork = event();
+  ASSERT_TRUE(ok(drv_->stream_begin_capture(origin, capture_mode::global)));
+  ASSERT_TRUE(ok(drv_->event_record(fork, origin)));
+  ASSERT_TRUE(ok(drv_->stream_wait_event(side, fork)));
+  void* ptr = nullptr;
+  ASSERT_TRUE(ok(drv_->malloc_async(default_pool(), 4096, side, &ptr)));
+  ASSERT_TRUE(ok(drv_->free_async(ptr, side)));  // a free node nobody waits for
+  graph_t graph = reinterpret_cast<graph_t>(0x1);
+  EXPECT_TRUE(fails_with(*drv_, status::illegal_in_capture, drv_->stream_end_capture(origin, &graph)));
+  EXPECT_EQ(graph, nullptr);
+  for (const stream_t s : {origin, side}) {  // whatever the driver left capturing, end it
+    if (info_of(s).status != capture_status::none) {
+      (void)drv_->stream_end_capture(s, &graph);
+      if (graph != nullptr) (void)drv_->graph_destroy(graph);
+    }
+  }
+}
+
+TEST_P(capture_contract, unsafe_calls_are_refused_in_global_capture_and_relaxed_malloc_is_not) {
+  const stream_t s = stream();
+  ASSERT_TRUE(ok(drv_->stream_begin_capture(s, capture_mode::global)));
+  void* relaxed = nullptr;
+  EXPECT_TRUE(ok(drv_->malloc(0, mib, &relaxed, /*relaxed_capture=*/true))) << "Note [Relaxed cudaMalloc]";
+  graph_t graph = nullptr;
+  ASSERT_TRUE(ok(drv_->stream_end_capture(s, &graph))) << "a relaxed cudaMalloc leaves the capture valid";
+  EXPECT_NE(graph, nullptr);
+  EXPECT_TRUE(ok(drv_->graph_destroy(graph)));
+  EXPECT_TRUE(ok(drv_->free(0, relaxed)));
+
+  ASSERT_TRUE(ok(drv_->stream_begin_capture(s, capture_mode::global)));
+  void* unsafe = reinterpret_cast<void*>(0x1);
+  EXPECT_TRUE(fails_with(*drv_, status::illegal_in_capture, drv_->malloc(0, mib, &unsafe, false)));
+  EXPECT_EQ(unsafe, nullptr);
+  graph = reinterpret_cast<graph_t>(0x1);
+  EXPECT_TRUE(fails_with(*drv_, status::illegal_in_capture, drv_->stream_end_capture(s, &graph)))
+      << "the refused call invalidated the capture";
+  EXPECT_EQ(graph, nullptr);
+  void* after = nullptr;
+  ASSERT_TRUE(ok(drv_->malloc(0, mib, &after, false))) << "legal again once the capture ended";
+  EXPECT_TRUE(ok(drv_->free(0, after)));
+}
+
+TEST_P(capture_contract, bad_capture_calls_fail_cleanly) {
+  EXPECT_FALSE(drv_->stream_begin_capture(nullptr, capture_mode::global).ok()) << "the legacy stream";
+  const stream_t s = stream();
+  graph_t graph = reinterpret_cast<graph_t>(0x1);
+  EXPECT_FALSE(drv_->stream_end_capture(s, &graph).ok()) << "not capturing";
+  EXPECT_EQ(graph, nullptr);
+  ASSERT_TRUE(ok(drv_->stream_begin_capture(s, capture_mode::relaxed)));
+  EXPECT_FALSE(drv_->stream_begin_capture(s, capture_mode::relaxed).ok()) << "already capturing";
+  (void)drv_->stream_end_capture(s, &graph);  // the refused begin may have invalidated the capture
+  if (graph != nullptr) {
+    EXPECT_TRUE(ok(drv_->graph_destroy(graph)));
+  }
+  EXPECT_EQ(info_of(s).status, capture_status::none);
+}
+
+std::string case_name(const ::testing::TestParamInfo<driver_case>& info) { return info.param.name; }
+
+INSTANTIATE_TEST_SUITE_P(drivers, capture_contract,
+                         ::testing::Values(driver_case{"sim", [] { return std::make_shared<sim_driver>(); }},
+                                           driver_case{"cuda", [] { return make_cuda_driver(); }}),
+                         case_name);
+
+// --- sim only: Note [Sim capture sequences] ---------------------------------------------------
+
+class sim_capture_sequence : public sim_test {};
+
+TEST_F(sim_capture_sequence, ending_on_a_joined_stream_is_refused_and_launch_submits_work) {
+  sim().set_eager(false);
+  const stream_t origin = new_stream();
+  const stream_t side = new_stream();
+  const event_t fork = new_event();
+  ASSERT_TRUE(ok(sim().stream_begin_capture(origin, capture_mode::global)));
+  ASSERT_TRUE(ok(sim().event_record(fork, origin)));
+  ASSERT_TRUE(ok(sim().stream_wait_event(side, fork)));
+  graph_t graph = nullptr;
+  EXPECT_TRUE(fails(status::illegal_in_capture, sim().stream_end_capture(side, &graph))) << "not the origin";
+  ASSERT_TRUE(ok(sim().stream_end_capture(origin, &graph)));
+  EXPECT_EQ(sim().live_graphs(), 1u);
+  graph_exec_t exec = nullptr;
+  ASSERT_TRUE(ok(sim().graph_instantiate(graph, &exec, instantiate_flags::auto_free_on_launch)));
+  EXPECT_EQ(sim().live_graph_execs(), 1u);
+  const event_t after = new_event();
+  ASSERT_TRUE(ok(sim().graph_launch(exec, origin)));
+  ASSERT_TRUE(ok(sim().event_record(after, origin)));
+  EXPECT_TRUE(fails(status::not_ready, sim().event_query(after))) << "the launch is pending work";
+  sim().complete(origin);
+  EXPECT_TRUE(ok(sim().event_query(after)));
+  EXPECT_EQ(sim().calls(driver_call::graph_launch), 1u);
+  EXPECT_TRUE(ok(sim().graph_exec_destroy(exec)));
+  EXPECT_TRUE(ok(sim().graph_destroy(graph)));
+  EXPECT_TRUE(fails(status::invalid_value, sim().graph_launch(exec, origin))) << "destroyed executable";
+  EXPECT_TRUE(fails(status::invalid_value, sim().graph_destroy(graph))) << "destroyed graph";
+  EXPECT_EQ(sim().live_graphs(), 0u);
+  EXPECT_EQ(sim().live_graph_execs(), 0u);
+}
+
+TEST_F(sim_capture_sequence, destroying_the_origin_stream_ends_the_whole_sequence) {
+  const stream_t origin = new_stream();
+  const stream_t side = new_stream();
+  const event_t fork = new_event();
+  ASSERT_TRUE(ok(sim().stream_begin_capture(origin, capture_mode::global)));
+  ASSERT_TRUE(ok(sim().event_record(fork, origin)));
+  ASSERT_TRUE(ok(sim().stream_wait_event(side, fork)));
+  ASSERT_TRUE(ok(sim().stream_destroy(0, origin)));
+  capture_info info;
+  ASSERT_TRUE(ok(sim().stream_capture_info(side, &info)));
+  EXPECT_EQ(info.status, capture_status::none) << "the joined side stream left the capture too";
+  EXPECT_TRUE(ok(sim().device_synchronize(0))) << "no capture is left to forbid it";
+}
+
+TEST_F(sim_capture_sequence, relaxed_capture_forbids_nothing_and_scripted_captures_are_unchanged) {
+  const stream_t s = new_stream();
+  ASSERT_TRUE(ok(sim().stream_begin_capture(s, capture_mode::relaxed)));
+  void* ptr = nullptr;
+  EXPECT_TRUE(ok(sim().malloc(0, 4096, &ptr, false)));
+  EXPECT_TRUE(ok(sim().device_synchronize(0)));
+  graph_t graph = nullptr;
+  ASSERT_TRUE(ok(sim().stream_end_capture(s, &graph)));
+  EXPECT_TRUE(ok(sim().free(0, ptr)));
+  // A scripted capture refuses unsafe calls but cannot be invalidated or ended by the driver.
+  const stream_t scripted = new_stream();
+  sim().set_capture(scripted, capture_status::active, 5);
+  EXPECT_TRUE(fails(status::illegal_in_capture, sim().device_synchronize(0)));
+  capture_info info;
+  ASSERT_TRUE(ok(sim().stream_capture_info(scripted, &info)));
+  EXPECT_EQ(info.status, capture_status::active);
+  EXPECT_EQ(info.id, 5u);
+  graph_t none = nullptr;
+  EXPECT_TRUE(fails(status::illegal_in_capture, sim().stream_end_capture(scripted, &none)));
+  sim().set_capture(scripted, capture_status::none, 0);
+  EXPECT_TRUE(ok(sim().device_synchronize(0)));
+  EXPECT_TRUE(ok(sim().graph_destroy(graph)));
+}
+
+TEST_F(sim_capture_sequence, an_invalidated_capture_ends_without_a_graph_and_faults_inject) {
+  const stream_t s = new_stream();
+  ASSERT_TRUE(ok(sim().stream_begin_capture(s, capture_mode::global)));
+  EXPECT_TRUE(fails(status::illegal_in_capture, sim().stream_synchronize(0, s)));
+  capture_info info;
+  ASSERT_TRUE(ok(sim().stream_capture_info(s, &info)));
+  EXPECT_EQ(info.status, capture_status::invalidated);
+  EXPECT_TRUE(ok(sim().stream_synchronize(0, s))) << "an invalidated capture forbids nothing";
+  graph_t graph = nullptr;
+  EXPECT_TRUE(fails(status::illegal_in_capture, sim().stream_end_capture(s, &graph)));
+  EXPECT_EQ(sim().live_graphs(), 0u);
+  sim().fail_next(driver_call::stream_begin_capture, 1, status::other);
+  EXPECT_TRUE(fails(status::other, sim().stream_begin_capture(s, capture_mode::global)));
+  ASSERT_TRUE(ok(sim().stream_capture_info(s, &info)));
+  EXPECT_EQ(info.status, capture_status::none) << "an injected fault does nothing";
+  sim().fail_next(driver_call::graph_instantiate, 1, status::out_of_memory);
+  ASSERT_TRUE(ok(sim().stream_begin_capture(s, capture_mode::global)));
+  ASSERT_TRUE(ok(sim().stream_end_capture(s, &graph)));
+  graph_exec_t exec = nullptr;
+  EXPECT_TRUE(fails(status::out_of_memory, sim().graph_instantiate(graph, &exec, instantiate_flags::none)));
+  EXPECT_EQ(exec, nullptr);
+  EXPECT_EQ(sim().calls(driver_call::graph_instantiate), 1u);
+  EXPECT_TRUE(ok(sim().graph_destroy(graph)));
+}
+
+}  // namespace
+}  // namespace streampool::testing
