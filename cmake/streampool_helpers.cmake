@@ -24,7 +24,7 @@ endfunction()
 # Links only the named layers' objects (so a layer's tests build while another layer is being
 # written) or, with LAYERS all, the full static library.
 function(streampool_add_test name)
-  cmake_parse_arguments(arg "" "" "SOURCES;LAYERS;LINK;LABELS" ${ARGN})
+  cmake_parse_arguments(arg "SERIAL" "" "SOURCES;LAYERS;LINK;LABELS" ${ARGN})
   if(NOT arg_SOURCES)
     return()
   endif()
@@ -48,5 +48,11 @@ function(streampool_add_test name)
   target_compile_definitions(${name} PRIVATE
     STREAMPOOL_SHARED_TRACES_DIR="${PROJECT_SOURCE_DIR}/../shared/traces"
     STREAMPOOL_CARRIED_TRACES_DIR="${PROJECT_SOURCE_DIR}/.carry/traces")
-  gtest_discover_tests(${name} PROPERTIES LABELS "${arg_LABELS}" DISCOVERY_TIMEOUT 60)
+  # SERIAL: the binary's tests read device-wide figures (free memory) that other test processes
+  # running at the same time would disturb on a real GPU.
+  if(arg_SERIAL)
+    gtest_discover_tests(${name} PROPERTIES LABELS "${arg_LABELS}" RUN_SERIAL TRUE DISCOVERY_TIMEOUT 60)
+  else()
+    gtest_discover_tests(${name} PROPERTIES LABELS "${arg_LABELS}" DISCOVERY_TIMEOUT 60)
+  endif()
 endfunction()
