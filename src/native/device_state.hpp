@@ -192,6 +192,7 @@ class device_state {
   // leftover pages (expandable_leftovers.cpp; Note [Leftover pages] in expandable.hpp)
   void give_back(segment& seg, std::size_t first, std::size_t mapped, std::size_t count) noexcept;
   [[nodiscard]] bool retire(leftover_page& page) noexcept;
+  [[nodiscard]] std::size_t take_leftovers(vmm_handle_t* handles, std::size_t wanted, std::size_t page) noexcept;
   void keep_leftover(const leftover_page& page) noexcept;
   void release_leftovers() noexcept;
   [[nodiscard]] bool leftover_in(std::uintptr_t lo, std::size_t bytes) const noexcept;

@@ -140,64 +140,76 @@ block* device_state::map_pages(stream_arena& a, block* b, std::size_t bytes) {
   segment& seg = *b->seg;
   const std::size_t page = seg.page;
   const std::size_t first = (b->ptr - seg.base) / page;
-  std::size_t count = (bytes + page - 1) / page;
+  const std::size_t wanted = (bytes + page - 1) / page;
   const std::uintptr_t lo = b->ptr;
   if (!leftovers_.empty()) {
     release_leftovers();
-    if (leftover_in(lo, count * page)) return nullptr;  // still mapped there: not now (Note [Leftover pages])
+    if (leftover_in(lo, wanted * page)) return nullptr;  // still mapped there: not now (Note [Leftover pages])
   }
   // What may throw std::bad_alloc, before the first driver call.
   a.reserve_blocks();
-  if (seg.handles.size() < first + count) seg.handles.resize(first + count, 0);
-  leftovers_.reserve(leftovers_.size() + count);
+  if (seg.handles.size() < first + wanted) seg.handles.resize(first + wanted, 0);
+  leftovers_.reserve(leftovers_.size() + wanted);
 
-  // One physical handle per page. On out-of-memory the pages created by this call are released
-  // and the ladder goes on (spec §2.13) — except during a capture, where releasing is illegal:
-  // those pages are mapped and kept as free memory instead (Note [Deferred frees during capture]).
-  std::size_t created = 0;
+  // 1. One physical handle per page: leftover pages first, then new ones. On out-of-memory the
+  // pages of this call go back and the ladder goes on (spec §2.13) — except during a capture,
+  // where giving back is illegal: what was obtained is mapped and kept as free memory.
+  const bool capture = capture_underway();
+  std::size_t count = take_leftovers(&seg.handles[first], wanted, page);
   drv_result result{};
-  while (created < count && (result = driver_->vmm_create(index_, page, &seg.handles[first + created])).ok()) {
-    ++created;
-  }
-  const bool out_of_memory = result.code == status::out_of_memory;
-  const bool partial = created < count;
-  if (partial && !(out_of_memory && capture_underway() && created > 0)) {
-    give_back(seg, first, 0, created);
-    if (out_of_memory) return nullptr;
+  while (count < wanted && (result = driver_->vmm_create(index_, page, &seg.handles[first + count])).ok()) ++count;
+  if (count < wanted && !(result.code == status::out_of_memory && capture && count > 0)) {
+    give_back(seg, first, 0, count);
+    if (result.code == status::out_of_memory) return nullptr;
     throw cuda_error("streampool: cuMemCreate of " + format_size(page) + " on device " + std::to_string(index_) +
                          " failed: " + driver_->describe(result),
                      result.native);
   }
-  count = created;
+  const bool short_of_pages = count < wanted;
+  result = {};
 
-  const std::size_t len = count * page;
+  // 2. Map page by page, then grant access to what got mapped.
   std::size_t mapped = 0;
   while (mapped < count && (result = driver_->vmm_map(va_of(lo + mapped * page), page, seg.handles[first + mapped])).ok()) {
     ++mapped;
   }
   const char* what = "cuMemMap";
-  if (result.ok()) {
-    what = "cuMemSetAccess";
-    result = driver_->vmm_set_access(va_of(lo), len, index_);
+  std::size_t usable = mapped;
+  if (mapped > 0) {
+    const drv_result access = driver_->vmm_set_access(va_of(lo), mapped * page, index_);
+    if (!access.ok()) {
+      usable = 0;
+      if (result.ok()) {
+        result = access;
+        what = "cuMemSetAccess";
+      }
+    }
   }
+
+  // 3. Keep what is usable (everything, or during a capture what got mapped with access); the
+  // rest goes back, or stays a leftover when it may not go back now.
+  const std::size_t keep = result.ok() ? count : (capture ? usable : 0);
+  block* merged = nullptr;
+  if (keep > 0) {
+    try {
+      segments_->insert(lo, keep * page, &a);
+    } catch (...) {
+      give_back(seg, first, mapped, count);
+      throw;
+    }
+    seg.mapped_pages += keep;
+    count_mapping(a, seg, lo, keep * page, true);
+    merged = a.mark_mapped(b, keep * page);
+  }
+  if (keep < count) give_back(seg, first + keep, mapped > keep ? mapped - keep : 0, count - keep);
   if (!result.ok()) {
-    give_back(seg, first, mapped, count);
     if (result.code == status::out_of_memory) return nullptr;
-    throw cuda_error("streampool: " + std::string(what) + " of " + format_size(len) + " at " +
+    throw cuda_error("streampool: " + std::string(what) + " of " + format_size(count * page) + " at " +
                          detail::format_pointer(lo) + " on device " + std::to_string(index_) +
                          " failed: " + driver_->describe(result),
                      result.native);
   }
-  try {
-    segments_->insert(lo, len, &a);
-  } catch (...) {
-    give_back(seg, first, count, count);
-    throw;
-  }
-  seg.mapped_pages += count;
-  count_mapping(a, seg, lo, len, true);
-  block* merged = a.mark_mapped(b, len);
-  return partial ? nullptr : merged;
+  return short_of_pages ? nullptr : merged;
 }
 
 void device_state::count_mapping(stream_arena& a, const segment& seg, std::uintptr_t lo, std::size_t bytes,
@@ -247,23 +259,26 @@ void device_state::unmap_free_pages(stream_arena& a) {
 }
 
 void device_state::unmap_block(stream_arena& a, segment& seg, block* b) {
+  // Per page: release the handle (legal while mapped: the memory goes with the mapping), then
+  // unmap. A refused call leaves that page and the ones after it mapped, as they were; a page
+  // whose handle is already released is marked so the next attempt only unmaps it.
   const std::size_t page = seg.page;
   const std::size_t first = (b->ptr - seg.base + page - 1) / page;
   const std::size_t last = (b->ptr + b->size - seg.base) / page;
   a.reserve_blocks();
-  leftovers_.reserve(leftovers_.size() + (last - first));
-  std::vector<vmm_handle_t> unreleased;
-  unreleased.reserve(last - first);
   std::size_t done = 0;
-  drv_result unmapped{};
-  drv_result released{};
+  drv_result result{};
+  const char* what = "cuMemRelease";
   for (std::size_t i = first; i < last; ++i, ++done) {
-    unmapped = driver_->vmm_unmap(va_of(seg.base + i * page), page);
-    if (!unmapped.ok()) break;
-    const drv_result r = driver_->vmm_release(seg.handles[i]);
-    if (!r.ok()) {
-      if (released.ok()) released = r;
-      unreleased.push_back(seg.handles[i]);  // unmapped all the same; released later
+    if (seg.handles[i] != released_handle) {
+      result = driver_->vmm_release(seg.handles[i]);
+      if (!result.ok()) break;
+      seg.handles[i] = released_handle;
+    }
+    result = driver_->vmm_unmap(va_of(seg.base + i * page), page);
+    if (!result.ok()) {
+      what = "cuMemUnmap";
+      break;
     }
     seg.handles[i] = 0;
   }
@@ -274,16 +289,12 @@ void device_state::unmap_block(stream_arena& a, segment& seg, block* b) {
     seg.mapped_pages -= done;
     while (!seg.handles.empty() && seg.handles.back() == 0) seg.handles.pop_back();
     count_mapping(a, seg, lo, len, false);
-    for (const vmm_handle_t h : unreleased) keep_leftover({h, page, seg.small, 0});
     (void)a.mark_unmapped(b, lo, len);
   }
-  const bool unmap_failed = !unmapped.ok();
-  if (unmap_failed || !released.ok()) {
-    const drv_result r = unmap_failed ? unmapped : released;
-    throw cuda_error(std::string("streampool: ") + (unmap_failed ? "cuMemUnmap" : "cuMemRelease") +
-                         " of a free page on device " + std::to_string(index_) + " failed: " + driver_->describe(r) +
-                         (unmap_failed ? "" : " (the release is retried by the next empty_cache)"),
-                     r.native);
+  if (!result.ok()) {
+    throw cuda_error(std::string("streampool: ") + what + " of a free page on device " + std::to_string(index_) +
+                         " failed: " + driver_->describe(result) + "; the page stays mapped until an empty_cache succeeds",
+                     result.native);
   }
 }
 

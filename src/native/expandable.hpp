@@ -43,22 +43,31 @@ namespace streampool::native {
 // device falls back to normal segments for good, with one warning per allocator.
 
 // Note [Leftover pages]
-// A failed growth gives its pages back (unmap what it mapped, release every handle it created),
-// and shrinking releases every page it unmaps. When the driver refuses one of those calls, or a
-// capture is underway on the device (unmap and release are illegal then; the sim also refuses
-// them while another device captures), the page becomes a *leftover*: kept with its handle (and
-// its address while still mapped), counted in reserved_bytes (the memory is still ours, so
-// reserved_bytes keeps matching what the driver has handed out), and given back by the next
-// release_cached (empty_cache, OOM release-all), the next growth, or the allocator's destructor.
-// A growth never maps over a leftover that is still mapped, and a reservation holding one is not
-// freed. A leftover is not a trace event and not a device alloc/free.
+// Shrinking releases a page's handle first (legal while it is mapped) and then unmaps it; when the
+// driver refuses either call the page simply stays mapped, in its free block, for the next
+// empty_cache (a page whose handle is already released is marked `released_handle`). A failed
+// growth cannot always do that: it must give back what it obtained (release every handle, unmap
+// what it mapped), and during a capture on the device it may not (unmap and release are illegal
+// then — the sim also refuses them while another device captures). So during a capture a failed
+// growth keeps the pages it mapped with access (as free memory, like any growth), and whatever
+// else it cannot give back becomes a *leftover*: kept with its handle (and its address while
+// still mapped), counted in reserved_bytes (the memory is still ours: reserved_bytes keeps
+// matching what the driver handed out; snapshots do not list leftovers), reused first by the
+// next growth when unmapped, and given back by the next release_cached (empty_cache, OOM
+// release-all), growth, or the allocator's destructor. A growth never maps over a leftover that
+// is still mapped, and a reservation holding one is not freed. Leftovers are not trace events
+// and not device allocs/frees. They exist only while the driver refuses a give-back.
+
+/// Marks a mapped page whose handle was released already (only the unmap is missing).
+inline constexpr vmm_handle_t released_handle = ~vmm_handle_t{0};
 
 /// A physical page the driver has not taken back yet (Note [Leftover pages]).
 struct leftover_page {
   vmm_handle_t handle = 0;
   std::size_t bytes = 0;
   bool small = false;
-  std::uintptr_t va = 0;  ///< still mapped at va; 0 once unmapped (only the release is missing)
+  std::uintptr_t va = 0;  ///< still mapped at va; 0 when not mapped
+  bool released = false;  ///< the handle is released; only the unmap is missing
 };
 
 /// Page sizes and reservation size of one device's expandable segments.

@@ -138,7 +138,7 @@ void stream_arena::release_expandable_at_exit(segment* seg) noexcept {
   for (std::size_t i = 0; i < seg->handles.size(); ++i) {
     if (seg->handles[i] == 0) continue;
     (void)drv.vmm_unmap(reinterpret_cast<void*>(seg->base + i * seg->page), seg->page);
-    (void)drv.vmm_release(seg->handles[i]);
+    if (seg->handles[i] != released_handle) (void)drv.vmm_release(seg->handles[i]);
   }
   (void)drv.vmm_free(reinterpret_cast<void*>(seg->base), seg->size);
 }

@@ -16,7 +16,7 @@ void device_state::give_back(segment& seg, std::size_t first, std::size_t mapped
   // leftovers_ has room for `count` more (reserved before the growth's first driver call).
   for (std::size_t i = 0; i < count; ++i) {
     const std::uintptr_t va = i < mapped ? seg.base + (first + i) * seg.page : 0;
-    leftover_page page{seg.handles[first + i], seg.page, seg.small, va};
+    leftover_page page{seg.handles[first + i], seg.page, seg.small, va, false};
     seg.handles[first + i] = 0;
     if (!retire(page)) keep_leftover(page);
   }
@@ -26,11 +26,28 @@ void device_state::give_back(segment& seg, std::size_t first, std::size_t mapped
 bool device_state::retire(leftover_page& page) noexcept {
   // Unmap and release are illegal while a capture is underway (they could invalidate it).
   if (capture_underway()) return false;
+  if (!page.released) {
+    if (!driver_->vmm_release(page.handle).ok()) return false;
+    page.released = true;  // a mapped page's memory goes with its mapping
+  }
   if (page.va != 0) {
     if (!driver_->vmm_unmap(va_of(page.va), page.bytes).ok()) return false;
     page.va = 0;
   }
-  return driver_->vmm_release(page.handle).ok();
+  return true;
+}
+
+std::size_t device_state::take_leftovers(vmm_handle_t* handles, std::size_t wanted, std::size_t page) noexcept {
+  std::size_t taken = 0;
+  std::erase_if(leftovers_, [&](const leftover_page& p) {
+    if (taken == wanted || p.va != 0 || p.released || p.bytes != page) return false;
+    handles[taken++] = p.handle;
+    const auto amount = static_cast<std::int64_t>(p.bytes);
+    counters_.reserved_bytes[0].decrease(amount);  // counted again when mapped
+    counters_.reserved_bytes[p.small ? 1 : 2].decrease(amount);
+    return true;
+  });
+  return taken;
 }
 
 void device_state::keep_leftover(const leftover_page& page) noexcept {

@@ -147,6 +147,40 @@ TEST(ExpandableOom, DriverErrorsAreCudaErrorsAndLeaveNothingMapped) {
   EXPECT_EQ(env.calls(driver_call::vmm_free), 1u);
 }
 
+TEST(ExpandableOom, RefusedReleaseIsRetriedByTheNextEmptyCache) {
+  expandable_env env;
+  env.alloc->deallocate(env.alloc->allocate(30 * MiB));
+  env.sim->fail_next(driver_call::vmm_release, 1, status::other);
+  try {
+    env.alloc->empty_cache();
+    FAIL() << "expected cuda_error";
+  } catch (const cuda_error& e) {
+    EXPECT_NE(std::string(e.what()).find("cuMemRelease"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(env.sim->bytes_in_use(0), 2 * large_page) << "the refused page and the one after it stay mapped";
+  expect_consistent(env);
+  env.alloc->empty_cache();
+  EXPECT_EQ(env.sim->bytes_in_use(0), 0u);
+  EXPECT_EQ(env.stats().reserved_bytes[all].current, 0);
+  EXPECT_EQ(env.calls(driver_call::vmm_free), 1u);
+}
+
+TEST(ExpandableOom, RefusedGiveBackOfAFailedGrowthIsRetriedAtTheNextGrowth) {
+  expandable_env env;
+  env.sim->fail_next(driver_call::vmm_set_access, 1, status::other);
+  env.sim->fail_next(driver_call::vmm_unmap, 1, status::other);
+  EXPECT_THROW((void)env.alloc->allocate(30 * MiB), cuda_error);
+  EXPECT_EQ(env.sim->bytes_in_use(0), large_page) << "page 0 is still mapped, page 1 was released";
+  EXPECT_EQ(env.stats().reserved_bytes[all].current, i64(large_page)) << "the kept page is reserved";
+  void* p = env.alloc->allocate(30 * MiB);  // gives the leftover back first, then maps there
+  EXPECT_EQ(env.sim->bytes_in_use(0), 2 * large_page);
+  EXPECT_EQ(env.stats().reserved_bytes[all].current, i64(2 * large_page));
+  expect_consistent(env);
+  env.alloc->deallocate(p);
+  env.alloc->empty_cache();
+  EXPECT_EQ(env.sim->bytes_in_use(0), 0u);
+}
+
 TEST(ExpandableFallback, DeviceWithoutVmmWarnsOnceAndUsesNormalSegments) {
   warnings_scope w;
   sim_options o = sim_with(1 * GiB);

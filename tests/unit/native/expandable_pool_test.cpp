@@ -102,5 +102,53 @@ TEST(ExpandablePool, OutOfMemoryDuringCaptureKeepsCreatedPagesAndReleasesNothing
   EXPECT_EQ(env.sim->bytes_in_use(0), 0u);
 }
 
+// Note [Leftover pages]: a growth that fails during a capture must not unmap or release (that
+// could invalidate the capture). What got mapped with access is kept as free memory; the page
+// whose map failed is kept aside, counted, and reused by the next growth.
+TEST(ExpandablePool, MapFailureDuringCaptureKeepsThePagesForTheNextGrowth) {
+  capture_env env(256 * MiB);
+  env.begin();
+  env.sim->fail_next(driver_call::vmm_map, 1, status::out_of_memory, /*skip=*/1);
+  EXPECT_THROW((void)env.alloc->allocate(30 * MiB, env.cap), out_of_memory);
+  EXPECT_EQ(env.calls(driver_call::vmm_unmap), 0u) << "nothing unmapped during the capture";
+  EXPECT_EQ(env.calls(driver_call::vmm_release), 0u);
+  EXPECT_EQ(env.sim->bytes_in_use(0), 2 * large_page);
+  EXPECT_EQ(env.stats().reserved_bytes[all].current, i64(2 * large_page)) << "both pages are still ours";
+  ASSERT_EQ(env.segments().size(), 1u) << "the page mapped with access is free memory of the pool";
+  EXPECT_EQ(env.segments()[0].total_size, large_page);
+  const auto creates = env.calls(driver_call::vmm_create);
+  void* p = env.alloc->allocate(30 * MiB, env.cap);  // maps the kept page: nothing new created
+  EXPECT_EQ(env.calls(driver_call::vmm_create), creates);
+  EXPECT_EQ(env.sim->bytes_in_use(0), 2 * large_page);
+  env.end();
+  expect_consistent(env);
+  env.alloc->deallocate(p);
+  env.alloc->release_pool(env.pool);
+  env.alloc->empty_cache();
+  EXPECT_EQ(env.sim->bytes_in_use(0), 0u);
+}
+
+TEST(ExpandablePool, AccessFailureDuringCaptureKeepsThePagesUntilAfterwards) {
+  capture_env env(256 * MiB);
+  env.begin();
+  env.sim->fail_next(driver_call::vmm_set_access, 1, status::out_of_memory);
+  EXPECT_THROW((void)env.alloc->allocate(30 * MiB, env.cap), out_of_memory);
+  EXPECT_EQ(env.calls(driver_call::vmm_unmap), 0u);
+  EXPECT_EQ(env.calls(driver_call::vmm_release), 0u);
+  EXPECT_EQ(env.sim->bytes_in_use(0), 2 * large_page);
+  EXPECT_EQ(env.stats().reserved_bytes[all].current, i64(2 * large_page));
+  EXPECT_TRUE(env.segments().empty()) << "mapped without access: not usable, not listed";
+  EXPECT_THROW((void)env.alloc->allocate(30 * MiB, env.cap), out_of_memory) << "never mapped over";
+  EXPECT_EQ(env.calls(driver_call::vmm_map), 2u);
+  env.end();
+  env.alloc->release_pool(env.pool);
+  env.alloc->empty_cache();  // gives the kept pages back, then frees the pool's reservation
+  EXPECT_EQ(env.sim->bytes_in_use(0), 0u);
+  EXPECT_EQ(env.stats().reserved_bytes[all].current, 0);
+  EXPECT_EQ(env.calls(driver_call::vmm_free), 1u);
+  void* p = env.alloc->allocate(30 * MiB, env.cap);  // default pool: works
+  env.alloc->deallocate(p);
+}
+
 }  // namespace
 }  // namespace streampool::test
