@@ -38,6 +38,29 @@ class device_scope {
   cudaError_t error_ = cudaSuccess;
 };
 
+// Note [Relaxed queries]
+// cudaMemPoolGetAttribute / cudaMemPoolSetAttribute and cudaMemGetInfo are "potentially unsafe"
+// calls: while the calling thread is in a global or thread-local capture (or any thread is in a
+// global one) they fail with cudaErrorStreamCaptureUnsupported and invalidate the capture. The
+// allocators read pool attributes for statistics and OOM messages, which a program may ask for
+// while it captures (seen on the H200: stats() inside a capture_scope broke the capture). None of
+// them is a stream operation, so, like Note [Relaxed cudaMalloc], they run with this thread in
+// relaxed capture mode and the caller's mode is put back; outside capture that costs two cheap
+// calls, and these are never on an allocation's hot path.
+class relaxed_capture_scope {
+ public:
+  relaxed_capture_scope() noexcept { ok_ = cudaThreadExchangeStreamCaptureMode(&mode_) == cudaSuccess; }
+  ~relaxed_capture_scope() {
+    if (ok_) (void)cudaThreadExchangeStreamCaptureMode(&mode_);  // `mode_` holds the caller's mode
+  }
+  relaxed_capture_scope(const relaxed_capture_scope&) = delete;
+  relaxed_capture_scope& operator=(const relaxed_capture_scope&) = delete;
+
+ private:
+  cudaStreamCaptureMode mode_ = cudaStreamCaptureModeRelaxed;
+  bool ok_ = false;
+};
+
 cudaMemPoolAttr native_attr(pool_attr attr) noexcept {
   switch (attr) {
     case pool_attr::release_threshold: return cudaMemPoolAttrReleaseThreshold;
@@ -105,6 +128,7 @@ drv_result cuda_driver::mem_get_info(int device, std::size_t* free_bytes, std::s
   if (scope.error() != cudaSuccess) {
     return runtime_result(scope.error());
   }
+  const relaxed_capture_scope relaxed;  // Note [Relaxed queries]
   return runtime_result(cudaMemGetInfo(free_bytes, total_bytes));
 }
 
@@ -255,6 +279,7 @@ drv_result cuda_driver::pool_destroy(mempool_t pool) noexcept {
 
 drv_result cuda_driver::pool_set_attr(mempool_t pool, pool_attr attr, std::uint64_t value) noexcept {
   const auto handle = static_cast<cudaMemPool_t>(pool);
+  const relaxed_capture_scope relaxed;  // Note [Relaxed queries]
   if (is_int_attr(attr)) {
     int flag = value != 0 ? 1 : 0;
     return runtime_result(cudaMemPoolSetAttribute(handle, native_attr(attr), &flag));
@@ -265,6 +290,7 @@ drv_result cuda_driver::pool_set_attr(mempool_t pool, pool_attr attr, std::uint6
 
 drv_result cuda_driver::pool_get_attr(mempool_t pool, pool_attr attr, std::uint64_t* value) noexcept {
   const auto handle = static_cast<cudaMemPool_t>(pool);
+  const relaxed_capture_scope relaxed;  // Note [Relaxed queries]
   if (is_int_attr(attr)) {
     int flag = 0;
     const cudaError_t error = cudaMemPoolGetAttribute(handle, native_attr(attr), &flag);

@@ -75,18 +75,33 @@ TEST_P(capture, routes_the_capture_stream_and_joined_side_streams_to_the_pool) {
 TEST_P(capture, several_captures_at_once_route_to_their_own_pools) {
   const stream_t a = new_stream();
   const stream_t b = new_stream();
+  // Each step checks that the captures are still valid, so a GPU run names the call that broke one.
+  const auto still_capturing = [&](const char* after, bool b_too = true) {
+    for (const stream_t stream : {a, b}) {
+      if (stream == b && !b_too) continue;
+      capture_info info;
+      check(*driver_, driver_->stream_capture_info(stream, &info), "stream_capture_info");
+      EXPECT_EQ(info.status, capture_status::active) << (stream == a ? "a" : "b") << " after " << after;
+    }
+  };
   capture_scope first(*alloc_, a);
   capture_scope second(*alloc_, b);
   EXPECT_NE(first.pool(), second.pool());
   EXPECT_NE(first.capture_id(), second.capture_id());
+  still_capturing("both scopes began");
   touch(a);
   touch(b);
+  still_capturing("the memory nodes");
   void* in_a = alloc_->allocate(1000, a);
+  still_capturing("allocating on a");
   void* in_b = alloc_->allocate(1000, b);
+  still_capturing("allocating on b");
   EXPECT_EQ(pool_of(in_a), first.pool());
   EXPECT_EQ(pool_of(in_b), second.pool());
   alloc_->deallocate(in_b);
+  still_capturing("freeing on b");
   captured_graph graph_b = second.end();  // out of order: b ends first
+  still_capturing("the end of b", /*b_too=*/false);
   void* still_a = alloc_->allocate(2000, a);
   EXPECT_EQ(pool_of(still_a), first.pool());
   alloc_->deallocate(still_a);

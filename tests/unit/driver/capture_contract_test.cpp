@@ -203,6 +203,25 @@ TEST_P(capture_contract, unsafe_calls_are_refused_in_global_capture_and_relaxed_
   EXPECT_TRUE(ok(drv_->free(0, after)));
 }
 
+// Note [Relaxed queries]: statistics read pool attributes and free memory while a program captures.
+TEST_P(capture_contract, pool_attributes_and_free_memory_can_be_read_during_a_global_capture) {
+  const stream_t s = stream();
+  ASSERT_TRUE(ok(drv_->stream_begin_capture(s, capture_mode::global)));
+  std::size_t free_bytes = 0;
+  std::size_t total_bytes = 0;
+  EXPECT_TRUE(ok(drv_->mem_get_info(0, &free_bytes, &total_bytes)));
+  EXPECT_GT(total_bytes, 0u);
+  if (pools()) {
+    const mempool_t pool = default_pool();
+    std::uint64_t reserved = 0;
+    EXPECT_TRUE(ok(drv_->pool_get_attr(pool, pool_attr::reserved_mem_current, &reserved)));
+    EXPECT_TRUE(ok(drv_->pool_set_attr(pool, pool_attr::used_mem_high, 0)));
+  }
+  graph_t graph = nullptr;
+  ASSERT_TRUE(ok(drv_->stream_end_capture(s, &graph))) << "the queries left the capture valid";
+  EXPECT_TRUE(ok(drv_->graph_destroy(graph)));
+}
+
 TEST_P(capture_contract, bad_capture_calls_fail_cleanly) {
   EXPECT_FALSE(drv_->stream_begin_capture(nullptr, capture_mode::global).ok()) << "the legacy stream";
   const stream_t s = stream();
