@@ -4,6 +4,8 @@
 // no extra CUDA call on the hot path (event record/query, stream wait, malloc/free async).
 #include "driver/cuda_driver.hpp"
 
+#include "driver/cuda_capture_mode.hpp"
+
 #include <cstdint>
 #include <memory>
 
@@ -38,28 +40,6 @@ class device_scope {
   cudaError_t error_ = cudaSuccess;
 };
 
-// Note [Relaxed queries]
-// cudaMemPoolGetAttribute / cudaMemPoolSetAttribute and cudaMemGetInfo are "potentially unsafe"
-// calls: while the calling thread is in a global or thread-local capture (or any thread is in a
-// global one) they fail with cudaErrorStreamCaptureUnsupported and invalidate the capture. The
-// allocators read pool attributes for statistics and OOM messages, which a program may ask for
-// while it captures (seen on the H200: stats() inside a capture_scope broke the capture). None of
-// them is a stream operation, so, like Note [Relaxed cudaMalloc], they run with this thread in
-// relaxed capture mode and the caller's mode is put back; outside capture that costs two cheap
-// calls, and these are never on an allocation's hot path.
-class relaxed_capture_scope {
- public:
-  relaxed_capture_scope() noexcept { ok_ = cudaThreadExchangeStreamCaptureMode(&mode_) == cudaSuccess; }
-  ~relaxed_capture_scope() {
-    if (ok_) (void)cudaThreadExchangeStreamCaptureMode(&mode_);  // `mode_` holds the caller's mode
-  }
-  relaxed_capture_scope(const relaxed_capture_scope&) = delete;
-  relaxed_capture_scope& operator=(const relaxed_capture_scope&) = delete;
-
- private:
-  cudaStreamCaptureMode mode_ = cudaStreamCaptureModeRelaxed;
-  bool ok_ = false;
-};
 
 cudaMemPoolAttr native_attr(pool_attr attr) noexcept {
   switch (attr) {
@@ -104,6 +84,7 @@ drv_result cuda_driver::get_device(int* device) noexcept { return runtime_result
 drv_result cuda_driver::set_device(int device) noexcept { return runtime_result(cudaSetDevice(device)); }
 
 drv_result cuda_driver::get_device_info(int device, device_info* out) noexcept {
+  const relaxed_capture_scope relaxed;  // Note [Relaxed queries]
   cudaDeviceProp props{};
   if (const cudaError_t error = cudaGetDeviceProperties(&props, device); error != cudaSuccess) {
     return runtime_result(error);
@@ -251,6 +232,7 @@ drv_result cuda_driver::event_synchronize(event_t event) noexcept {
 // --- stream-ordered memory pools -----------------------------------------------------------------
 
 drv_result cuda_driver::pool_get_default(int device, mempool_t* out) noexcept {
+  const relaxed_capture_scope relaxed;  // Note [Relaxed queries]
   cudaMemPool_t pool = nullptr;
   const cudaError_t error = cudaDeviceGetDefaultMemPool(&pool, device);
   *out = pool;
@@ -262,6 +244,7 @@ drv_result cuda_driver::pool_create(int device, mempool_t* out) noexcept {
   if (scope.error() != cudaSuccess) {
     return runtime_result(scope.error());
   }
+  const relaxed_capture_scope relaxed;  // Note [Relaxed queries]
   cudaMemPoolProps props{};
   props.allocType = cudaMemAllocationTypePinned;
   props.handleTypes = cudaMemHandleTypeNone;
@@ -274,6 +257,7 @@ drv_result cuda_driver::pool_create(int device, mempool_t* out) noexcept {
 }
 
 drv_result cuda_driver::pool_destroy(mempool_t pool) noexcept {
+  const relaxed_capture_scope relaxed;  // Note [Relaxed queries]
   return runtime_result(cudaMemPoolDestroy(static_cast<cudaMemPool_t>(pool)));
 }
 
@@ -304,6 +288,7 @@ drv_result cuda_driver::pool_get_attr(mempool_t pool, pool_attr attr, std::uint6
 }
 
 drv_result cuda_driver::pool_set_access(mempool_t pool, int peer_device, bool enable) noexcept {
+  const relaxed_capture_scope relaxed;  // Note [Relaxed queries]
   cudaMemAccessDesc desc{};
   desc.location.type = cudaMemLocationTypeDevice;
   desc.location.id = peer_device;
