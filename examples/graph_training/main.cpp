@@ -6,6 +6,7 @@
 //   usage: streampool_graph_training [steps]     (exit status 0 when the losses match)
 #include <bit>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -33,6 +34,7 @@ bool train(allocator& alloc, driver& drv, stream_t stream, stream_t side, int st
   check(drv, drv.device_synchronize(0), "cudaDeviceSynchronize");
   trainer.reset_parameters(stream);
   alloc.empty_cache();
+  const std::int64_t before_capture = alloc.stats().reserved_bytes[0].current;
   captured_graph graph;
   {
     capture_scope scope(alloc, stream);
@@ -66,9 +68,10 @@ bool train(allocator& alloc, driver& drv, stream_t stream, stream_t side, int st
 
   graph.reset();        // the graph's use of its pool ends ...
   alloc.empty_cache();  // ... and the pool's memory goes back to the device
-  std::printf("reserved after releasing the graph and empty_cache: %lld bytes\n",
-              static_cast<long long>(alloc.stats().reserved_bytes[0].current));
-  return identical;
+  const std::int64_t after_release = alloc.stats().reserved_bytes[0].current;
+  std::printf("reserved after releasing the graph and empty_cache: %lld bytes (before the capture: %lld)\n",
+              static_cast<long long>(after_release), static_cast<long long>(before_capture));
+  return identical && after_release <= before_capture;
 }
 
 int run(int steps) {
