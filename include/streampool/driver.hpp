@@ -208,6 +208,32 @@ class driver {
   /// cudaDeviceGraphMemTrim: returns the device's cached graph-allocation memory that no
   /// instantiated graph uses to the OS. Not legal while a capture is active.
   virtual drv_result graph_mem_trim(int device) noexcept;
+  /// cudaThreadExchangeStreamCaptureMode: sets the calling thread's capture mode to `*mode` and
+  /// returns the previous one in `*mode`. In relaxed mode a thread may make calls that a global or
+  /// thread-local capture would otherwise refuse (and be invalidated by), such as stream-ordered
+  /// allocation on a stream outside the capture (Note [Relaxed uncaptured calls] in
+  /// docs/graph-capture.md). Use relaxed_thread_scope (below) rather than calling this directly.
+  virtual drv_result thread_exchange_capture_mode(capture_mode* mode) noexcept;
+};
+
+/// Runs the rest of a scope with the calling thread in relaxed capture mode, then puts the
+/// previous mode back (driver::thread_exchange_capture_mode). `engaged` false: does nothing, so a
+/// hot path pays only a branch when no capture is open. A driver that cannot exchange modes (the
+/// default implementation) leaves the thread as it is.
+class relaxed_thread_scope {
+ public:
+  relaxed_thread_scope(driver& drv, bool engaged) noexcept : drv_(engaged ? &drv : nullptr) {
+    if (drv_ != nullptr && !drv_->thread_exchange_capture_mode(&previous_).ok()) drv_ = nullptr;
+  }
+  ~relaxed_thread_scope() {
+    if (drv_ != nullptr) (void)drv_->thread_exchange_capture_mode(&previous_);
+  }
+  relaxed_thread_scope(const relaxed_thread_scope&) = delete;
+  relaxed_thread_scope& operator=(const relaxed_thread_scope&) = delete;
+
+ private:
+  driver* drv_;
+  capture_mode previous_ = capture_mode::relaxed;  ///< in: the mode to set; after: the caller's
 };
 
 /// The real driver over the CUDA runtime (and the driver API, resolved at run time through

@@ -107,6 +107,7 @@ class sim_driver final : public driver {
   drv_result graph_exec_destroy(graph_exec_t exec) noexcept override;
   drv_result graph_destroy(graph_t graph) noexcept override;
   drv_result graph_mem_trim(int device) noexcept override;
+  drv_result thread_exchange_capture_mode(capture_mode* mode) noexcept override;
 
  private:
   struct state;

@@ -102,6 +102,7 @@ class cuda_driver final : public driver {
   drv_result graph_exec_destroy(graph_exec_t exec) noexcept override;
   drv_result graph_destroy(graph_t graph) noexcept override;
   drv_result graph_mem_trim(int device) noexcept override;
+  drv_result thread_exchange_capture_mode(capture_mode* mode) noexcept override;
 
  private:
   /// VMM support and granularity of `device` (the driver-API part of get_device_info).

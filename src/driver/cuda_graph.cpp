@@ -62,4 +62,16 @@ drv_result cuda_driver::graph_mem_trim(int device) noexcept {
   return runtime_result(cudaDeviceGraphMemTrim(device));
 }
 
+drv_result cuda_driver::thread_exchange_capture_mode(capture_mode* mode) noexcept {
+  if (mode == nullptr) return runtime_result(cudaErrorInvalidValue);
+  cudaStreamCaptureMode native = native_mode(*mode);
+  const cudaError_t error = cudaThreadExchangeStreamCaptureMode(&native);
+  if (error == cudaSuccess) {
+    *mode = native == cudaStreamCaptureModeRelaxed      ? capture_mode::relaxed
+            : native == cudaStreamCaptureModeThreadLocal ? capture_mode::thread_local_
+                                                         : capture_mode::global;
+  }
+  return runtime_result(error);
+}
+
 }  // namespace streampool::detail

@@ -87,6 +87,7 @@ drv_result driver::graph_launch(graph_exec_t /*exec*/, stream_t /*stream*/) noex
 drv_result driver::graph_exec_destroy(graph_exec_t /*exec*/) noexcept { return unsupported; }
 drv_result driver::graph_destroy(graph_t /*graph*/) noexcept { return unsupported; }
 drv_result driver::graph_mem_trim(int /*device*/) noexcept { return unsupported; }
+drv_result driver::thread_exchange_capture_mode(capture_mode* /*mode*/) noexcept { return unsupported; }
 
 // Note [check() and out_of_memory]
 // check() throws cuda_error for every failure, out_of_memory included. It cannot build a useful

@@ -3,6 +3,7 @@
 // and invalidation at end), fake graphs and executables, and launches that submit one work item.
 // The sim builds no real graph: what it checks is the bookkeeping that CUDA enforces.
 #include <algorithm>
+#include <utility>
 
 #include "driver/sim_state.hpp"
 
@@ -54,6 +55,30 @@ drv_result sim_driver::state::refuse_in_capture() noexcept {
     }
   }
   return sim::fail(status::illegal_in_capture);
+}
+
+// Note [Relaxed uncaptured calls]
+// Seen on the H200 (CUDA 13.0, .carry/probe/capture_probe2.cpp): while a thread has a global or
+// thread-local capture open, cudaMallocAsync / cudaFreeAsync on a stream that is NOT capturing
+// (a created stream or the legacy one) fail with cudaErrorStreamCaptureUnsupported and invalidate
+// the capture; the same calls with the thread in relaxed mode succeed and leave it active
+// (cudaEventRecord on such a stream is fine either way). The sim models this for malloc_async
+// and free_async: refused (invalidating, as CUDA does) while a strict capture is active, unless
+// the stream itself captures or this thread exchanged its mode to relaxed. The mode is per
+// thread, as in CUDA, and starts global.
+namespace {
+thread_local capture_mode sim_thread_mode = capture_mode::global;
+}  // namespace
+
+bool sim_driver::state::refuses_uncaptured(std::uint32_t stream) const noexcept {
+  return active_captures_ > 0 && streams_[stream].capture != capture_status::active &&
+         sim_thread_mode != capture_mode::relaxed;
+}
+
+drv_result sim_driver::thread_exchange_capture_mode(capture_mode* mode) noexcept {
+  if (mode == nullptr) return sim::fail(status::invalid_value);
+  std::swap(*mode, sim_thread_mode);
+  return drv_result{};
 }
 
 void sim_driver::state::join_on_wait(std::uint32_t waiter, const sim::event_rec& event) noexcept {

@@ -191,6 +191,9 @@ drv_result sim_driver::malloc_async(mempool_t pool, std::size_t bytes, stream_t 
     if (rec == nullptr || stream_index == sim::no_stream) {
       return sim::fail(status::invalid_value);
     }
+    if (state_->refuses_uncaptured(stream_index)) {  // Note [Relaxed uncaptured calls]
+      return state_->refuse_in_capture();
+    }
     if (bytes == 0) {
       return drv_result{};
     }
@@ -262,6 +265,9 @@ drv_result sim_driver::free_async(void* ptr, stream_t stream) noexcept {
     const std::uint32_t stream_index = state_->find_stream(stream);
     if (stream_index == sim::no_stream) {
       return sim::fail(status::invalid_value);
+    }
+    if (state_->refuses_uncaptured(stream_index)) {  // Note [Relaxed uncaptured calls]
+      return state_->refuse_in_capture();
     }
     if (ptr == nullptr) {
       return drv_result{};

@@ -297,6 +297,10 @@ struct sim_driver::state {
   /// Result of a call that is illegal while a strict capture is active: invalidates every capture
   /// begun with stream_begin_capture, as CUDA does, and returns status::illegal_in_capture.
   [[nodiscard]] drv_result refuse_in_capture() noexcept;
+  /// True when a stream-ordered allocation call on `stream` must be refused: a strict capture is
+  /// active, `stream` is not capturing, and the calling thread is not in relaxed capture mode
+  /// (Note [Relaxed uncaptured calls] in sim_graph.cpp).
+  [[nodiscard]] bool refuses_uncaptured(std::uint32_t stream) const noexcept;
   /// stream_wait_event(waiter, event) inside a capture: joins `waiter` to the event's capture and
   /// marks the recording stream joined up to the event.
   void join_on_wait(std::uint32_t waiter, const sim::event_rec& event) noexcept;

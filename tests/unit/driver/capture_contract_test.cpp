@@ -248,6 +248,43 @@ TEST_P(capture_contract, setup_and_graph_calls_leave_another_open_capture_valid)
   EXPECT_TRUE(instantiate_and_destroy(graph_a));
 }
 
+// Note [Relaxed uncaptured calls]: stream-ordered allocation on a stream outside an open global
+// capture breaks the capture unless the thread is in relaxed mode.
+TEST_P(capture_contract, uncaptured_stream_ordered_allocation_needs_relaxed_mode) {
+  if (!pools()) GTEST_SKIP() << "no memory pools on this device";
+  const mempool_t pool = default_pool();
+  const stream_t s = stream();
+  const stream_t outside = stream();
+  {
+    ASSERT_TRUE(ok(drv_->stream_begin_capture(s, capture_mode::global)));
+    void* ptr = nullptr;
+    {
+      const relaxed_thread_scope relaxed(*drv_, true);
+      ASSERT_TRUE(ok(drv_->malloc_async(pool, 4096, outside, &ptr)));
+      EXPECT_TRUE(ok(drv_->free_async(ptr, outside)));
+    }
+    EXPECT_EQ(info_of(s).status, capture_status::active) << "relaxed: the capture is untouched";
+    graph_t graph = nullptr;
+    ASSERT_TRUE(ok(drv_->stream_end_capture(s, &graph)));
+    EXPECT_TRUE(ok(drv_->graph_destroy(graph)));
+  }
+  {
+    ASSERT_TRUE(ok(drv_->stream_begin_capture(s, capture_mode::global)));
+    void* ptr = nullptr;
+    const drv_result refused = drv_->malloc_async(pool, 4096, outside, &ptr);
+    EXPECT_FALSE(refused.ok()) << "global mode refuses an uncaptured stream-ordered allocation";
+    graph_t graph = nullptr;
+    EXPECT_FALSE(drv_->stream_end_capture(s, &graph).ok()) << "and the capture is invalidated";
+    EXPECT_EQ(graph, nullptr);
+    if (ptr != nullptr) (void)drv_->free_async(ptr, outside);
+  }
+  capture_mode mode = capture_mode::relaxed;
+  ASSERT_TRUE(ok(drv_->thread_exchange_capture_mode(&mode)));
+  EXPECT_EQ(mode, capture_mode::global) << "a thread starts in global mode";
+  ASSERT_TRUE(ok(drv_->thread_exchange_capture_mode(&mode)));
+  EXPECT_EQ(mode, capture_mode::relaxed) << "the exchange hands back the mode it replaced";
+}
+
 TEST_P(capture_contract, bad_capture_calls_fail_cleanly) {
   EXPECT_FALSE(drv_->stream_begin_capture(nullptr, capture_mode::global).ok()) << "the legacy stream";
   const stream_t s = stream();
