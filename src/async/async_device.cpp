@@ -98,6 +98,29 @@ async_device::~async_device() {
   if (owns_pool_) (void)driver_->pool_destroy(pool_);
 }
 
+// Note [Hot path of the cudaMallocAsync backend]
+// A cache-hit alloc+free pair costs one malloc_async and one free_async (pinned by
+// tests/unit/async/async_hot_path_test.cpp); everything else is host bookkeeping kept small:
+//  - allocate: the device lock (core hybrid_mutex: two atomic operations uncontended); parked
+//    frees are looked at only when there are some, routing only while a recording is underway;
+//    the fraction cap is checked against our own accounting (no mem_get_info); malloc_async; the
+//    pointer-map insert (one shard lock, a slot of a flat table: no host allocation); the
+//    accounting; trace calls that are one inline test while history is off.
+//  - deallocate: the pointer-map take, a capture query only for an allocation a recording routed
+//    (Note [Frees of captured allocations]), the device lock, free_async, the accounting.
+//  - reserved_bytes is read from the pool lazily: at stats(), reset_peak_stats(), empty_cache()
+//    and OOM, never per call; its peak includes the pool's ReservedMemHigh, so a peak reached
+//    between readings is not lost (Note [Statistics of the cudaMallocAsync backend]).
+//  - capture needs no per-call query: allocations are routed, and frees of uncaptured memory
+//    deferred, by the recordings of begin_allocate_to_pool, which the capture protocol (spec
+//    §3.2) opens before the stream begins capturing. A capture status cached per stream would
+//    not be safe: a stream may begin a new capture between two calls without the backend seeing
+//    it. The one status query left is at the free of a routed allocation, where the answer (graph
+//    free node, uncaptured free after the capture, or an invalidated capture) changes what to do.
+// The device lock is held across the driver call: that keeps a free that was decided before a
+// recording began ahead of the recording in the driver's order too (so it cannot land inside
+// the capture), and it costs nothing on one thread. Threads allocating on one device do
+// serialise on it; the driver serialises stream-ordered pool calls as well (docs/benchmarks.md).
 void* async_device::allocate(std::size_t bytes, stream_t stream) {
   std::lock_guard lock(mutex_);
   if (!captures_.underway() && !captures_.deferred().empty()) flush_deferred_locked();
@@ -140,6 +163,11 @@ void* async_device::allocate(std::size_t bytes, stream_t stream) {
 
 drv_result async_device::malloc_with_retry_locked(std::size_t bytes, stream_t stream, void** out) {
   last_malloc_retried_ = false;
+  // Note [Relaxed uncaptured calls] (docs/graph-capture.md): while a capture is underway, an
+  // allocation on a stream outside it would break it in global mode; relaxed, it does not (and a
+  // captured stream's allocation becomes a graph memory node either way). Outside captures this
+  // costs one branch.
+  const relaxed_thread_scope relaxed(*driver_, captures_.underway());
   drv_result result = driver_->malloc_async(pool_, bytes, stream, out);
   // No synchronisation is legal while a capture is underway (spec §3.3): go straight to the OOM.
   if (result.code != status::out_of_memory || captures_.underway()) return result;
@@ -231,7 +259,12 @@ void async_device::release_locked(void* ptr, const allocation_record& record) {
       }
     }
   }
-  const drv_result result = driver_->free_async(ptr, record.stream);
+  const drv_result result = [&] {
+    // Note [Relaxed uncaptured calls] (docs/graph-capture.md): while a capture is underway, a free
+    // on a stream outside it would break it in global mode; relaxed, it does not.
+    const relaxed_thread_scope relaxed(*driver_, captures_.underway());
+    return driver_->free_async(ptr, record.stream);
+  }();
   if (!result.ok()) {
     throw cuda_error("streampool: cudaFreeAsync of " + format_pointer(ptr) + " on device " +
                          std::to_string(device_) + " failed: " + driver_->describe(result),
@@ -270,8 +303,8 @@ void async_device::flush_deferred_locked() noexcept {
   deferred.resize(kept);
 }
 
-void async_device::trace(trace_action action, std::uintptr_t address, std::size_t size, stream_t stream,
-                         mempool_id pool) noexcept {
+void async_device::trace_enabled(trace_action action, std::uintptr_t address, std::size_t size, stream_t stream,
+                                 mempool_id pool) noexcept {
   try {
     trace_->record(action, device_, address, size, stream, pool);
   } catch (...) {

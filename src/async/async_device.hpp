@@ -14,6 +14,7 @@
 #include "async/capture_book.hpp"
 #include "async/pointer_map.hpp"
 #include "core/event_pool.hpp"
+#include "core/hybrid_mutex.hpp"
 #include "core/trace_ring.hpp"
 #include "streampool/config.hpp"
 #include "streampool/driver.hpp"
@@ -79,9 +80,14 @@ class async_device {
   void sample_reserved_locked() noexcept;
   [[nodiscard]] std::size_t limit_locked() const noexcept;
   /// Appends to the trace ring; a failure (host memory) drops the entry rather than undoing a
-  /// completed allocate or free.
+  /// completed allocate or free. Inline test first: the ring is off by default, and the hot path
+  /// traces five times per pair.
   void trace(trace_action action, std::uintptr_t address, std::size_t size, stream_t stream,
-             mempool_id pool) noexcept;
+             mempool_id pool) noexcept {
+    if (trace_->enabled()) trace_enabled(action, address, size, stream, pool);
+  }
+  void trace_enabled(trace_action action, std::uintptr_t address, std::size_t size, stream_t stream,
+                     mempool_id pool) noexcept;
   /// Builds the out_of_memory of a failed request, counts it and traces it (async_device_oom.cpp).
   [[nodiscard]] out_of_memory oom_locked(std::size_t bytes, stream_t stream, mempool_id pool, bool over_cap);
 
@@ -96,7 +102,8 @@ class async_device {
   double fraction_ = 1.0;
   bool last_malloc_retried_ = false;  ///< set by malloc_with_retry_locked, read by oom_locked
 
-  mutable std::mutex mutex_;
+  /// Held across the driver call of an allocate / free (Note [Hot path of the cudaMallocAsync backend]).
+  mutable hybrid_mutex mutex_;
   async_accounting accounting_;
   capture_book captures_;
   event_pool events_;

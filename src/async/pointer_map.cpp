@@ -5,9 +5,11 @@
 // device yet. One map under one mutex would make all threads' frees contend there even when they
 // use different devices and streams. The map is split into 64 shards picked by a hash of the
 // address (allocations are at least 512-byte aligned, so the low 9 bits carry no information and
-// are dropped before mixing); each shard has its own mutex and a lookup holds it only for the
-// hash-table operation. Lock order: a device mutex may be held while a shard mutex is taken
-// (allocate inserts under its device lock), never the reverse.
+// are dropped before mixing); each shard has its own lock (a core hybrid_mutex: two atomic
+// operations when uncontended) and a flat address_table (Note [Address table]: no host allocation
+// per entry), and a lookup holds the lock only for the table operation. Lock order: a device
+// lock may be held while a shard lock is taken (allocate inserts under its device lock), never
+// the reverse.
 #include "async/pointer_map.hpp"
 
 #include <algorithm>
@@ -25,27 +27,28 @@ void pointer_map::insert(void* ptr, allocation_record record) {
   const auto address = reinterpret_cast<std::uintptr_t>(ptr);
   shard& s = shards_[shard_of(address)];
   std::lock_guard lock(s.mutex);
-  s.records.insert_or_assign(address, std::move(record));
+  if (allocation_record* existing = s.records.find(address)) {
+    *existing = std::move(record);  // cannot happen with a sane driver; keep the newest record
+    return;
+  }
+  s.records.reserve_one();  // may throw: nothing inserted
+  s.records.insert(address, std::move(record));
 }
 
 std::optional<allocation_record> pointer_map::take(void* ptr) {
   const auto address = reinterpret_cast<std::uintptr_t>(ptr);
   shard& s = shards_[shard_of(address)];
   std::lock_guard lock(s.mutex);
-  const auto it = s.records.find(address);
-  if (it == s.records.end()) return std::nullopt;
-  allocation_record record = std::move(it->second);
-  s.records.erase(it);
-  return record;
+  return s.records.take(address);
 }
 
 stream_use_result pointer_map::add_stream_use(void* ptr, stream_t stream) {
   const auto address = reinterpret_cast<std::uintptr_t>(ptr);
   shard& s = shards_[shard_of(address)];
   std::lock_guard lock(s.mutex);
-  const auto it = s.records.find(address);
-  if (it == s.records.end()) return stream_use_result::unknown_pointer;
-  allocation_record& record = it->second;
+  allocation_record* found = s.records.find(address);
+  if (found == nullptr) return stream_use_result::unknown_pointer;
+  allocation_record& record = *found;
   if (stream == record.stream) return stream_use_result::allocation_stream;
   if (std::find(record.stream_uses.begin(), record.stream_uses.end(), stream) != record.stream_uses.end()) {
     return stream_use_result::already_recorded;
@@ -58,16 +61,18 @@ bool pointer_map::contains(void* ptr) const {
   const auto address = reinterpret_cast<std::uintptr_t>(ptr);
   const shard& s = shards_[shard_of(address)];
   std::lock_guard lock(s.mutex);
-  return s.records.contains(address);
+  return s.records.find(address) != nullptr;
 }
 
 std::optional<std::pair<std::uintptr_t, allocation_record>> pointer_map::find_containing(
     std::uintptr_t address) const {
   for (const shard& s : shards_) {
     std::lock_guard lock(s.mutex);
-    for (const auto& [base, record] : s.records) {
-      if (address >= base && address - base < record.size) return std::make_pair(base, record);
-    }
+    std::optional<std::pair<std::uintptr_t, allocation_record>> hit;
+    s.records.for_each([&](std::uintptr_t base, const allocation_record& record) {
+      if (!hit && address >= base && address - base < record.size) hit.emplace(base, record);
+    });
+    if (hit) return hit;
   }
   return std::nullopt;
 }
@@ -76,9 +81,9 @@ std::vector<std::pair<std::uintptr_t, allocation_record>> pointer_map::live_on(i
   std::vector<std::pair<std::uintptr_t, allocation_record>> out;
   for (const shard& s : shards_) {
     std::lock_guard lock(s.mutex);
-    for (const auto& [base, record] : s.records) {
+    s.records.for_each([&](std::uintptr_t base, const allocation_record& record) {
       if (record.device == device) out.emplace_back(base, record);
-    }
+    });
   }
   return out;
 }

@@ -1,7 +1,7 @@
 // pointer_map.hpp — the live allocations of the cudaMallocAsync backend: pointer -> record, in
 // shards with one mutex each, so that threads freeing different pointers do not contend on one
-// lock (see Note [Sharded pointer map]). Backend-independent apart from the record type; the
-// native backend may share it once the lead deduplicates.
+// lock (see Note [Sharded pointer map]); each shard is a core address_table (no host allocation
+// per entry, Note [Address table]).
 #pragma once
 
 #include <array>
@@ -9,9 +9,10 @@
 #include <cstdint>
 #include <mutex>
 #include <optional>
-#include <unordered_map>
 #include <vector>
 
+#include "core/address_table.hpp"
+#include "core/hybrid_mutex.hpp"
 #include "streampool/driver.hpp"
 #include "streampool/graph.hpp"
 
@@ -56,8 +57,8 @@ class pointer_map {
 
  private:
   struct alignas(64) shard {
-    mutable std::mutex mutex;
-    std::unordered_map<std::uintptr_t, allocation_record> records;
+    mutable hybrid_mutex mutex;
+    address_table<allocation_record> records;
   };
 
   [[nodiscard]] static std::size_t shard_of(std::uintptr_t address) noexcept;
