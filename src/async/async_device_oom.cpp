@@ -4,11 +4,15 @@
 //
 // Note [OOM figures of the cudaMallocAsync backend]
 // "Reserved" is the pool's ReservedMemCurrent (read now), "allocated" our live allocations. The pool
-// does not expose its largest free range, so the largest free block is reported as the reserved but
-// unallocated bytes (an upper bound); that also keeps the shared message from blaming fragmentation
-// and recommending native-only keys (expandable_segments, max_split_size_mb) that this backend
-// ignores. The per-stream figure lists the bytes of frees deferred until a capture ends, the only
-// memory this backend holds that is free from the user's point of view.
+// does not expose its largest free range, so the message gives no largest-free-block figure (the
+// field holds reserved minus held bytes, an upper bound). The figures are marked as a
+// stream-ordered pool's, so the shared message never recommends native-only keys for block
+// splitting; it compares the request with the pool's cache (ReservedMemCurrent - UsedMemCurrent,
+// read now) and, knowing whether the pool was trimmed, skipped for a capture, or the cap refused
+// the request, says how to release it (Note [OOM advice for a stream-ordered pool] in
+// src/core/oom_message.cpp). The per-stream figure lists the bytes of frees deferred until a
+// capture ends, the only memory this backend holds that is free from the user's point of view.
+#include <cstdint>
 #include <map>
 #include <string>
 
@@ -44,6 +48,16 @@ out_of_memory async_device::oom_locked(std::size_t bytes, stream_t stream, mempo
   }
   figures.cached_per_stream.assign(deferred_per_stream.begin(), deferred_per_stream.end());
   figures.backend = "cudaMallocAsync";
+  figures.stream_ordered_pool = true;
+  std::uint64_t used = 0;
+  if (driver_->pool_get_attr(pool_, pool_attr::used_mem_current, &used).ok() && used <= figures.reserved) {
+    figures.pool_unused = figures.reserved - static_cast<std::size_t>(used);
+  } else {
+    figures.pool_unused = figures.largest_free_block;  // unreadable: our own upper bound
+  }
+  figures.cap_refused = over_cap;
+  if (captures_.underway()) figures.pool_trim_state = pool_trim::skipped_for_capture;
+  else if (last_malloc_retried_) figures.pool_trim_state = pool_trim::trimmed;
 
   std::string message = build_oom_message(figures);
   if (over_cap) {

@@ -7,6 +7,22 @@
 // reserved-but-unallocated memory but no free block is large enough, the memory is there but cut
 // into pieces (fragmentation, or free blocks cached for other streams), and we name the keys that
 // fix it. When it does not fit, the device (or the cap) is simply full.
+//
+// Note [OOM advice for a stream-ordered pool]
+// The cudaMallocAsync backend's reserve is the driver's pool: it does not split blocks, so
+// native's diagnosis (a free block too small, fixed by expandable_segments / max_split_size_mb)
+// would be wrong there. What matters is the pool's cache — reserved minus used bytes, which the
+// backend reads from the pool (ReservedMemCurrent - UsedMemCurrent). When the cache alone could
+// hold the request, the message says so, and what to do depends on what the backend already did:
+// the pool was trimmed after a device synchronise and it still failed -> the cache sits in pieces
+// of chunks that live allocations keep reserved (fragmentation of the pool; free long-lived
+// allocations, or use native with expandable segments); a capture was underway, so nothing could
+// be trimmed -> call empty_cache() outside the capture; the pool was not trimmed -> empty_cache().
+// When the cache cannot hold it, the device is full; the message then names the memory held
+// outside this pool (other pools, allocators or processes), which this allocator cannot release:
+// their own empty_cache() / cudaMemPoolTrimTo, or a lower release threshold on their pools,
+// returns it. A request refused by the per-process cap never reached the driver, so the pool's
+// cache does not matter for it: the usual "full" advice applies.
 #include "core/oom_message.hpp"
 
 #include "core/text_builder.hpp"
@@ -15,6 +31,47 @@
 #include "streampool/stats.hpp"
 
 namespace streampool::detail {
+namespace {
+
+/// The cause sentence for a stream-ordered pool (Note [OOM advice for a stream-ordered pool]).
+void pool_advice(text_builder& out, const oom_figures& f) {
+  if (!f.cap_refused && f.alloc_size <= f.pool_unused) {
+    switch (f.pool_trim_state) {
+      case pool_trim::trimmed:
+        out << " The memory pool still caches " << format_size(f.pool_unused)
+            << " (reserved but unused) after it was trimmed, enough for this request in total but in pieces of "
+               "the pool's reserve that live allocations keep, none large enough (fragmentation of the pool): "
+               "free long-lived allocations so that their chunks can be released, or use backend:native with "
+               "expandable_segments:True.";
+        return;
+      case pool_trim::skipped_for_capture:
+        out << " The memory pool caches " << format_size(f.pool_unused)
+            << " (reserved but unused), enough for this request, but it cannot be trimmed while a capture is "
+               "underway: call empty_cache() before beginning the capture (or after it ends) to return the "
+               "pool's cache to the device.";
+        return;
+      case pool_trim::not_tried:
+        out << " The memory pool caches " << format_size(f.pool_unused)
+            << " (reserved but unused), enough for this request: call empty_cache() to trim the pool and "
+               "retry.";
+        return;
+    }
+  }
+  out << " The device" << (f.allowed != 0 ? " (or the per-process cap)" : "")
+      << " is full: free memory or lower the batch size";
+  if (f.allowed != 0) out << ", or raise per_process_memory_fraction";
+  out << '.';
+  const std::size_t used = f.device_total > f.device_free ? f.device_total - f.device_free : 0;
+  const std::size_t elsewhere = used > f.reserved ? used - f.reserved : 0;
+  if (!f.cap_refused && elsewhere >= f.alloc_size) {
+    out << ' ' << format_size(elsewhere)
+        << " of the device's memory is held outside this allocator's pool (other pools, allocators or "
+           "processes); what they cache is returned only by their own empty_cache() or cudaMemPoolTrimTo, or "
+           "by a lower release threshold on their pools.";
+  }
+}
+
+}  // namespace
 
 std::string build_oom_message(const oom_figures& f) {
   detail::text_builder out;
@@ -30,13 +87,20 @@ std::string build_oom_message(const oom_figures& f) {
     out << "with " << format_size(f.private_pool_free) << " cached in private pools (e.g., CUDA Graphs), ";
   }
   out << "and " << format_size(unallocated) << " is reserved by streampool but unallocated. Reserved in total: "
-      << format_size(f.reserved) << "; largest free block: " << format_size(f.largest_free_block) << ".";
+      << format_size(f.reserved);
+  // A stream-ordered pool does not report its largest free range: no figure rather than a guess.
+  if (!f.stream_ordered_pool) out << "; largest free block: " << format_size(f.largest_free_block);
+  out << '.';
   if (!f.cached_per_stream.empty()) {
     out << " Cached free bytes per stream:";
     for (const auto& [stream, bytes] : f.cached_per_stream) {
       out << ' ' << format_pointer(stream) << '=' << format_size(bytes);
     }
     out << '.';
+  }
+  if (f.stream_ordered_pool) {
+    pool_advice(out, f);
+    return out.str();
   }
   const bool fits_in_unallocated = f.alloc_size <= unallocated;
   if (fits_in_unallocated && f.largest_free_block < f.alloc_size) {

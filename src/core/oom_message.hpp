@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -9,6 +10,13 @@
 #include "streampool/driver.hpp"
 
 namespace streampool::detail {
+
+/// What a stream-ordered pool backend did with its pool before giving up (oom_figures::pool_trim).
+enum class pool_trim : std::uint8_t {
+  not_tried,             ///< the pool was not trimmed (e.g. synchronising the device failed)
+  trimmed,               ///< the device was synchronised, the pool trimmed, the request retried
+  skipped_for_capture,   ///< a capture was underway: synchronising and trimming were illegal
+};
 
 /// Everything the message reports. Sizes in bytes.
 struct oom_figures {
@@ -26,11 +34,17 @@ struct oom_figures {
   bool expandable_segments = false;
   bool max_split_size_set = false;
   const char* backend = "native";
+  // Stream-ordered pool backends (cudaMallocAsync) only; see Note [OOM advice for a
+  // stream-ordered pool]. With stream_ordered_pool false (native) the fields below are ignored.
+  bool stream_ordered_pool = false;
+  std::size_t pool_unused = 0;        ///< the pool's reserved minus used bytes (what it caches)
+  pool_trim pool_trim_state = pool_trim::not_tried;
+  bool cap_refused = false;           ///< the per-process cap refused it; the driver was not asked
 };
 
 /// "CUDA out of memory. Tried to allocate 2.00 MiB. GPU 0 has a total capacity of ..." followed by
 /// the allocator's picture and, when fragmentation is the cause, a sentence that says so and names
-/// the keys that help.
+/// the keys that help (for a stream-ordered pool: what its cache holds and how to release it).
 [[nodiscard]] std::string build_oom_message(const oom_figures& figures);
 
 }  // namespace streampool::detail

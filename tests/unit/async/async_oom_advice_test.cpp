@@ -1,0 +1,152 @@
+// async_oom_advice_test.cpp — the cause sentence of the cudaMallocAsync backend's OOM message
+// (Note [OOM advice for a stream-ordered pool]): when the pool's cache (reserved minus used bytes)
+// could hold the request the message says so and what releases it — fragmentation of the pool
+// after a trim, empty_cache() outside a capture, empty_cache() when the trim was not possible —
+// otherwise the device is full, naming memory held outside the pool. Never native-only keys.
+// The sim pool reserves 32 MiB chunks and never grows one in place, which makes the pieces exact.
+#include <functional>
+#include <string>
+
+#include "async_fixture.hpp"
+#include "core/oom_message.hpp"
+
+namespace streampool::testing {
+namespace {
+
+class async_oom_advice : public async_fixture {
+ protected:
+  void SetUp() override {
+    make_with_capacity(96 * mib);  // three sim pool chunks
+  }
+
+  void make_with_capacity(std::size_t capacity) {
+    sim_options options;
+    options.capacity = capacity;
+    make(options);
+  }
+
+  static std::string message_of(const std::function<void()>& f) {
+    try {
+      f();
+    } catch (const out_of_memory& e) {
+      return e.what();
+    }
+    ADD_FAILURE() << "expected out_of_memory";
+    return {};
+  }
+
+  static bool contains(const std::string& text, const std::string& part) {
+    return text.find(part) != std::string::npos;
+  }
+
+  static void expect_no_native_keys(const std::string& message) {
+    EXPECT_FALSE(contains(message, "expandable_segments:True to avoid")) << message;
+    EXPECT_FALSE(contains(message, "max_split_size_mb")) << message;
+    EXPECT_FALSE(contains(message, "Fragmentation is the cause")) << message;
+  }
+};
+
+TEST_F(async_oom_advice, cache_in_pieces_after_a_trim_is_fragmentation_of_the_pool) {
+  make_with_capacity(64 * mib);
+  void* a = alloc_->allocate(20 * mib);  // chunk 1: 20 MiB used, 12 MiB cached
+  void* b = alloc_->allocate(20 * mib);  // chunk 2: the same; the device is now fully reserved
+  const std::string message = message_of([&] { (void)alloc_->allocate(16 * mib); });
+  EXPECT_EQ(alloc_->stats(0).num_alloc_retries, 1);  // trimmed (nothing idle to release) and retried
+  EXPECT_TRUE(contains(message, "still caches 24.00 MiB (reserved but unused) after it was trimmed")) << message;
+  EXPECT_TRUE(contains(message, "fragmentation of the pool")) << message;
+  EXPECT_TRUE(contains(message, "free long-lived allocations")) << message;
+  EXPECT_TRUE(contains(message, "The device was synchronised and the pool trimmed")) << message;
+  expect_no_native_keys(message);
+  alloc_->deallocate(b);
+  alloc_->deallocate(alloc_->allocate(16 * mib));  // fits once chunk 2 is free
+  alloc_->deallocate(a);
+}
+
+TEST_F(async_oom_advice, cache_held_during_a_capture_points_to_empty_cache_outside_it) {
+  void* a = alloc_->allocate(20 * mib);
+  alloc_->deallocate(alloc_->allocate(20 * mib));  // chunk 2 is idle: 44 MiB cached, 32 MiB free
+  const mempool_id pool = allocator::create_pool_id();
+  alloc_->begin_allocate_to_pool(pool, [](stream_t) { return false; });
+  const std::string message = message_of([&] { (void)alloc_->allocate(40 * mib); });  // needs a 64 MiB chunk
+  EXPECT_EQ(sim_->calls(driver_call::pool_trim_to), 0u);  // illegal during a capture
+  EXPECT_TRUE(contains(message, "caches 44.00 MiB (reserved but unused), enough for this request")) << message;
+  EXPECT_TRUE(contains(message, "call empty_cache() before beginning the capture")) << message;
+  expect_no_native_keys(message);
+  alloc_->end_allocate_to_pool(pool);
+  alloc_->empty_cache();  // what the message advises: the idle chunk goes back to the device
+  alloc_->deallocate(alloc_->allocate(40 * mib));
+  alloc_->deallocate(a);
+}
+
+TEST_F(async_oom_advice, cache_not_trimmed_points_to_empty_cache) {
+  void* a = alloc_->allocate(20 * mib);
+  alloc_->deallocate(alloc_->allocate(20 * mib));  // 44 MiB cached in all
+  sim_->fail_next(driver_call::device_synchronize, 1, status::other);  // so the OOM path cannot trim
+  const std::string message = message_of([&] { (void)alloc_->allocate(40 * mib); });
+  EXPECT_EQ(sim_->calls(driver_call::pool_trim_to), 0u);
+  EXPECT_TRUE(contains(message, "caches 44.00 MiB (reserved but unused), enough for this request: call "
+                                "empty_cache() to trim the pool")) << message;
+  expect_no_native_keys(message);
+  alloc_->empty_cache();
+  alloc_->deallocate(alloc_->allocate(40 * mib));
+  alloc_->deallocate(a);
+}
+
+TEST_F(async_oom_advice, full_device_names_memory_held_outside_the_pool) {
+  void* outside = nullptr;
+  ASSERT_TRUE(sim_->malloc(0, 80 * mib, &outside, false).ok());  // another allocator's memory
+  const std::string message = message_of([&] { (void)alloc_->allocate(20 * mib); });
+  EXPECT_TRUE(contains(message, "The device is full")) << message;
+  EXPECT_TRUE(contains(message, "80.00 MiB of the device's memory is held outside this allocator's pool")) << message;
+  EXPECT_FALSE(contains(message, "(reserved but unused)")) << message;
+  expect_no_native_keys(message);
+  ASSERT_TRUE(sim_->free(0, outside).ok());
+  alloc_->deallocate(alloc_->allocate(20 * mib));
+}
+
+TEST_F(async_oom_advice, a_cap_refusal_ignores_the_pools_cache) {
+  alloc_->deallocate(alloc_->allocate(20 * mib));  // 32 MiB cached, enough for the request below
+  alloc_->set_memory_fraction(0.25, 0);            // 24 MiB cap
+  const std::string message = message_of([&] { (void)alloc_->allocate(30 * mib); });
+  EXPECT_TRUE(contains(message, "would exceed allowed memory")) << message;
+  EXPECT_TRUE(contains(message, "raise per_process_memory_fraction")) << message;
+  EXPECT_FALSE(contains(message, "(reserved but unused)")) << message;
+  EXPECT_FALSE(contains(message, "held outside this allocator's pool")) << message;
+  expect_no_native_keys(message);
+}
+
+// The shared builder keeps native's diagnosis for native's figures: the pool fields change only
+// the output of figures marked as a stream-ordered pool's.
+TEST(async_oom_message, native_figures_keep_the_fragmentation_diagnosis) {
+  detail::oom_figures f;
+  f.requested = f.alloc_size = 8 * mib;
+  f.device_total = 64 * mib;
+  f.device_free = 0;
+  f.allocated = 40 * mib;
+  f.reserved = 64 * mib;
+  f.largest_free_block = 4 * mib;
+  const std::string native = detail::build_oom_message(f);
+  EXPECT_TRUE(native.find("Fragmentation is the cause") != std::string::npos) << native;
+  EXPECT_TRUE(native.find("expandable_segments:True") != std::string::npos) << native;
+
+  detail::oom_figures pool = f;
+  pool.backend = "cudaMallocAsync";
+  pool.stream_ordered_pool = true;
+  pool.pool_unused = 24 * mib;
+  pool.pool_trim_state = detail::pool_trim::trimmed;
+  const std::string async = detail::build_oom_message(pool);
+  EXPECT_TRUE(async.find("fragmentation of the pool") != std::string::npos) << async;
+  EXPECT_TRUE(async.find("Fragmentation is the cause") == std::string::npos) << async;
+  // The figures are the same text (apart from the backend's name), up to the largest free block,
+  // which a pool does not report.
+  EXPECT_TRUE(native.find("largest free block: 4.00 MiB") != std::string::npos) << native;
+  EXPECT_TRUE(async.find("largest free block") == std::string::npos) << async;
+  const std::size_t figures_end = native.find("; largest free block");
+  ASSERT_NE(figures_end, std::string::npos);
+  std::string expected = native.substr(0, figures_end);
+  expected.replace(expected.find("native backend"), 14, "cudaMallocAsync backend");
+  EXPECT_EQ(async.substr(0, expected.size()), expected);
+}
+
+}  // namespace
+}  // namespace streampool::testing
