@@ -275,6 +275,10 @@ void async_device::release_locked(void* ptr, const allocation_record& record) {
 }
 
 void async_device::flush_deferred_locked() noexcept {
+  // Note [Relaxed uncaptured calls]: no recording is left, but a strict capture may still be open
+  // (routing may end before the stream capture does); a free_async outside it must not break it.
+  // Parked frees are rare, so the two mode exchanges cost nothing that matters.
+  const relaxed_thread_scope relaxed(*driver_, true);
   auto& deferred = captures_.deferred();
   const auto capturing = [this](stream_t stream) {
     capture_info info;

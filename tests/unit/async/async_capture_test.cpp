@@ -164,6 +164,40 @@ TEST_F(async_capture, oom_during_capture_is_not_retried) {
   stop_capture(capturing, pool);
 }
 
+// Note [Relaxed uncaptured calls] (docs/graph-capture.md): during a strict capture begun with
+// stream_begin_capture, malloc_async / free_async on a stream outside it would fail and
+// invalidate the capture unless the thread is relaxed. The backend makes such calls relaxed while
+// a recording is underway, and when it issues parked frees (a capture may still be open then).
+TEST_F(async_capture, calls_on_uncaptured_streams_leave_a_strict_capture_intact) {
+  void* before = alloc_->allocate(mib, other_);  // made before the capture, on another stream
+  const stream_t capturing = new_stream();
+  const mempool_id pool = allocator::create_pool_id();
+  alloc_->begin_allocate_to_pool(pool, [capturing](stream_t s) { return s == capturing; });
+  ASSERT_TRUE(sim_->stream_begin_capture(capturing, capture_mode::global).ok());
+  const auto capture_active = [&] {
+    capture_info info;
+    return sim_->stream_capture_info(capturing, &info).ok() && info.status == capture_status::active;
+  };
+
+  void* side = alloc_->allocate(4096, other_);  // not routed: a pool allocation during the capture
+  EXPECT_TRUE(capture_active());
+  alloc_->deallocate(before);  // parked (Note [Deferred frees during capture])
+  alloc_->deallocate(side);    // parked too
+  EXPECT_TRUE(capture_active());
+  // Routing ends before the stream capture does: the parked frees (on a stream that is not
+  // capturing) are issued now, while the strict capture is still open.
+  const auto frees = sim_->calls(driver_call::free_async);
+  alloc_->end_allocate_to_pool(pool);
+  EXPECT_EQ(sim_->calls(driver_call::free_async), frees + 2);
+  EXPECT_TRUE(capture_active());
+  EXPECT_EQ(alloc_->stats(0).active[0].current, 0);
+
+  graph_t graph = nullptr;
+  ASSERT_TRUE(sim_->stream_end_capture(capturing, &graph).ok());  // the capture was not invalidated
+  EXPECT_TRUE(sim_->graph_destroy(graph).ok());
+  alloc_->release_pool(pool);
+}
+
 TEST_F(async_capture, pool_call_errors) {
   const mempool_id pool = allocator::create_pool_id();
   const auto any = [](stream_t) { return true; };
