@@ -9,16 +9,16 @@ namespace streampool::detail {
 
 // Note [Relaxed queries]
 // Pool attribute reads and writes, cudaMemGetInfo, device properties, pool creation and graph
-// instantiation/destruction are "potentially unsafe" calls: while the calling thread is in a
-// global or thread-local capture (or any thread is in a global one) they fail with
+// instantiation/destruction are "potentially unsafe" calls: while the calling thread is in a global
+// or thread-local capture (or any thread is in a global one) they fail with
 // cudaErrorStreamCaptureUnsupported AND invalidate the capture. Seen on the H200 (2026-11-30,
-// .carry/probe/capture_probe.cpp): with captures A and B open on one thread, cudaGraphInstantiate
-// of B after B ended failed and invalidated A; the same call in relaxed mode succeeded and A
-// stayed active. Pool reads for statistics, lazy per-device setup on a first allocation made
-// inside a capture, and a graph instantiated while another capture is open all hit this. None of
-// these calls is a stream operation, so, like Note [Relaxed cudaMalloc], they run with this thread
-// in relaxed capture mode; outside capture that costs two cheap calls, and none of them is on an
-// allocation's hot path.
+// scripts/probes/capture_calls_probe.cpp): with captures A and B open on one thread,
+// cudaGraphInstantiate of B after B ended failed and invalidated A; the same call in relaxed mode
+// succeeded and A stayed active. Pool reads for statistics, lazy per-device setup on a first
+// allocation made inside a capture, and a graph instantiated while another capture is open all hit
+// this. None of these calls is a stream operation, so, like Note [Relaxed cudaMalloc], they run
+// with this thread in relaxed capture mode; outside capture that costs two cheap calls, and none of
+// them is on an allocation's hot path.
 class relaxed_capture_scope {
  public:
   relaxed_capture_scope() noexcept { ok_ = cudaThreadExchangeStreamCaptureMode(&mode_) == cudaSuccess; }

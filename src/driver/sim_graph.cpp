@@ -58,14 +58,14 @@ drv_result sim_driver::state::refuse_in_capture() noexcept {
 }
 
 // Note [Relaxed uncaptured calls]
-// Seen on the H200 (CUDA 13.0, .carry/probe/capture_probe2.cpp): while a thread has a global or
-// thread-local capture open, cudaMallocAsync / cudaFreeAsync on a stream that is NOT capturing
-// (a created stream or the legacy one) fail with cudaErrorStreamCaptureUnsupported and invalidate
-// the capture; the same calls with the thread in relaxed mode succeed and leave it active
-// (cudaEventRecord on such a stream is fine either way). The sim models this for malloc_async
-// and free_async: refused (invalidating, as CUDA does) while a strict capture is active, unless
-// the stream itself captures or this thread exchanged its mode to relaxed. The mode is per
-// thread, as in CUDA, and starts global.
+// Seen on the H200 (CUDA 13.0, scripts/probes/uncaptured_stream_probe.cpp): while a thread has a
+// global or thread-local capture open, cudaMallocAsync / cudaFreeAsync on a stream that is NOT
+// capturing (a created stream or the legacy one) fail with cudaErrorStreamCaptureUnsupported and
+// invalidate the capture; the same calls with the thread in relaxed mode succeed and leave it
+// active (cudaEventRecord on such a stream is fine either way). The sim models this for
+// malloc_async and free_async: refused (invalidating, as CUDA does) while a strict capture is
+// active, unless the stream itself captures or this thread exchanged its mode to relaxed. The mode
+// is per thread, as in CUDA, and starts global.
 namespace {
 thread_local capture_mode sim_thread_mode = capture_mode::global;
 }  // namespace
