@@ -55,6 +55,7 @@ enum class config_key : std::uint8_t {
   large_segment_size_mb,
   expandable_segments_reserve,
   async_pool,
+  debug_checks,
   pinned_use_cuda_host_register,
   pinned_num_register_threads,
   pinned_use_background_threads,
@@ -87,6 +88,9 @@ struct allocator_config {
   /// fraction above (device memory is unknown at parse time, so `<n>G` cannot become a fraction).
   std::size_t expandable_segments_reserve_bytes = 0;
   async_pool_kind async_pool = async_pool_kind::device_default;
+  /// Checking mode for the program's own memory bugs (docs/reliability.md#checking-mode): canary
+  /// bytes after each allocation verified at free, freed blocks poisoned. Off by default.
+  bool debug_checks = false;
   // Keys of PyTorch's pinned host allocator: parsed and validated, not used by streampool.
   bool pinned_use_cuda_host_register = false;
   std::size_t pinned_num_register_threads = 1;

@@ -98,6 +98,14 @@ enum class pool_attr : std::uint8_t {
   reuse_allow_internal_dependencies,
 };
 
+/// What check_bytes found in a range: how many bytes differ from the expected value, and the
+/// first of them.
+struct byte_check {
+  std::size_t mismatches = 0;
+  std::size_t first_offset = 0;  ///< offset of the first differing byte (when mismatches > 0)
+  std::uint8_t first_value = 0;  ///< the value found there
+};
+
 /// Names of the calls, for the sim driver's counters and fault injection.
 enum class driver_call : std::uint8_t {
   malloc, free, mem_get_info,
@@ -109,6 +117,7 @@ enum class driver_call : std::uint8_t {
   vmm_reserve, vmm_free, vmm_create, vmm_release, vmm_map, vmm_set_access, vmm_unmap,
   stream_begin_capture, stream_end_capture, graph_instantiate, graph_launch, graph_exec_destroy, graph_destroy,
   graph_mem_trim,
+  memset_async, check_bytes,
   count_
 };
 inline constexpr std::size_t driver_call_count = static_cast<std::size_t>(driver_call::count_);
@@ -214,6 +223,23 @@ class driver {
   /// allocation on a stream outside the capture (Note [Relaxed uncaptured calls] in
   /// docs/graph-capture.md). Use relaxed_thread_scope (below) rather than calling this directly.
   virtual drv_result thread_exchange_capture_mode(capture_mode* mode) noexcept;
+
+  // --- memory contents (checking mode, src/check; docs/reliability.md#checking-mode) ----------
+  // Not pure: a driver without them inherits these, which return status::not_supported.
+  // Implemented in src/driver/cuda_check_ops.cpp and src/driver/sim_check_ops.cpp.
+
+  /// cudaMemsetAsync: sets every byte of [ptr, ptr + bytes) (memory of `device`) to `value`,
+  /// ordered on `stream` (a stream of `device`; nullptr = its legacy stream). bytes 0: no-op.
+  virtual drv_result memset_async(int device, void* ptr, std::uint8_t value, std::size_t bytes,
+                                  stream_t stream) noexcept;
+  /// Compares every byte of [ptr, ptr + bytes) with `expected` once the work submitted to `stream`
+  /// before this call is done (a kernel from kernels/ on the real device), and waits for the
+  /// answer in `*out`. The wait is not a CUDA call (the kernel writes to host-mapped memory), so
+  /// it is legal while other streams capture; `stream` itself must not be capturing
+  /// (status::illegal_in_capture). status::not_supported when the library was built without
+  /// kernels (STREAMPOOL_BUILD_KERNELS=OFF).
+  virtual drv_result check_bytes(int device, const void* ptr, std::size_t bytes, std::uint8_t expected,
+                                 stream_t stream, byte_check* out) noexcept;
 };
 
 /// Runs the rest of a scope with the calling thread in relaxed capture mode, then puts the

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "streampool/config.hpp"
 #include "streampool/driver.hpp"
@@ -61,6 +62,13 @@ class sim_driver final : public driver {
   /// Graphs from stream_end_capture not yet destroyed, and executables likewise (leak checks).
   [[nodiscard]] std::size_t live_graphs() const;
   [[nodiscard]] std::size_t live_graph_execs() const;
+  /// Memory contents (checking mode; see Note [Sim memory contents] in sim_check_ops.cpp). The
+  /// test plays a kernel: write_bytes stores `bytes` bytes of `data` at `ptr` at once, read_bytes
+  /// returns what [ptr, ptr + bytes) holds (bytes never written read as 0). Both throw
+  /// streampool::error unless the range lies in device memory (malloc'd, a pool chunk, or mapped
+  /// VMM pages of one device). Not counted, never injected.
+  void write_bytes(void* ptr, const void* data, std::size_t bytes);
+  [[nodiscard]] std::vector<std::uint8_t> read_bytes(const void* ptr, std::size_t bytes) const;
 
   // --- driver ----------------------------------------------------------------------------------------
   [[nodiscard]] std::string_view name() const noexcept override { return "sim"; }
@@ -108,6 +116,11 @@ class sim_driver final : public driver {
   drv_result graph_destroy(graph_t graph) noexcept override;
   drv_result graph_mem_trim(int device) noexcept override;
   drv_result thread_exchange_capture_mode(capture_mode* mode) noexcept override;
+  // Memory contents (sim_check_ops.cpp).
+  drv_result memset_async(int device, void* ptr, std::uint8_t value, std::size_t bytes,
+                          stream_t stream) noexcept override;
+  drv_result check_bytes(int device, const void* ptr, std::size_t bytes, std::uint8_t expected,
+                         stream_t stream, byte_check* out) noexcept override;
 
  private:
   struct state;

@@ -78,6 +78,7 @@ std::string render_value(const allocator_config& config, config_key key) {
       }
       return render_double(config.expandable_segments_reserve);
     case k::async_pool: return std::string(to_string(config.async_pool));
+    case k::debug_checks: return render_bool(config.debug_checks);
     case k::pinned_use_cuda_host_register: return render_bool(config.pinned_use_cuda_host_register);
     case k::pinned_num_register_threads: return std::to_string(config.pinned_num_register_threads);
     case k::pinned_use_background_threads: return render_bool(config.pinned_use_background_threads);

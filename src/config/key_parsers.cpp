@@ -231,6 +231,7 @@ void apply_value(allocator_config& config, config_key key, const config_value& v
                                                                  : async_pool_kind::dedicated;
       break;
     }
+    case k::debug_checks: config.debug_checks = require_bool(value, key); break;
     case k::pinned_use_cuda_host_register:
       config.pinned_use_cuda_host_register = require_bool(value, key);
       break;

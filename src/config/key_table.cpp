@@ -16,7 +16,8 @@ using k = config_key;
 // Spec §1.3 marks most keys "native". streampool's cudaMallocAsync backend also honours
 // per_process_memory_fraction (it caps what it takes from the pool) and
 // graph_capture_record_stream_reuse (capture support is shared, DESIGN.md), so those two are
-// used by both. The pinned_* keys belong to PyTorch's host allocator, which streampool does not
+// used by both. debug_checks (checking mode, src/check) wraps either backend, so both use it.
+// The pinned_* keys belong to PyTorch's host allocator, which streampool does not
 // have: used by neither, accepted only so a PyTorch config string keeps working.
 constexpr std::array<key_info, config_key_count> key_table{{
     {k::backend, "backend", "", "native or cudaMallocAsync", true, true},
@@ -43,6 +44,7 @@ constexpr std::array<key_info, config_key_count> key_table{{
      "a fraction of device memory in (0.0, 2.0], or <n>G with an integer n >= 1 (GiB)", true,
      false},
     {k::async_pool, "async_pool", "", "default or dedicated", false, true},
+    {k::debug_checks, "debug_checks", "", "True or False", true, true},
     {k::pinned_use_cuda_host_register, "pinned_use_cuda_host_register",
      "pinned_use_hip_host_register", "True or False", false, false},
     {k::pinned_num_register_threads, "pinned_num_register_threads", "", "a power of two <= 128",

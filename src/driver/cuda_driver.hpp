@@ -103,6 +103,11 @@ class cuda_driver final : public driver {
   drv_result graph_destroy(graph_t graph) noexcept override;
   drv_result graph_mem_trim(int device) noexcept override;
   drv_result thread_exchange_capture_mode(capture_mode* mode) noexcept override;
+  // cuda_check_ops.cpp (checking mode)
+  drv_result memset_async(int device, void* ptr, std::uint8_t value, std::size_t bytes,
+                          stream_t stream) noexcept override;
+  drv_result check_bytes(int device, const void* ptr, std::size_t bytes, std::uint8_t expected,
+                         stream_t stream, byte_check* out) noexcept override;
 
  private:
   /// VMM support and granularity of `device` (the driver-API part of get_device_info).

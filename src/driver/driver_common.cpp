@@ -48,6 +48,8 @@ std::string_view to_string(driver_call call) noexcept {
     case driver_call::graph_exec_destroy: return "graph_exec_destroy";
     case driver_call::graph_destroy: return "graph_destroy";
     case driver_call::graph_mem_trim: return "graph_mem_trim";
+    case driver_call::memset_async: return "memset_async";
+    case driver_call::check_bytes: return "check_bytes";
     case driver_call::count_: break;
   }
   return "unknown_call";

@@ -204,6 +204,12 @@ struct malloc_rec {
   std::size_t size = 0;  ///< accounted bytes
 };
 
+/// A run of bytes that all hold `value`: [start, end), start being the key in state::contents_.
+struct byte_run {
+  std::uintptr_t end = 0;
+  std::uint8_t value = 0;
+};
+
 struct fault_rec {
   int skip = 0;
   int count = 0;
@@ -234,6 +240,9 @@ struct sim_driver::state {
   std::uint64_t next_capture_id_ = sim::first_capture_id;
   std::vector<sim::graph_rec> graphs_;
   std::vector<sim::exec_rec> execs_;
+  /// Memory contents written by memset_async / write_bytes: non-overlapping runs by start address
+  /// (Note [Sim memory contents], sim_check_ops.cpp).
+  std::map<std::uintptr_t, sim::byte_run> contents_;
 
   /// Counts the call, applies fault injection, runs `body` under the mutex. See Note [Sim calls].
   template <class Body>
@@ -314,6 +323,15 @@ struct sim_driver::state {
   /// frees are settled or completed go; with it (destroyed pools) every idle chunk does.
   void trim(sim::pool_rec& pool, std::size_t keep, bool force);
   void release_chunk(sim::pool_rec& pool, std::uintptr_t base);
+
+  // --- memory contents (sim_check_ops.cpp) ---
+  /// The device whose memory holds all of [addr, addr + bytes) (malloc'd, a pool chunk or mapped
+  /// VMM pages), or -1.
+  [[nodiscard]] int device_of_range(std::uintptr_t addr, std::size_t bytes) const noexcept;
+  /// Sets [addr, addr + bytes) to `value` in contents_.
+  void write_run(std::uintptr_t addr, std::size_t bytes, std::uint8_t value);
+  /// The byte at `addr` (0 if never written).
+  [[nodiscard]] std::uint8_t read_byte(std::uintptr_t addr) const noexcept;
 };
 
 }  // namespace streampool

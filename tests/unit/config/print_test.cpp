@@ -87,7 +87,8 @@ TEST(ConfigPrint, SourcesAndTheVariableAreShown) {
   EXPECT_TRUE(
       contains(api,
                "backend in effect: cudaMallocAsync; it uses backend, "
-               "graph_capture_record_stream_reuse, per_process_memory_fraction, async_pool;"));
+               "graph_capture_record_stream_reuse, per_process_memory_fraction, async_pool, "
+               "debug_checks;"));
   EXPECT_TRUE(contains(api, "it ignores max_split_size_mb"));
 }
 
@@ -121,7 +122,7 @@ TEST(ConfigPrint, PrintedValuesParseBack) {
       "garbage_collection_threshold:0.7,expandable_segments:True,release_lock_on_cudamalloc:True,"
       "graph_capture_record_stream_reuse:True,per_process_memory_fraction:0.3,"
       "large_segment_size_mb:32,expandable_segments_reserve:6G,async_pool:dedicated,"
-      "pinned_use_cuda_host_register:True,pinned_num_register_threads:16,"
+      "debug_checks:True,pinned_use_cuda_host_register:True,pinned_num_register_threads:16,"
       "pinned_use_background_threads:True,pinned_reserve_segment_size_mb:128");
   const std::string dump = to_string(original);
   std::string rebuilt;
@@ -142,6 +143,7 @@ TEST(ConfigPrint, PrintedValuesParseBack) {
   EXPECT_EQ(again.large_segment_size, original.large_segment_size);
   EXPECT_EQ(again.expandable_segments_reserve_bytes, original.expandable_segments_reserve_bytes);
   EXPECT_EQ(again.async_pool, original.async_pool);
+  EXPECT_EQ(again.debug_checks, original.debug_checks);
   EXPECT_EQ(again.pinned_num_register_threads, original.pinned_num_register_threads);
   EXPECT_EQ(again.pinned_reserve_segment_size_mb, original.pinned_reserve_segment_size_mb);
   EXPECT_EQ(again.warnings, original.warnings);

@@ -1,0 +1,29 @@
+// checking_passthrough.cpp — the calls checking mode leaves to the wrapped backend: cache,
+// statistics, snapshots, traces, fractions and private pools. The backend sees the padded sizes
+// (Note [Checking-mode layout]), so its statistics, snapshots and traces count the canaries.
+#include "check/checking_allocator.hpp"
+
+namespace streampool::detail {
+
+void checking_allocator::do_empty_cache() { inner_->empty_cache(); }
+memory_stats checking_allocator::do_stats(int device) const { return inner_->stats(device); }
+void checking_allocator::do_reset_peak_stats(int device) { inner_->reset_peak_stats(device); }
+void checking_allocator::do_reset_accumulated_stats(int device) { inner_->reset_accumulated_stats(device); }
+memory_snapshot checking_allocator::do_snapshot() const { return inner_->snapshot(); }
+void checking_allocator::do_record_history(bool enabled, std::size_t max_entries) {
+  inner_->record_history(enabled, max_entries);
+}
+std::vector<trace_entry> checking_allocator::do_trace(int device) const { return inner_->trace(device); }
+void checking_allocator::do_set_memory_fraction(int device, double fraction) {
+  inner_->set_memory_fraction(fraction, device);
+}
+double checking_allocator::do_memory_fraction(int device) const { return inner_->memory_fraction(device); }
+void checking_allocator::do_begin_allocate_to_pool(int device, mempool_id pool, stream_filter filter) {
+  inner_->begin_allocate_to_pool(pool, std::move(filter), device);
+}
+void checking_allocator::do_end_allocate_to_pool(int device, mempool_id pool) {
+  inner_->end_allocate_to_pool(pool, device);
+}
+void checking_allocator::do_release_pool(int device, mempool_id pool) { inner_->release_pool(pool, device); }
+
+}  // namespace streampool::detail

@@ -1,0 +1,152 @@
+// cuda_check_ops.cpp — the real driver's checking-mode calls: memset_async (cudaMemsetAsync) and
+// check_bytes, which launches the kernel of kernels/canary_check.cu, compiled into the library
+// when it is built with kernels (STREAMPOOL_HAVE_CHECK_KERNEL), and waits for its answer in
+// host-mapped pinned memory. Without kernels check_bytes reports status::not_supported.
+#include <cstdint>
+#include <mutex>
+#include <vector>
+
+#include "driver/cuda_capture_mode.hpp"
+#include "driver/cuda_driver.hpp"
+
+#ifdef STREAMPOOL_HAVE_CHECK_KERNEL
+#include "canary_check.hpp"
+#endif
+
+namespace streampool::detail {
+namespace {
+
+/// Makes `device` current for the scope if it is not, and restores the previous one (kernels and
+/// memsets go to the current device's context; the other calls of this driver do the same).
+class current_device_scope {
+ public:
+  explicit current_device_scope(int device) noexcept {
+    error_ = cudaGetDevice(&previous_);
+    if (error_ == cudaSuccess && previous_ != device) {
+      error_ = cudaSetDevice(device);
+      switched_ = error_ == cudaSuccess;
+    }
+  }
+  ~current_device_scope() {
+    if (switched_) (void)cudaSetDevice(previous_);
+  }
+  current_device_scope(const current_device_scope&) = delete;
+  current_device_scope& operator=(const current_device_scope&) = delete;
+  [[nodiscard]] cudaError_t error() const noexcept { return error_; }
+
+ private:
+  int previous_ = 0;
+  bool switched_ = false;
+  cudaError_t error_ = cudaSuccess;
+};
+
+#ifdef STREAMPOOL_HAVE_CHECK_KERNEL
+using kernels::byte_check_slot;
+
+// Note [Check slots]
+// The kernel writes its answer into host-mapped pinned memory, so reading it needs no copy.
+// Slots come from chunks of 64 taken with cudaHostAlloc on first need and kept for the life of
+// the process (a few KiB; a slot goes back to the free list after each check), so a check costs
+// no allocation. cudaHostAlloc and the wait (cudaStreamSynchronize) are "potentially unsafe"
+// under a global capture; both run in relaxed capture mode (Note [Relaxed queries]): neither is
+// a stream operation of the capturing stream (check_bytes refuses a capturing stream first), so
+// another thread's capture stays valid.
+class slot_pool {
+ public:
+  drv_result take(byte_check_slot** out) noexcept {
+    const std::lock_guard lock(mutex_);
+    if (free_.empty()) {
+      constexpr std::size_t chunk = 64;
+      void* memory = nullptr;
+      const relaxed_capture_scope relaxed;
+      const cudaError_t error =
+          cudaHostAlloc(&memory, chunk * sizeof(byte_check_slot), cudaHostAllocMapped | cudaHostAllocPortable);
+      if (error != cudaSuccess) return runtime_result(error);
+      auto* slots = static_cast<byte_check_slot*>(memory);
+      try {
+        for (std::size_t i = 0; i < chunk; ++i) free_.push_back(slots + i);
+      } catch (...) {
+        (void)cudaFreeHost(memory);
+        return {status::other, 0};
+      }
+    }
+    *out = free_.back();
+    free_.pop_back();
+    return {};
+  }
+  void give_back(byte_check_slot* slot) noexcept {
+    const std::lock_guard lock(mutex_);
+    free_.push_back(slot);  // capacity is never exceeded: every slot came from this vector
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<byte_check_slot*> free_;
+};
+
+slot_pool& slots() {
+  static auto* pool = new slot_pool;  // never destroyed: checks may run during static destruction
+  return *pool;
+}
+#endif
+
+}  // namespace
+
+drv_result cuda_driver::memset_async(int device, void* ptr, std::uint8_t value, std::size_t bytes,
+                                     stream_t stream) noexcept {
+  if (bytes == 0) return {};
+  const current_device_scope scope(device);
+  if (scope.error() != cudaSuccess) return runtime_result(scope.error());
+  return runtime_result(cudaMemsetAsync(ptr, value, bytes, static_cast<cudaStream_t>(stream)));
+}
+
+drv_result cuda_driver::check_bytes(int device, const void* ptr, std::size_t bytes, std::uint8_t expected,
+                                    stream_t stream, byte_check* out) noexcept {
+  *out = byte_check{};
+#ifndef STREAMPOOL_HAVE_CHECK_KERNEL
+  (void)device, (void)ptr, (void)bytes, (void)expected, (void)stream;
+  return {status::not_supported, 0};
+#else
+  if (bytes == 0) return {};
+  const current_device_scope scope(device);
+  if (scope.error() != cudaSuccess) return runtime_result(scope.error());
+  const auto native_stream = static_cast<cudaStream_t>(stream);
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (const cudaError_t error = cudaStreamIsCapturing(native_stream, &capture); error != cudaSuccess) {
+    return runtime_result(error);
+  }
+  if (capture != cudaStreamCaptureStatusNone) return {status::illegal_in_capture, 0};
+
+  byte_check_slot* slot = nullptr;
+  if (const drv_result taken = slots().take(&slot); !taken.ok()) return taken;
+  slot->mismatches = 0;
+  slot->first_offset = 0;
+  slot->first_value = 0;
+  *static_cast<volatile std::uint32_t*>(&slot->done) = 0;
+  drv_result result{};
+  void* device_slot = nullptr;
+  if (const cudaError_t error = cudaHostGetDevicePointer(&device_slot, slot, 0); error != cudaSuccess) {
+    result = runtime_result(error);
+  } else if (const int launched = kernels::launch_byte_check(ptr, bytes, expected,
+                                                             static_cast<byte_check_slot*>(device_slot), stream);
+             launched != 0) {
+    result = runtime_result(static_cast<cudaError_t>(launched));
+  } else {
+    const relaxed_capture_scope relaxed;  // Note [Check slots]
+    result = runtime_result(cudaStreamSynchronize(native_stream));
+  }
+  if (result.ok()) {
+    if (*static_cast<volatile std::uint32_t*>(&slot->done) == 0) {
+      result = {status::other, 0};  // the stream finished without the kernel's answer: cannot happen
+    } else {
+      out->mismatches = static_cast<std::size_t>(slot->mismatches);
+      out->first_offset = out->mismatches != 0 ? static_cast<std::size_t>(slot->first_offset) : 0;
+      out->first_value = static_cast<std::uint8_t>(slot->first_value);
+    }
+  }
+  slots().give_back(slot);
+  return result;
+#endif
+}
+
+}  // namespace streampool::detail
