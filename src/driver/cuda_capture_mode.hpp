@@ -12,7 +12,7 @@ namespace streampool::detail {
 // instantiation/destruction are "potentially unsafe" calls: while the calling thread is in a global
 // or thread-local capture (or any thread is in a global one) they fail with
 // cudaErrorStreamCaptureUnsupported AND invalidate the capture. Seen on the H200 (2026-11-30,
-// scripts/probes/capture_calls_probe.cpp): with captures A and B open on one thread,
+// scripts/probes/capture_rules_probe.cpp): with captures A and B open on one thread,
 // cudaGraphInstantiate of B after B ended failed and invalidated A; the same call in relaxed mode
 // succeeded and A stayed active. Pool reads for statistics, lazy per-device setup on a first
 // allocation made inside a capture, and a graph instantiated while another capture is open all hit

@@ -58,7 +58,7 @@ drv_result sim_driver::state::refuse_in_capture() noexcept {
 }
 
 // Note [Relaxed uncaptured calls]
-// Seen on the H200 (CUDA 13.0, scripts/probes/uncaptured_stream_probe.cpp): while a thread has a
+// Seen on the H200 (CUDA 13.0, scripts/probes/capture_rules_probe.cpp): while a thread has a
 // global or thread-local capture open, cudaMallocAsync / cudaFreeAsync on a stream that is NOT
 // capturing (a created stream or the legacy one) fail with cudaErrorStreamCaptureUnsupported and
 // invalidate the capture; the same calls with the thread in relaxed mode succeed and leave it
