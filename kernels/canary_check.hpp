@@ -9,9 +9,9 @@
 
 namespace streampool::kernels {
 
-/// Where the kernel leaves its answer: host-mapped pinned memory that the host polls, so that
-/// waiting for it is not a CUDA call (legal while other streams capture). `done` is written last,
-/// after a system-wide fence.
+/// Where the kernel leaves its answer: host-mapped pinned memory, which the host reads once the
+/// stream is synchronised, with no copy. `done` is written last, after a system-wide fence, so
+/// the host can tell an answer from a kernel that never ran.
 struct byte_check_slot {
   std::uint64_t mismatches;
   std::uint64_t first_offset;  ///< UINT64_MAX when mismatches == 0

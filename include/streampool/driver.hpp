@@ -234,9 +234,8 @@ class driver {
                                   stream_t stream) noexcept;
   /// Compares every byte of [ptr, ptr + bytes) with `expected` once the work submitted to `stream`
   /// before this call is done (a kernel from kernels/ on the real device), and waits for the
-  /// answer in `*out`. The wait is not a CUDA call (the kernel writes to host-mapped memory), so
-  /// it is legal while other streams capture; `stream` itself must not be capturing
-  /// (status::illegal_in_capture). status::not_supported when the library was built without
+  /// answer in `*out`. The wait (a stream synchronisation in relaxed capture mode) is legal while
+  /// other streams capture; `stream` itself must not be capturing (status::illegal_in_capture). status::not_supported when the library was built without
   /// kernels (STREAMPOOL_BUILD_KERNELS=OFF).
   virtual drv_result check_bytes(int device, const void* ptr, std::size_t bytes, std::uint8_t expected,
                                  stream_t stream, byte_check* out) noexcept;

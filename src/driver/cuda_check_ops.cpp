@@ -51,21 +51,36 @@ using kernels::byte_check_slot;
 // under a global capture; both run in relaxed capture mode (Note [Relaxed queries]): neither is
 // a stream operation of the capturing stream (check_bytes refuses a capturing stream first), so
 // another thread's capture stays valid.
+
+/// A slot as the host sees it and as the device addresses it.
+struct check_slot {
+  byte_check_slot* host = nullptr;
+  byte_check_slot* device = nullptr;
+};
+
 class slot_pool {
  public:
-  drv_result take(byte_check_slot** out) noexcept {
+  drv_result take(check_slot* out) noexcept {
     const std::lock_guard lock(mutex_);
     if (free_.empty()) {
       constexpr std::size_t chunk = 64;
       void* memory = nullptr;
+      void* device_memory = nullptr;
       const relaxed_capture_scope relaxed;
-      const cudaError_t error =
+      cudaError_t error =
           cudaHostAlloc(&memory, chunk * sizeof(byte_check_slot), cudaHostAllocMapped | cudaHostAllocPortable);
       if (error != cudaSuccess) return runtime_result(error);
-      auto* slots = static_cast<byte_check_slot*>(memory);
+      error = cudaHostGetDevicePointer(&device_memory, memory, 0);
+      if (error != cudaSuccess) {
+        (void)cudaFreeHost(memory);
+        return runtime_result(error);
+      }
       try {
-        for (std::size_t i = 0; i < chunk; ++i) free_.push_back(slots + i);
+        for (std::size_t i = 0; i < chunk; ++i) {
+          free_.push_back({static_cast<byte_check_slot*>(memory) + i, static_cast<byte_check_slot*>(device_memory) + i});
+        }
       } catch (...) {
+        free_.clear();  // only this chunk's slots can be in it: the list was empty
         (void)cudaFreeHost(memory);
         return {status::other, 0};
       }
@@ -74,14 +89,14 @@ class slot_pool {
     free_.pop_back();
     return {};
   }
-  void give_back(byte_check_slot* slot) noexcept {
+  void give_back(check_slot slot) noexcept {
     const std::lock_guard lock(mutex_);
     free_.push_back(slot);  // capacity is never exceeded: every slot came from this vector
   }
 
  private:
   std::mutex mutex_;
-  std::vector<byte_check_slot*> free_;
+  std::vector<check_slot> free_;
 };
 
 slot_pool& slots() {
@@ -117,21 +132,19 @@ drv_result cuda_driver::check_bytes(int device, const void* ptr, std::size_t byt
   }
   if (capture != cudaStreamCaptureStatusNone) return {status::illegal_in_capture, 0};
 
-  byte_check_slot* slot = nullptr;
-  if (const drv_result taken = slots().take(&slot); !taken.ok()) return taken;
+  check_slot taken;
+  if (const drv_result got = slots().take(&taken); !got.ok()) return got;
+  byte_check_slot* slot = taken.host;
   slot->mismatches = 0;
   slot->first_offset = 0;
   slot->first_value = 0;
   *static_cast<volatile std::uint32_t*>(&slot->done) = 0;
   drv_result result{};
-  void* device_slot = nullptr;
-  if (const cudaError_t error = cudaHostGetDevicePointer(&device_slot, slot, 0); error != cudaSuccess) {
-    result = runtime_result(error);
-  } else if (const int launched = kernels::launch_byte_check(ptr, bytes, expected,
-                                                             static_cast<byte_check_slot*>(device_slot), stream);
-             launched != 0) {
-    result = runtime_result(static_cast<cudaError_t>(launched));
+  bool launched = false;
+  if (const int code = kernels::launch_byte_check(ptr, bytes, expected, taken.device, stream); code != 0) {
+    result = runtime_result(static_cast<cudaError_t>(code));
   } else {
+    launched = true;
     const relaxed_capture_scope relaxed;  // Note [Check slots]
     result = runtime_result(cudaStreamSynchronize(native_stream));
   }
@@ -144,7 +157,9 @@ drv_result cuda_driver::check_bytes(int device, const void* ptr, std::size_t byt
       out->first_value = static_cast<std::uint8_t>(slot->first_value);
     }
   }
-  slots().give_back(slot);
+  // A kernel launched into a stream whose wait failed may still write its slot later: that slot
+  // is not reused (a few bytes lost, only on that failure).
+  if (result.ok() || !launched) slots().give_back(taken);
   return result;
 #endif
 }

@@ -147,10 +147,11 @@ TEST_P(gpu_checking, PoisonWaitsForARecordStreamedReader) {
   EXPECT_TRUE(overrun_reports().empty()) << overrun_reports().front();
 }
 
-INSTANTIATE_TEST_SUITE_P(real_device, gpu_checking, ::testing::Values("native", "cudaMallocAsync"),
-                         [](const ::testing::TestParamInfo<std::string>& info) {
-                           return info.param == "native" ? std::string("native") : std::string("async");
-                         });
+std::string case_name(const ::testing::TestParamInfo<std::string>& param) {
+  return param.param == "native" ? "native" : "async";
+}
+
+INSTANTIATE_TEST_SUITE_P(real_device, gpu_checking, ::testing::Values("native", "cudaMallocAsync"), case_name);
 
 }  // namespace
 }  // namespace streampool::testing
