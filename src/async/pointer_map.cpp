@@ -27,12 +27,9 @@ void pointer_map::insert(void* ptr, allocation_record record) {
   const auto address = reinterpret_cast<std::uintptr_t>(ptr);
   shard& s = shards_[shard_of(address)];
   std::lock_guard lock(s.mutex);
-  if (allocation_record* existing = s.records.find(address)) {
-    *existing = std::move(record);  // cannot happen with a sane driver; keep the newest record
-    return;
-  }
   s.records.reserve_one();  // may throw: nothing inserted
-  s.records.insert(address, std::move(record));
+  // A live address handed out again cannot happen with a sane driver; the newest record wins.
+  s.records.insert_or_assign(address, std::move(record));
 }
 
 std::optional<allocation_record> pointer_map::take(void* ptr) {

@@ -40,6 +40,15 @@ class address_table {
     slots_[i].value = std::move(value);
     ++used_;
   }
+  /// Sets `key` (not 0) to `value`, adding it when absent, in one probe; reserve_one() ran before.
+  void insert_or_assign(std::uintptr_t key, V value) noexcept {
+    const std::size_t mask = slots_.size() - 1;
+    std::size_t i = home(key, mask);
+    while (slots_[i].key != 0 && slots_[i].key != key) i = (i + 1) & mask;
+    used_ += slots_[i].key == 0 ? 1 : 0;
+    slots_[i].key = key;
+    slots_[i].value = std::move(value);
+  }
   [[nodiscard]] V* find(std::uintptr_t key) noexcept {
     const std::size_t i = index_of(key);
     return i == npos ? nullptr : &slots_[i].value;
