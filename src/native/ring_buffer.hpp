@@ -17,6 +17,10 @@ class ring_buffer {
   [[nodiscard]] T& front() noexcept { return items_[head_]; }
   [[nodiscard]] const T& operator[](std::size_t i) const noexcept { return items_[(head_ + i) & (items_.size() - 1)]; }
 
+  /// Makes room for `count` items in total, so that push_back up to that size cannot throw.
+  void reserve(std::size_t count) {
+    while (items_.size() < count) grow();
+  }
   void push_back(T value) {
     if (size_ == items_.size()) grow();
     items_[(head_ + size_) & (items_.size() - 1)] = std::move(value);

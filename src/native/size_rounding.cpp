@@ -23,25 +23,19 @@ std::size_t size_policy::roundup_power2_division(std::size_t bytes, std::size_t 
   return down == bytes ? bytes : down + step;
 }
 
-std::size_t size_policy::round_size(std::size_t bytes) const noexcept {
+std::size_t size_policy::round_size_divisions(std::size_t bytes) const noexcept {
   if (bytes < min_block_size) return min_block_size;
-  if (any_divisions_ && bytes <= roundup_bypass_threshold_) {
+  if (bytes <= roundup_bypass_threshold_) {
     const std::size_t divisions = config_->divisions_for(bytes);
     if (divisions > 1 && bytes > min_block_size * divisions) return roundup_power2_division(bytes, divisions);
   }
-  return (bytes + min_block_size - 1) / min_block_size * min_block_size;
+  return round_up_512(bytes);
 }
 
 std::size_t size_policy::allocation_size(std::size_t rounded) const noexcept {
   if (rounded <= small_size) return small_buffer;
   if (rounded < min_large_alloc) return large_segment_size_;
   return (rounded + round_large - 1) / round_large * round_large;
-}
-
-bool size_policy::should_split(bool fine, std::size_t block_size, std::size_t rounded) const noexcept {
-  const std::size_t remaining = block_size - rounded;
-  if (fine) return remaining >= min_block_size;
-  return rounded < max_split_size_ && remaining > small_size;
 }
 
 bool size_policy::may_reuse(std::size_t candidate, std::size_t rounded) const noexcept {

@@ -4,14 +4,16 @@
 #include "native/stream_arena.hpp"
 
 #include <string>
+#include <vector>
 
+#include "core/format.hpp"
 #include "native/device_state.hpp"
 #include "streampool/errors.hpp"
 
 namespace streampool::native {
 
 stream_arena::stream_arena(device_state& device, stream_t stream, private_pool* pool, mempool_id pool_id)
-    : device_(&device), stream_(stream), pool_(pool), pool_id_(pool_id) {}
+    : device_(&device), gc_clock_(&device.gc_clock), stream_(stream), pool_(pool), pool_id_(pool_id) {}
 
 stream_arena::~stream_arena() = default;
 
@@ -33,60 +35,6 @@ void stream_arena::add_chunk() {
   chunks_.push_back(std::move(objects));
 }
 
-block* stream_arena::new_block() noexcept {
-  // reserve_blocks() ran before the operation that needs this object.
-  block* b = spare_;
-  spare_ = b->left;
-  b->left = nullptr;
-  b->arena = this;
-  return b;
-}
-
-void stream_arena::recycle(block* b) noexcept {
-  b->ptr = 0;
-  b->size = b->requested_size = 0;
-  b->prev = b->next = b->right = nullptr;
-  b->seg = nullptr;
-  b->event_count = 0;
-  b->allocated = b->in_free_list = b->deferred = false;
-  b->mapped = true;
-  b->uses.clear();
-  b->left = spare_;
-  spare_ = b;
-}
-
-void stream_arena::insert_free(block* b) noexcept {
-  b->in_free_list = true;
-  free_bytes_ += b->size;
-  if (b->seg->small) {
-    small_.insert(b);
-  } else {
-    b->gc_count_base = device_->gc_clock.load(std::memory_order_relaxed);
-    large_.insert(b);
-  }
-}
-
-void stream_arena::absorb(block* b, block* n) noexcept {
-  if (n == b->prev) {
-    b->ptr = n->ptr;
-    b->prev = n->prev;
-    if (b->prev != nullptr) b->prev->next = b;
-    else b->seg->head = b;
-  } else {
-    b->next = n->next;
-    if (b->next != nullptr) b->next->prev = b;
-  }
-  b->size += n->size;
-  recycle(n);
-}
-
-void stream_arena::remove_free(block* b) noexcept {
-  if (b->seg->small) small_.erase(b);
-  else large_.erase(b);
-  b->in_free_list = false;
-  free_bytes_ -= b->size;
-}
-
 block* stream_arena::largest_free() const noexcept {
   block* big = large_.largest();
   block* small = small_.largest();
@@ -97,24 +45,7 @@ block* stream_arena::largest_free() const noexcept {
 
 // --- allocation -----------------------------------------------------------------------------------
 
-block* stream_arena::try_allocate(std::size_t rounded, std::size_t requested) {
-  block* b = nullptr;
-  if (size_policy::is_small(rounded)) {
-    b = small_.find(rounded);
-    if (b != nullptr && b->seg->expandable) b = prefer_without_tail(b, true);
-  } else {
-    if (device_->gc_enabled()) device_->gc_clock.fetch_add(1, std::memory_order_relaxed);  // spec §2.6
-    b = large_.lower_bound(rounded);
-    if (b != nullptr && b->seg->expandable) b = prefer_without_tail(b, false);
-    if (b != nullptr && !device_->policy().may_reuse(b->size, rounded)) b = nullptr;
-  }
-  if (b == nullptr) return nullptr;
-  reserve_blocks();
-  remove_free(b);
-  return alloc_found(b, rounded, requested);
-}
-
-block* stream_arena::alloc_found(block* b, std::size_t rounded, std::size_t requested) {
+inline block* stream_arena::alloc_found(block* b, std::size_t rounded, std::size_t requested) {
   // reserve_blocks() ran before: the split below finds a block object.
   const segment* seg = b->seg;
   const bool small = seg->small;
@@ -132,53 +63,30 @@ block* stream_arena::alloc_found(block* b, std::size_t rounded, std::size_t requ
     b->size = rounded;
     insert_free(rest);
     if (counts_split && was_split) {
-      change(arena_stat_kind::inactive_split_bytes, small, -static_cast<std::int64_t>(rounded));
+      sub_stat(arena_stat_kind::inactive_split_bytes, small, static_cast<std::int64_t>(rounded));
     } else if (counts_split) {
-      change(arena_stat_kind::inactive_split, small, 1);
-      change(arena_stat_kind::inactive_split_bytes, small, static_cast<std::int64_t>(rest->size));
+      add_stat(arena_stat_kind::inactive_split, small, 1);
+      add_stat(arena_stat_kind::inactive_split_bytes, small, static_cast<std::int64_t>(rest->size));
     }
   } else if (was_split && counts_split) {
-    change(arena_stat_kind::inactive_split, small, -1);
-    change(arena_stat_kind::inactive_split_bytes, small, -static_cast<std::int64_t>(b->size));
+    sub_stat(arena_stat_kind::inactive_split, small, 1);
+    sub_stat(arena_stat_kind::inactive_split_bytes, small, static_cast<std::int64_t>(b->size));
   }
   b->allocated = true;
   b->requested_size = requested;
   const auto size = static_cast<std::int64_t>(b->size);
-  change(arena_stat_kind::allocation, small, 1);
-  change(arena_stat_kind::allocated_bytes, small, size);
-  change(arena_stat_kind::active, small, 1);
-  change(arena_stat_kind::active_bytes, small, size);
-  change(arena_stat_kind::requested_bytes, small, static_cast<std::int64_t>(requested));
-  if (device_->policy().is_oversize(b->size)) change_oversize(1);
+  add_stat(arena_stat_kind::allocation, small, 1);
+  add_stat(arena_stat_kind::allocated_bytes, small, size);
+  add_stat(arena_stat_kind::active, small, 1);
+  add_stat(arena_stat_kind::active_bytes, small, size);
+  add_stat(arena_stat_kind::requested_bytes, small, static_cast<std::int64_t>(requested));
+  if (device_->policy().is_oversize(b->size)) [[unlikely]] change_oversize(1);
   live_.insert(b);
   device_->trace().record(trace_action::alloc, device_->index(), b->ptr, requested, stream_, pool_id_);
   return b;
 }
 
-// --- free -----------------------------------------------------------------------------------------
-
-void stream_arena::free_request(block* b) {
-  const bool small = b->seg->small;
-  const auto size = static_cast<std::int64_t>(b->size);
-  change(arena_stat_kind::allocation, small, -1);
-  change(arena_stat_kind::allocated_bytes, small, -size);
-  if (device_->policy().is_oversize(b->size)) change_oversize(-1);
-  device_->trace().record(trace_action::free_requested, device_->index(), b->ptr, b->requested_size, stream_,
-                          pool_id_);
-  b->allocated = false;
-  if (b->uses.empty()) {
-    free_block(b);
-  } else if (device_->capture_underway()) {
-    // Note [Deferred frees during capture] in native_allocator.hpp.
-    b->deferred = true;
-    deferred_.push_back(b);
-    device_->deferred_blocks.fetch_add(1, std::memory_order_relaxed);
-  } else {
-    insert_events(b);
-  }
-}
-
-void stream_arena::free_block(block* b) {
+inline void stream_arena::free_block(block* b) {
   device_->trace().record(trace_action::free_completed, device_->index(), b->ptr, b->requested_size, stream_,
                           pool_id_);
   const bool small = b->seg->small;
@@ -205,52 +113,130 @@ void stream_arena::free_block(block* b) {
     if (split_blocks != 0) change(arena_stat_kind::inactive_split, small, split_blocks);
     if (split_bytes != 0) change(arena_stat_kind::inactive_split_bytes, small, split_bytes);
   }
-  change(arena_stat_kind::active, small, -1);
-  change(arena_stat_kind::active_bytes, small, -original_size);
-  change(arena_stat_kind::requested_bytes, small, -requested);
+  sub_stat(arena_stat_kind::active, small, 1);
+  sub_stat(arena_stat_kind::active_bytes, small, original_size);
+  sub_stat(arena_stat_kind::requested_bytes, small, requested);
+}
+
+block* stream_arena::try_allocate(std::size_t rounded, std::size_t requested) {
+  block* b = nullptr;
+  if (size_policy::is_small(rounded)) {
+    b = small_.find(rounded);
+    if (b != nullptr && b->seg->expandable) b = prefer_without_tail(b, true);
+  } else {
+    if (device_->gc_enabled()) device_->gc_clock.fetch_add(1, std::memory_order_relaxed);  // spec §2.6
+    b = large_.lower_bound(rounded);
+    if (b != nullptr && b->seg->expandable) b = prefer_without_tail(b, false);
+    if (b != nullptr && !device_->policy().may_reuse(b->size, rounded)) b = nullptr;
+  }
+  if (b == nullptr) return nullptr;
+  reserve_blocks();
+  remove_free(b);
+  return alloc_found(b, rounded, requested);
+}
+
+block* stream_arena::allocate_block(block* b, std::size_t rounded, std::size_t requested) {
+  return alloc_found(b, rounded, requested);
+}
+
+// --- free -----------------------------------------------------------------------------------------
+
+void stream_arena::free_request(block* b) {
+  // Note [Failed frees]: events first, so that a failure leaves the block allocated.
+  if (!b->uses.empty() && !device_->capture_underway()) [[unlikely]] {
+    try {
+      record_events(b);
+    } catch (...) {
+      live_.insert(b);  // back where take_live found it (its slot is still free: no allocation)
+      throw;
+    }
+  }
+  const bool small = b->seg->small;
+  const auto size = static_cast<std::int64_t>(b->size);
+  sub_stat(arena_stat_kind::allocation, small, 1);
+  sub_stat(arena_stat_kind::allocated_bytes, small, size);
+  if (device_->policy().is_oversize(b->size)) [[unlikely]] change_oversize(-1);
+  device_->trace().record(trace_action::free_requested, device_->index(), b->ptr, b->requested_size, stream_,
+                          pool_id_);
+  b->allocated = false;
+  if (b->event_count != 0) [[unlikely]] return;  // waits for the events recorded above
+  if (b->uses.empty()) {
+    free_block(b);
+  } else {
+    // Note [Deferred frees during capture] in native_allocator.hpp.
+    b->deferred = true;
+    deferred_.push_back(b);
+    device_->deferred_blocks.fetch_add(1, std::memory_order_relaxed);
+  }
 }
 
 // --- events (spec §2.9) --------------------------------------------------------------------------
 
-void stream_arena::insert_events(block* b) {
+// Note [Failed frees]
+// allocator.hpp promises that a deallocate that throws leaves the state unchanged. The only
+// driver calls a free makes are for a block with record_stream uses: one event per used stream,
+// taken from the event pool (cudaEventCreate when the pool is empty) and recorded on that stream.
+// record_events() does everything that can fail before it changes anything: it finds (or makes)
+// each stream's queue with room for one more entry, acquires every event, then records them; on
+// any failure it gives the events back to the pool (a recorded event can be re-recorded later)
+// and throws cuda_error. free_request() calls it before it touches statistics or the trace and
+// puts the block back into the live map when it throws, so the pointer stays allocated and the
+// caller may retry deallocate() once the driver recovers. (The first version waited for the
+// stream instead of recording an event, freed the block and then threw: the caller saw an error
+// for a free that had happened, and a retry was a double free.) A parked free (capture) that
+// fails here when the capture has ended stays parked and is retried by the next slow-path
+// allocation or empty_cache(), which report the error meanwhile.
+void stream_arena::record_events(block* b) {
   driver& drv = device_->drv();
-  std::string failure;
-  for (std::size_t i = 0; i < b->uses.size(); ++i) {
-    const stream_t used = b->uses[i].stream;
-    event_t event = nullptr;
-    try {
-      event = device_->events().acquire();
-    } catch (const cuda_error& e) {
-      failure = e.what();
+  const std::size_t n = b->uses.size();
+  std::vector<event_t>& events = event_scratch_;  // grows to the largest use count, then no allocation
+  events.clear();
+  events.reserve(n);
+  const auto give_back = [&]() noexcept {
+    for (const event_t e : events) device_->events().release(e);
+    events.clear();
+  };
+  const auto fail = [&](const std::string& why, int native) {
+    give_back();
+    throw cuda_error("streampool: deallocate(" + detail::format_pointer(b->ptr) +
+                         "): could not order the reuse of a block after its streams: " + why +
+                         "; the block is still allocated: retry deallocate() once the driver recovers",
+                     native);
+  };
+  try {
+    for (std::size_t i = 0; i < n; ++i) {
+      ring_buffer<pending_event>& items = queue_for(b->uses[i].stream).items;
+      items.reserve(items.size() + 1);
+      events.push_back(device_->events().acquire());
     }
-    if (event != nullptr) {
-      const drv_result recorded = drv.event_record(event, used);
-      if (recorded.ok()) {
-        event_queue* queue = nullptr;
-        for (event_queue& q : queues_) {
-          if (q.stream == used) queue = &q;
-        }
-        if (queue == nullptr) queue = &queues_.emplace_back(event_queue{used, {}});
-        queue->items.push_back({event, b});
-        ++b->event_count;
-        ++pending_events_;
-        device_->pending_events.fetch_add(1, std::memory_order_relaxed);
-        continue;
-      }
-      device_->events().release(event);
-      failure = "cudaEventRecord: " + drv.describe(recorded);
-    }
-    // No event: wait for the stream instead so the block is still safe to reuse.
-    if (!drv.stream_synchronize(device_->index(), used).ok()) {
-      failure += "; the fallback stream synchronize failed too";
-    }
+  } catch (const cuda_error& e) {
+    fail(e.what(), e.native_status());
+  } catch (...) {
+    give_back();
+    throw;
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    const drv_result recorded = drv.event_record(events[i], b->uses[i].stream);
+    if (!recorded.ok()) fail("cudaEventRecord on stream " + detail::format_pointer(b->uses[i].stream) + ": " +
+                                 drv.describe(recorded),
+                             recorded.native);
+  }
+  // Nothing below allocates or fails.
+  for (std::size_t i = 0; i < n; ++i) {
+    queue_for(b->uses[i].stream).items.push_back({events[i], b});
+    ++b->event_count;
+    ++pending_events_;
+    device_->pending_events.fetch_add(1, std::memory_order_relaxed);
   }
   b->uses.clear();
-  if (b->event_count == 0) free_block(b);
-  if (!failure.empty()) {
-    throw cuda_error("streampool: deallocate: could not order the reuse of a block after its streams: " + failure,
-                     0);
+  events.clear();
+}
+
+stream_arena::event_queue& stream_arena::queue_for(stream_t stream) {
+  for (event_queue& q : queues_) {
+    if (q.stream == stream) return q;
   }
+  return queues_.emplace_back(event_queue{stream, {}});
 }
 
 void stream_arena::event_done(block* b) noexcept {
@@ -305,13 +291,14 @@ void stream_arena::process_deferred() {
       continue;
     }
     try {
-      insert_events(b);
+      record_events(b);  // all or nothing (Note [Failed frees])
     } catch (...) {
-      // Keep the rest parked so nothing is lost; the caller reports the error.
-      for (std::size_t j = i + 1; j < parked.size(); ++j) {
-        deferred_.push_back(parked[j]);
-        device_->deferred_blocks.fetch_add(1, std::memory_order_relaxed);
-      }
+      // Keep this block and the rest parked so nothing is lost; the caller reports the error.
+      // (deferred_ is empty: the swap above took it. Erasing and swapping back allocates nothing.)
+      parked.erase(parked.begin(), parked.begin() + static_cast<std::ptrdiff_t>(i));
+      for (block* p : parked) p->deferred = true;
+      device_->deferred_blocks.fetch_add(static_cast<std::uint32_t>(parked.size()), std::memory_order_relaxed);
+      deferred_.swap(parked);
       throw;
     }
   }

@@ -48,11 +48,11 @@ class stream_arena {
   [[nodiscard]] block* try_allocate(std::size_t rounded, std::size_t requested);
   /// Hands out `b`, a block of at least `rounded` bytes that is in no list (a new segment's block,
   /// or one taken by take_free): split, stats, trace (the new-segment branch of spec §2.3).
-  [[nodiscard]] block* allocate_block(block* b, std::size_t rounded, std::size_t requested) {
-    return alloc_found(b, rounded, requested);
-  }
+  [[nodiscard]] block* allocate_block(block* b, std::size_t rounded, std::size_t requested);
   /// The user's free (spec §2.8): stats, trace, then back to the free list, wait for events, or
   /// park until the capture ends (§3.4). `b` was already taken out of the live map (take_live).
+  /// @throws cuda_error when the events of record_stream uses cannot be recorded: `b` is then
+  /// back in the live map and nothing changed (Note [Failed frees]).
   void free_request(block* b);
   /// Removes and returns the live block at `ptr`, or nullptr when this arena has none there.
   [[nodiscard]] block* take_live(std::uintptr_t ptr) noexcept { return live_.erase(ptr); }
@@ -135,41 +135,106 @@ class stream_arena {
     ring_buffer<pending_event> items;
   };
 
-  void insert_free(block* b) noexcept;
-  void remove_free(block* b) noexcept;
+  // Free-list and block-object helpers: inline, they are on every cache-hit path.
+  void insert_free(block* b) noexcept {
+    b->in_free_list = true;
+    free_bytes_ += b->size;
+    if (b->seg->small) {
+      small_.insert(b);
+    } else {
+      b->gc_count_base = gc_clock_->load(std::memory_order_relaxed);
+      large_.insert(b);
+    }
+  }
+  void remove_free(block* b) noexcept {
+    if (b->seg->small) small_.erase(b);
+    else large_.erase(b);
+    b->in_free_list = false;
+    free_bytes_ -= b->size;
+  }
   /// Merges the adjacent block `n` (prev or next of `b`, already out of every list) into `b`.
-  void absorb(block* b, block* n) noexcept;
+  void absorb(block* b, block* n) noexcept {
+    if (n == b->prev) {
+      b->ptr = n->ptr;
+      b->prev = n->prev;
+      if (b->prev != nullptr) b->prev->next = b;
+      else b->seg->head = b;
+    } else {
+      b->next = n->next;
+      if (b->next != nullptr) b->next->prev = b;
+    }
+    b->size += n->size;
+    recycle(n);
+  }
   void unlink_segment(segment* seg) noexcept;
   /// The expandable best-fit rule of spec §2.6 (Note [Expandable segments]).
   [[nodiscard]] block* prefer_without_tail(block* b, bool small) const noexcept;
   void release_expandable_at_exit(segment* seg) noexcept;
-  void free_block(block* b);
-  block* alloc_found(block* b, std::size_t rounded, std::size_t requested);
-  void insert_events(block* b);
+  // Inlined into their callers, all in stream_arena.cpp (the hot paths: a call costs ~20
+  // instructions of register saves, a fifth of what the function itself does).
+  [[gnu::always_inline]] inline void free_block(block* b);
+  [[gnu::always_inline]] inline block* alloc_found(block* b, std::size_t rounded, std::size_t requested);
+  /// One event per stream use of `b`, recorded and queued; uses cleared. All or nothing:
+  /// @throws cuda_error (or bad_alloc) with nothing changed (Note [Failed frees]).
+  void record_events(block* b);
+  /// The queue of `stream` (created empty on first use).
+  event_queue& queue_for(stream_t stream);
   void event_done(block* b) noexcept;
-  block* new_block() noexcept;
+  block* new_block() noexcept {
+    // reserve_blocks() ran before the operation that needs this object.
+    block* b = spare_;
+    spare_ = b->left;
+    b->left = nullptr;
+    b->arena = this;
+    return b;
+  }
   void add_chunk();
-  void recycle(block* b) noexcept;
+  void recycle(block* b) noexcept {
+    b->ptr = 0;
+    b->size = b->requested_size = 0;
+    b->prev = b->next = b->right = nullptr;
+    b->seg = nullptr;
+    b->event_count = 0;
+    b->allocated = b->in_free_list = b->deferred = false;
+    b->mapped = true;
+    b->uses.clear();
+    b->left = spare_;
+    spare_ = b;
+  }
 
-  /// +amount or -amount on (kind, pool kind of the block); "all" is implied.
-  void change(arena_stat_kind kind, bool small, std::int64_t amount) noexcept {
+  // Note [Hot statistics]
+  // A cache-hit pair changes about a dozen counters (allocation, active and their bytes, requested
+  // bytes, inactive_split when a block is split or merged). Each change is written out for its
+  // sign: an increase checks this arena's peak of the pool kind and of "all" (Note [Device peaks]),
+  // a decrease only adds to `freed`. The arena is the only writer, so the counters are read back
+  // with plain (relaxed) loads; the pair of functions below is what the hot path inlines.
+  /// +amount (>= 0) on (kind, pool kind); "all" is implied.
+  void add_stat(arena_stat_kind kind, bool small, std::int64_t amount) noexcept {
     const auto k = static_cast<std::size_t>(kind);
-    arena_counter& c = counters_[k][small ? 0 : 1];
+    auto& pair = counters_[k];
+    arena_counter& c = pair[small ? 0 : 1];
     const std::int64_t now = c.now() + amount;
     c.current.store(now, std::memory_order_relaxed);
-    if (amount < 0) {
-      c.freed.store(c.freed.load(std::memory_order_relaxed) - amount, std::memory_order_relaxed);
-      return;
-    }
-    if (now > c.peak) {
+    if (now > c.peak) [[unlikely]] {
       c.peak = now;
       raise_device_peak(stat_index(kind, small ? stat_pool::small_pool : stat_pool::large_pool));
     }
-    const std::int64_t all = counters_[k][0].now() + counters_[k][1].now();
-    if (all > all_peak_[k]) {
+    const std::int64_t all = pair[0].now() + pair[1].now();
+    if (all > all_peak_[k]) [[unlikely]] {
       all_peak_[k] = all;
       raise_device_peak(stat_index(kind, stat_pool::all));
     }
+  }
+  /// -amount (amount >= 0) on (kind, pool kind).
+  void sub_stat(arena_stat_kind kind, bool small, std::int64_t amount) noexcept {
+    arena_counter& c = counters_[static_cast<std::size_t>(kind)][small ? 0 : 1];
+    c.current.store(c.now() - amount, std::memory_order_relaxed);
+    c.freed.store(c.freed.load(std::memory_order_relaxed) + amount, std::memory_order_relaxed);
+  }
+  /// +amount or -amount on (kind, pool kind of the block).
+  void change(arena_stat_kind kind, bool small, std::int64_t amount) noexcept {
+    if (amount < 0) sub_stat(kind, small, -amount);
+    else add_stat(kind, small, amount);
   }
   void change_oversize(std::int64_t amount) noexcept {
     const std::int64_t now = oversize_.now() + amount;
@@ -184,6 +249,7 @@ class stream_arena {
   void raise_device_peak(std::size_t index) noexcept;
 
   device_state* device_;
+  const std::atomic<std::uint64_t>* gc_clock_;  // the device's GC clock (spec §2.11)
   stream_t stream_;
   private_pool* pool_;
   mempool_id pool_id_;
@@ -197,6 +263,7 @@ class stream_arena {
   std::vector<event_queue> queues_;  // one per used stream
   std::size_t pending_events_ = 0;
   std::vector<block*> deferred_;
+  std::vector<event_t> event_scratch_;  // record_events' events before they are queued
   block* spare_ = nullptr;
   std::vector<std::unique_ptr<block[]>> chunks_;
   block_map live_;  // allocated blocks by pointer (Note [Pointer lookup])

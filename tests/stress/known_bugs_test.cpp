@@ -11,35 +11,9 @@
 namespace streampool::stress {
 namespace {
 
-// src/native/stream_arena.cpp, stream_arena::insert_events: when no event can be created or
-// recorded for a record_stream'ed stream, the block is freed anyway (after a fallback stream
-// synchronise, whether that succeeded or not) and then cuda_error is thrown. The caller sees a
-// failed deallocate although the pointer is gone: retrying is a double free, and when the
-// fallback synchronise failed too the memory is reusable before the other stream's work is done.
-// allocator.hpp promises "state unchanged" on a throwing deallocate (the async backend keeps the
-// allocation live). Found by fault_injection.EveryDriverCallFailsAtEveryPoint (event_create /
-// event_record faults); tolerated and counted there.
-TEST(known_bugs, NativeDeallocateThatThrowsLeavesTheBlockLive) {
-  if (!run_known_bugs()) GTEST_SKIP() << "known bug: native deallocate throws after freeing (insert_events)";
-  sim_options options;
-  options.eager_completion = false;
-  auto sim = std::make_shared<sim_driver>(options);
-  auto alloc = make_allocator(parse_config("backend:native"), sim);
-  stream_t a = nullptr;
-  stream_t b = nullptr;
-  ASSERT_TRUE(sim->stream_create(0, &a).ok());
-  ASSERT_TRUE(sim->stream_create(0, &b).ok());
-  void* p = alloc->allocate(1000, a);
-  alloc->record_stream(p, b);
-  sim->fail_next(driver_call::event_create, 1, status::other);
-  const outcome o = run_op([&] { alloc->deallocate(p); });
-  ASSERT_EQ(o.kind, thrown::cuda_error) << o.message;
-  // Either the free failed and the allocation is still live ...
-  EXPECT_EQ(alloc->stats(0).allocation[0].current, 1) << "deallocate threw, but the allocation was freed";
-  EXPECT_TRUE(run_op([&] { alloc->record_stream(p, a); }).ok()) << "the pointer is no longer live";
-  // ... and freeing it again once the driver works succeeds.
-  EXPECT_TRUE(run_op([&] { alloc->deallocate(p); }).ok());
-}
+// Fixed: a native deallocate that throws (its record_stream events cannot be created or recorded)
+// now leaves the block live: tests/unit/native/failed_free_test.cpp (formerly
+// NativeDeallocateThatThrowsLeavesTheBlockLive here).
 
 // src/native/expandable.cpp, device_state::map_pages (the `undo` lambda, lines 185-188, and
 // release_handles, lines 139-144): when cuMemMap (or cuMemSetAccess) fails while a capture is
