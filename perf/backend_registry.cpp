@@ -1,9 +1,11 @@
-// backend_registry.cpp — the name -> factory registry, --backends parsing and the leak check
-// (backend_registry.hpp).
+// backend_registry.cpp — the name -> factory registry, which entries can run on the chosen driver,
+// --backends parsing and the leak check (backend_registry.hpp).
 #include "backend_registry.hpp"
 
 #include "cli_common.hpp"
 #include "peer_allocators.hpp"
+#include "peer_cub.hpp"
+#include "peer_torch.hpp"
 #include "size_parse.hpp"
 #include "streampool/errors.hpp"
 
@@ -16,25 +18,32 @@ std::unique_ptr<allocator> make_streampool(const backend_spec& spec, std::shared
 
 std::map<std::string, backend_entry> build_registry() {
   std::map<std::string, backend_entry> registry;
-  registry["native"] = {"streampool's caching backend (PyTorch-native behaviour)", true, make_streampool, {}};
+  registry["native"] = {"streampool's caching backend (PyTorch-native behaviour)", true, make_streampool, {}, {}};
   registry["cudaMallocAsync"] = {"streampool's backend over CUDA stream-ordered memory pools", true,
-                                 make_streampool, {}};
+                                 make_streampool, {}, {}};
   registry["cuda"] = {"peer: raw device malloc/free per request (cudaMalloc/cudaFree), through the driver",
-                      false, make_raw_device_peer, {}};
+                      false, make_raw_device_peer, {}, {}};
   registry["async-raw"] = {"peer: raw malloc_async/free_async on the device's default pool, through the driver",
-                           false, make_raw_async_peer, {}};
-  // Note [Peers not built here]
-  // These peers call CUDA (or libtorch) directly, so they cannot run on the sim driver, and this
-  // binary is built on a machine without a GPU or libtorch. They are listed so that `compare` shows
-  // what is missing and why; an implementation is an allocator subclass like peer_allocators.cpp
-  // plus a factory here (docs/harness.md "Adding a peer").
-  registry["cub"] = {"peer: CUB's CachingDeviceAllocator", false, {},
-                     "not built: needs a GPU build linking CUB's CachingDeviceAllocator (calls cudaMalloc "
-                     "directly, so it cannot run on the sim driver)"};
-  registry["torch-native"] = {"peer: PyTorch's native caching allocator (c10)", false, {},
-                              "not built: needs libtorch (c10, -ltorch_cuda) and a GPU"};
-  registry["torch-async"] = {"peer: PyTorch's cudaMallocAsync allocator (c10)", false, {},
-                             "not built: needs libtorch (c10, -ltorch_cuda) and a GPU"};
+                           false, make_raw_async_peer, {}, {}};
+  // Note [Peers that need a real GPU]
+  // `cub` and the PyTorch peers call CUDA (or libtorch) directly, not through the driver
+  // interface, so they cannot run on the sim driver: there `runnable` says "needs a real GPU" and
+  // they are left out of the defaults (compare lists them with the reason); naming one is an
+  // error (status 2). The PyTorch peers also need the plugin of perf/torch_peer/ (--torch-peer),
+  // and only one of them can run per process (Note [One c10 backend per process], peer_torch.cpp),
+  // so torch-async is not in the defaults: name it in a second invocation.
+  registry["cub"] = {"peer: CUB's CachingDeviceAllocator (default bins: 512 B..2 MiB, 6 MiB cache cap)", false,
+                     cub_peer_built() ? backend_factory(make_cub_peer) : backend_factory(),
+                     "not built: CUB's header cub/util_allocator.cuh was not found at build time",
+                     [](const driver_choice& choice) {
+                       return choice.sim ? std::string("needs a real GPU: CUB's CachingDeviceAllocator calls "
+                                                       "cudaMalloc/cudaFree itself, not through the driver interface")
+                                         : std::string();
+                     }};
+  registry["torch-native"] = {"peer: PyTorch's native caching allocator (c10, through the --torch-peer plugin)",
+                              false, make_torch_native_peer, {}, torch_peer_why_not};
+  registry["torch-async"] = {"peer: PyTorch's cudaMallocAsync allocator (c10, through the --torch-peer plugin)",
+                             false, make_torch_async_peer, {}, torch_peer_why_not, /*in_defaults=*/false};
   return registry;
 }
 
@@ -67,6 +76,11 @@ std::string known_names() {
 
 std::string backend_spec::label() const { return config_text.empty() ? name : name + "[" + config_text + "]"; }
 std::string backend_spec::config_label() const { return config_text.empty() ? "default" : config_text; }
+
+std::string backend_entry::why_not(const driver_choice& choice) const {
+  if (!available()) return unavailable_reason;
+  return runnable ? runnable(choice) : std::string();
+}
 
 const std::map<std::string, backend_entry>& backend_registry() {
   static const std::map<std::string, backend_entry> registry = build_registry();
@@ -113,25 +127,43 @@ std::vector<backend_spec> parse_backend_list(std::string_view text) {
   return specs;
 }
 
-std::vector<backend_spec> default_backends() {
+std::vector<backend_spec> default_backends(const driver_choice& choice) {
   std::vector<backend_spec> specs;
   // Our backends first, then the peers, in a fixed order.
   for (const char* name : {"native", "cudaMallocAsync", "cuda", "async-raw", "cub", "torch-native", "torch-async"}) {
-    if (backend_registry().at(name).available()) specs.push_back({name, ""});
+    const backend_entry& entry = backend_registry().at(name);
+    if (entry.in_defaults && entry.why_not(choice).empty()) specs.push_back({name, ""});
   }
   return specs;
 }
 
-std::vector<backend_spec> selected_backends(const std::string& text) {
-  return text.empty() ? default_backends() : parse_backend_list(text);
+std::vector<backend_spec> selected_backends(const std::string& text, const driver_choice& choice) {
+  std::vector<backend_spec> specs = text.empty() ? default_backends(choice) : parse_backend_list(text);
+  bool torch_native = false, torch_async = false;
+  for (const backend_spec& spec : specs) {
+    const std::string why = backend_registry().at(spec.name).why_not(choice);
+    if (!why.empty()) throw usage_error("--backends: '" + spec.name + "' cannot run here: " + why);
+    torch_native = torch_native || spec.name == "torch-native";
+    torch_async = torch_async || spec.name == "torch-async";
+  }
+  if (torch_native && torch_async) {
+    throw usage_error("--backends: torch-native and torch-async cannot run in one process (c10 picks its allocator "
+                      "backend once, when it is loaded); run them in two invocations");
+  }
+  if (torch_native || torch_async) load_torch_peer(torch_async ? torch_backend::cuda_malloc_async : torch_backend::native);
+  return specs;
 }
 
-std::vector<std::string> unavailable_backends() {
-  std::vector<std::string> lines;
+std::vector<std::pair<std::string, std::string>> unavailable_backends(const driver_choice& choice) {
+  std::vector<std::pair<std::string, std::string>> list;
   for (const auto& [name, entry] : backend_registry()) {
-    if (!entry.available()) lines.push_back(name + ": " + entry.unavailable_reason);
+    std::string why = entry.why_not(choice);
+    if (why.empty() && !entry.in_defaults) {
+      why = "not in the default list (one PyTorch backend per process): run it with --backends " + name;
+    }
+    if (!why.empty()) list.emplace_back(name, std::move(why));
   }
-  return lines;
+  return list;
 }
 
 allocator_config config_for(const backend_spec& spec) {

@@ -1,7 +1,9 @@
 // backend_registry.hpp — the backends and peers the harness can run, by name: streampool's
 // `native` and `cudaMallocAsync` (each with an optional config), the driver-level peers `cuda` and
-// `async-raw`, and peers not built into this binary (`cub`, `torch-native`, `torch-async`), listed
-// with the reason. Adding a peer = one entry in the registry (see docs/harness.md "Adding a peer").
+// `async-raw` (which also run on the sim driver), `cub` (real GPU only) and the PyTorch peers
+// `torch-native` / `torch-async` (real GPU and the plugin of perf/torch_peer/). An entry that cannot
+// run in this build or on this driver is listed with the reason. Adding a peer = one entry in the
+// registry (see docs/harness.md "Adding a peer").
 #pragma once
 
 #include <cstdint>
@@ -10,11 +12,14 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "streampool/allocator.hpp"
 
 namespace streampool::bench {
+
+struct driver_choice;  // cli_common.hpp
 
 /// One entry of --backends: a registry name plus, for streampool backends, a config string.
 struct backend_spec {
@@ -28,13 +33,19 @@ struct backend_spec {
 };
 
 using backend_factory = std::function<std::unique_ptr<allocator>(const backend_spec&, std::shared_ptr<driver>)>;
+/// "" when an entry can run with this driver choice (and this process's settings), else why not.
+using runnable_check = std::function<std::string(const driver_choice&)>;
 
 struct backend_entry {
   std::string description;
   bool configurable = false;      ///< accepts "=CONFIG"
   backend_factory make;           ///< empty = not available in this binary
   std::string unavailable_reason;
+  runnable_check runnable;        ///< empty = runs on every driver
+  bool in_defaults = true;        ///< part of the default --backends list when it can run
   [[nodiscard]] bool available() const noexcept { return static_cast<bool>(make); }
+  /// "" when the entry can run with `choice`; else the reason (not built, or not on this driver).
+  [[nodiscard]] std::string why_not(const driver_choice& choice) const;
 };
 
 /// Every known name, available or not (std::map: listed in name order).
@@ -47,12 +58,18 @@ struct backend_entry {
 ///   native=expandable_segments:True;max_split_size_mb:256,cuda
 /// @throws usage_error for an unknown or unavailable name, a config on a peer, or a bad config
 [[nodiscard]] std::vector<backend_spec> parse_backend_list(std::string_view text);
-/// parse_backend_list(text), or default_backends() when `text` is empty.
-[[nodiscard]] std::vector<backend_spec> selected_backends(const std::string& text);
-/// Every available entry with default config (the default of --backends).
-[[nodiscard]] std::vector<backend_spec> default_backends();
-/// "cub: <reason>" lines for the entries not available here.
-[[nodiscard]] std::vector<std::string> unavailable_backends();
+/// The backends a command runs: parse_backend_list(text), or default_backends(choice) when `text`
+/// is empty; then prepares what they need (loads the PyTorch peer plugin).
+/// @throws usage_error also for a named entry that cannot run with `choice` (cub on the sim driver,
+///         a PyTorch peer without --torch-peer), both PyTorch peers at once, or a plugin that
+///         does not load
+[[nodiscard]] std::vector<backend_spec> selected_backends(const std::string& text, const driver_choice& choice);
+/// Every entry that can run with `choice` and is in_defaults, with default config (the default of
+/// --backends).
+[[nodiscard]] std::vector<backend_spec> default_backends(const driver_choice& choice);
+/// {name, reason} for the entries that cannot run with `choice` (not built here, or not on this
+/// driver), and for torch-async when it is left out of the defaults.
+[[nodiscard]] std::vector<std::pair<std::string, std::string>> unavailable_backends(const driver_choice& choice);
 
 /// The typed config of a streampool backend spec (backend key forced to the entry's backend).
 /// @throws usage_error naming the entry when the config does not parse or names another backend

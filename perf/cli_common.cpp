@@ -8,6 +8,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "peer_torch.hpp"
 #include "size_parse.hpp"
 #include "streampool/allocator.hpp"
 
@@ -26,7 +27,11 @@ void add_common_options(po::options_description& desc, common_options& opts, com
   if (flags.backends) {
     add("backends", po::value(&opts.backends)->value_name("LIST"),
         "comma list of backends and peers: native, cudaMallocAsync (each optionally =CONFIG), "
-        "cuda, async-raw (cub, torch-native, torch-async: not built here); default: all available");
+        "cuda, async-raw, cub (real GPU), torch-native or torch-async (real GPU and --torch-peer); "
+        "default: all that can run here (torch-async only when named)");
+    add("torch-peer", po::value(&opts.torch_peer)->value_name("PATH"),
+        "the PyTorch peer plugin (libstreampool_torch_peer.so, perf/torch_peer/) for torch-native / "
+        "torch-async; default: $STREAMPOOL_BENCH_TORCH_PEER");
   }
   if (flags.driver) {
     add("driver", po::value(&opts.driver)->value_name("sim|cuda|auto")->default_value("auto"),
@@ -77,6 +82,7 @@ std::optional<po::variables_map> parse_command(const std::vector<std::string>& a
     if (vm.count("repeat") != 0 && opts->repeat < 1) throw usage_error("--repeat: must be at least 1");
     if (!opts->out.empty()) check_writable(opts->out, "--out");
     if (!opts->plot.empty()) check_writable(opts->plot, "--plot");
+    if (!opts->torch_peer.empty()) set_torch_peer_path(opts->torch_peer);
     // --quiet also silences the library's warnings (config keys a backend ignores, fallbacks).
     if (opts->quiet) set_warning_handler([](std::string_view) {});
   }

@@ -34,6 +34,7 @@ inline constexpr int exit_usage = 2;   ///< bad input (usage_error, config_error
 
 struct common_options {
   std::string backends;            ///< "" = every available backend
+  std::string torch_peer;          ///< --torch-peer: the PyTorch peer plugin ("" = env or none)
   std::string driver = "auto";     ///< sim | cuda | auto
   std::string sim_capacity = "80GiB";
   std::string format = "table";    ///< table | json | csv

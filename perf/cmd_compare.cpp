@@ -1,7 +1,7 @@
 // cmd_compare.cpp — `streampool-bench compare`, the README's main command: a short run (a few
 // seconds) of every backend and peer available — pair latency at a few sizes, aggregate pairs/s
-// with several threads, and the random workload — in one table; peers not built here are listed
-// with the reason. --plot draws the latency bar chart.
+// with several threads, and the random workload — in one table; peers that cannot run here (not
+// built, not on this driver, no --torch-peer) are listed with the reason. --plot draws the latency bar chart.
 #include "backend_registry.hpp"
 #include "cli_common.hpp"
 #include "commands.hpp"
@@ -31,8 +31,8 @@ int cmd_compare(const args_t& args) {
   if (!vm) return exit_ok;
   const std::vector<std::size_t> sizes = parse_size_list(sizes_text);
   if (threads < 1 || threads > 256) throw usage_error("--threads: must be in 1..256");
-  const std::vector<backend_spec> backends = selected_backends(opts.backends);
   const driver_choice choice = choose_driver(opts);
+  const std::vector<backend_spec> backends = selected_backends(opts.backends, choice);
 
   latency_params lat;
   lat.depth = 8;
@@ -104,13 +104,12 @@ int cmd_compare(const args_t& args) {
   }
   progress.finish();
   if (opts.backends.empty()) {
-    for (const auto& [name, entry] : backend_registry()) {
-      if (entry.available()) continue;
+    for (const auto& [name, why] : unavailable_backends(choice)) {
       std::vector<cell> row = {name, cell()};
       row.resize(t.columns.size() - 1);
       row.push_back(std::string("unavailable (see notes)"));
       t.rows.push_back(std::move(row));
-      out.notes.push_back(name + " unavailable: " + entry.unavailable_reason);
+      out.notes.push_back(name + " unavailable: " + why);
     }
   }
   out.notes.push_back("latency: 1 thread, depth " + std::to_string(lat.depth) + ", median of " +

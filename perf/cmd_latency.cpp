@@ -36,8 +36,8 @@ int cmd_latency(const args_t& args) {
   if (params.iterations < 1) throw usage_error("--iterations: must be at least 1");
   if (!(params.batch_budget > 0.0)) throw usage_error("--batch-seconds: must be positive");
   params.repeat = opts.repeat != 0 ? opts.repeat : 5;
-  const std::vector<backend_spec> backends = selected_backends(opts.backends);
   const driver_choice choice = choose_driver(opts);
+  const std::vector<backend_spec> backends = selected_backends(opts.backends, choice);
 
   report out;
   out.command = "latency";

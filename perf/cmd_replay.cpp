@@ -57,8 +57,8 @@ int cmd_replay(const args_t& args) {
                                       "backend.\nTimes are the median of --repeat replays (default 1).",
                                 desc, nullptr, &opts);
   if (!vm) return exit_ok;
-  const std::vector<backend_spec> backends = selected_backends(opts.backends);
   const driver_choice choice = choose_driver(opts);
+  const std::vector<backend_spec> backends = selected_backends(opts.backends, choice);
   const std::vector<trace_event> events = load_trace(trace_path, opts);
   const int repeat = opts.repeat != 0 ? opts.repeat : 1;
 

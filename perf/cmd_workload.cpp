@@ -1,6 +1,7 @@
 // cmd_workload.cpp — `streampool-bench workload NAME`: runs a synthetic workload (random,
-// multistream, trainloop) on each backend and reports time, peak requested / allocated /
-// reserved, their ratio and device mallocs.
+// multistream, trainloop, graphloop) on each backend and reports time, peak requested / allocated /
+// reserved, their ratio and device mallocs (graphloop also replays and time per replay). A backend
+// the workload does not support gets a row saying why, which is not a failure.
 #include <algorithm>
 
 #include "cli_common.hpp"
@@ -20,8 +21,8 @@ std::string workload_help() {
   return text + "Times are the median of --repeat runs (default 1); memory figures are the last run's.";
 }
 
-std::vector<column> workload_columns() {
-  return {{"backend", "backend", col_kind::text},
+std::vector<column> workload_columns(bool graphloop) {
+  std::vector<column> columns = {{"backend", "backend", col_kind::text},
           {"config", "config", col_kind::text},
           {"workload", "workload", col_kind::text},
           {"seconds", "time", col_kind::seconds},
@@ -34,24 +35,39 @@ std::vector<column> workload_columns() {
           {"device_mallocs", "dev mallocs", col_kind::count},
           {"leak_check", "leak check", col_kind::text},
           {"error", "error", col_kind::text}};
+  if (graphloop) {
+    columns.insert(columns.begin() + 6, {{"replays", "replays", col_kind::count},
+                                         {"ns_per_replay", "per replay", col_kind::ns}});
+  }
+  return columns;
 }
 
-std::vector<cell> workload_row(const backend_spec& spec, const std::string& name, const workload_result& r) {
-  if (!r.error.empty()) return {spec.name, spec.config_label(), name, {}, {}, {}, {}, {}, {}, {}, {}, r.leak, r.error};
-  const double ratio = r.peak_allocated > 0 ? static_cast<double>(r.peak_reserved) / static_cast<double>(r.peak_allocated) : 0.0;
-  return {spec.name,
-          spec.config_label(),
-          name,
-          r.seconds,
-          r.ops,
-          r.ops > 0 ? r.seconds * 1e9 / static_cast<double>(r.ops) : 0.0,
-          static_cast<std::int64_t>(r.peak_requested),
-          static_cast<std::int64_t>(r.peak_allocated),
-          static_cast<std::int64_t>(r.peak_reserved),
-          ratio,
-          r.device_mallocs,
-          r.leak,
-          r.error};
+std::vector<cell> workload_row(const backend_spec& spec, const std::string& name, const workload_result& r, bool graphloop) {
+  std::vector<cell> row;
+  if (!r.unsupported.empty() || !r.error.empty()) {
+    row = {spec.name, spec.config_label(), name, {}, {}, {}, {}, {}, {}, {}, {}, r.leak,
+           r.unsupported.empty() ? r.error : "unsupported for " + name + ": " + r.unsupported};
+  } else {
+    const double ratio = r.peak_allocated > 0 ? static_cast<double>(r.peak_reserved) / static_cast<double>(r.peak_allocated) : 0.0;
+    row = {spec.name,
+           spec.config_label(),
+           name,
+           r.seconds,
+           r.ops,
+           r.ops > 0 ? r.seconds * 1e9 / static_cast<double>(r.ops) : 0.0,
+           static_cast<std::int64_t>(r.peak_requested),
+           static_cast<std::int64_t>(r.peak_allocated),
+           static_cast<std::int64_t>(r.peak_reserved),
+           ratio,
+           r.device_mallocs,
+           r.leak,
+           r.error};
+  }
+  if (graphloop) {
+    const bool ran = r.unsupported.empty() && r.error.empty();
+    row.insert(row.begin() + 6, {ran ? cell(r.replays) : cell(), ran ? cell(r.seconds_per_replay * 1e9) : cell()});
+  }
+  return row;
 }
 
 }  // namespace
@@ -63,42 +79,48 @@ int cmd_workload(const args_t& args) {
   po::options_description desc("workload options");
   desc.add_options()
       ("name", po::value(&name), "workload (positional)")
-      ("count", po::value(&params.count), "random: allocations (10000); multistream: buffers per step (16)")
-      ("max-size", po::value(&max_size_text)->value_name("SIZE"), "largest request (random 64MiB, multistream 16MiB)")
+      ("count", po::value(&params.count),
+       "random: allocations (10000); multistream: buffers per step (16); graphloop: buffers per step (8)")
+      ("max-size", po::value(&max_size_text)->value_name("SIZE"), "largest request (random 64MiB, multistream 16MiB, graphloop 64MiB)")
       ("live-cap", po::value(&live_cap_text)->value_name("SIZE")->default_value(live_cap_text),
        "random: cap on live bytes")
-      ("steps", po::value(&params.steps), "multistream: steps (200); trainloop: training steps (20)")
+      ("steps", po::value(&params.steps),
+       "multistream: steps (200); trainloop: training steps (20); graphloop: replays (100)")
       ("streams", po::value(&params.streams)->default_value(params.streams), "multistream: 1 producer + consumers")
       ("layers", po::value(&params.layers)->default_value(params.layers), "trainloop: layers")
-      ("hidden", po::value(&params.hidden)->default_value(params.hidden), "trainloop: model width");
+      ("hidden", po::value(&params.hidden)->default_value(params.hidden), "trainloop: model width")
+      ("graphs", po::value(&params.graphs)->default_value(params.graphs),
+       "graphloop: graphs captured (shape buckets) sharing one pool");
   add_common_options(desc, opts, {});
   po::positional_options_description positional;
   positional.add("name", 1);
   const auto vm = parse_command(args, workload_help(), desc, &positional, &opts);
   if (!vm) return exit_ok;
-  if (name.empty()) throw usage_error("name a workload (see --help): random, multistream, trainloop");
+  if (name.empty()) throw usage_error("name a workload (see --help): random, multistream, trainloop, graphloop");
   const workload_def& def = find_workload(name);
   if (!max_size_text.empty()) params.max_size = parse_size(max_size_text, "--max-size");
   params.live_cap = parse_size(live_cap_text, "--live-cap");
   if (params.steps < 0) throw usage_error("--steps: must be positive");
   if (params.streams < 2 || params.streams > 1024) throw usage_error("--streams: must be in 2..1024");
+  if (params.graphs < 1 || params.graphs > 64) throw usage_error("--graphs: must be in 1..64");
   params.seed = opts.seed;
   const int repeat = opts.repeat != 0 ? opts.repeat : 1;
-  const std::vector<backend_spec> backends = selected_backends(opts.backends);
   const driver_choice choice = choose_driver(opts);
+  const std::vector<backend_spec> backends = selected_backends(opts.backends, choice);
 
   report out;
   out.command = "workload";
   add_run_meta(out, choice, opts);
   out.meta.emplace_back("workload", name);
   table& t = out.tables.emplace_back();
-  t.columns = workload_columns();
+  const bool graphloop = name == "graphloop";
+  t.columns = workload_columns(graphloop);
   int status = exit_ok;
   progress_line progress(opts.quiet);
   for (const backend_spec& spec : backends) {
     std::vector<double> times;
     workload_result r;
-    for (int i = 0; i < repeat && r.error.empty(); ++i) {
+    for (int i = 0; i < repeat && r.error.empty() && r.unsupported.empty(); ++i) {
       progress.update("workload " + name + ": " + spec.label() + " run " + std::to_string(i + 1) + "/" +
                       std::to_string(repeat));
       r = run_workload(def, spec, choice, params);
@@ -106,8 +128,8 @@ int cmd_workload(const args_t& args) {
     }
     std::sort(times.begin(), times.end());
     r.seconds = times[times.size() / 2];
-    if (!r.error.empty() || r.leak != "ok") status = exit_failed;
-    t.rows.push_back(workload_row(spec, name, r));
+    if (r.unsupported.empty() && (!r.error.empty() || r.leak != "ok")) status = exit_failed;
+    t.rows.push_back(workload_row(spec, name, r, graphloop));
   }
   progress.finish();
   emit(out, opts);

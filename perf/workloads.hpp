@@ -1,7 +1,7 @@
 // workloads.hpp — the synthetic workloads of `workload` and `compare`: `random` (RMM's
 // random_allocations shape), `multistream` (producer/consumer streams with record_stream) and
-// `trainloop` (a training step's activation pattern). Each frees everything it allocates, so the
-// run's leak check is meaningful.
+// `trainloop` (a training step's activation pattern) and `graphloop` (a CUDA-graph-captured loop).
+// Each frees everything it allocates, so the run's leak check is meaningful.
 #pragma once
 
 #include <cstddef>
@@ -23,12 +23,16 @@ struct workload_params {
   int streams = 4;           ///< multistream: 1 producer + (streams - 1) consumers
   int layers = 8;            ///< trainloop
   int hidden = 1024;         ///< trainloop: model width d
+  int graphs = 3;            ///< graphloop: graphs captured (shape buckets), sharing one pool
+  std::string backend;       ///< registry name of the backend being run (run_workload sets it)
 };
 
 /// What a workload function reports itself; the runner adds the allocator's figures.
 struct workload_counts {
   std::int64_t ops = 0;                ///< allocations + frees
   std::size_t peak_requested = 0;      ///< bytes
+  std::int64_t replays = 0;            ///< graphloop: graph launches
+  double replay_seconds = 0.0;         ///< graphloop: time of the launches and the final synchronize
 };
 
 struct workload_result {
@@ -38,8 +42,11 @@ struct workload_result {
   std::size_t peak_allocated = 0;
   std::size_t peak_reserved = 0;
   std::int64_t device_mallocs = 0;
+  std::int64_t replays = 0;            ///< graphloop
+  double seconds_per_replay = 0.0;     ///< graphloop
   std::string leak = "ok";
   std::string error;
+  std::string unsupported;             ///< non-empty: the workload cannot run on this backend (why)
 };
 
 using workload_fn = workload_counts (*)(allocator& alloc, const driver_instance& inst, const workload_params& params);
@@ -49,6 +56,8 @@ struct workload_def {
   std::string description;
   workload_fn run = nullptr;  ///< nullptr: not available yet
   std::string unavailable_reason;
+  /// When set: "" if the backend (registry name) can run the workload, else why not.
+  std::string (*unsupported)(const std::string& backend) = nullptr;
 };
 
 [[nodiscard]] const std::vector<workload_def>& workload_list();
@@ -62,5 +71,8 @@ struct workload_def {
 workload_counts workload_random(allocator& alloc, const driver_instance& inst, const workload_params& params);
 workload_counts workload_multistream(allocator& alloc, const driver_instance& inst, const workload_params& params);
 workload_counts workload_trainloop(allocator& alloc, const driver_instance& inst, const workload_params& params);
+workload_counts workload_graphloop(allocator& alloc, const driver_instance& inst, const workload_params& params);
+/// Why `backend` cannot run graphloop ("" = it can): the peers that cannot be captured.
+[[nodiscard]] std::string graphloop_unsupported_reason(const std::string& backend);
 
 }  // namespace streampool::bench

@@ -74,22 +74,34 @@ TEST(BackendList, ConfigContinuationSemicolonAndBrackets) {
 
 TEST(BackendList, Errors) {
   EXPECT_THROW((void)parse_backend_list("nativ"), usage_error);
-  EXPECT_THROW((void)parse_backend_list("cub"), usage_error);          // not built here
   EXPECT_THROW((void)parse_backend_list("cuda=x:1"), usage_error);     // peers take no config
+  EXPECT_THROW((void)parse_backend_list("cub=x:1"), usage_error);
   EXPECT_THROW((void)parse_backend_list("max_split_size_mb:256"), usage_error);  // continuation of nothing
   EXPECT_THROW((void)parse_backend_list("native=max_split_size_mb:banana"), usage_error);
   EXPECT_THROW((void)parse_backend_list("native=backend:cudaMallocAsync"), usage_error);
   EXPECT_THROW((void)parse_backend_list("native,,cuda"), usage_error);
 }
 
-TEST(BackendList, DefaultsAndUnavailable) {
-  const auto specs = default_backends();
-  ASSERT_GE(specs.size(), 4u);
+driver_choice sim_choice() {
+  driver_choice choice;
+  choice.sim = true;
+  return choice;
+}
+
+TEST(BackendList, DefaultsOnTheSimLeaveOutTheRealGpuPeers) {
+  const auto specs = default_backends(sim_choice());
+  ASSERT_EQ(specs.size(), 4u);
   EXPECT_EQ(specs[0].name, "native");
   EXPECT_EQ(specs[1].name, "cudaMallocAsync");
-  const auto missing = unavailable_backends();
-  EXPECT_EQ(missing.size(), 3u);  // cub, torch-async, torch-native
-  for (const auto& line : missing) EXPECT_NE(line.find("not built"), std::string::npos) << line;
+  EXPECT_EQ(specs[2].name, "cuda");
+  EXPECT_EQ(specs[3].name, "async-raw");
+  const auto missing = unavailable_backends(sim_choice());
+  ASSERT_EQ(missing.size(), 3u);  // cub, torch-async, torch-native (name order)
+  EXPECT_EQ(missing[0].first, "cub");
+  EXPECT_NE(missing[0].second.find("needs a real GPU"), std::string::npos) << missing[0].second;
+  for (std::size_t i = 1; i < 3; ++i) {
+    EXPECT_NE(missing[i].second.find("--torch-peer"), std::string::npos) << missing[i].second;
+  }
 }
 
 }  // namespace

@@ -1,9 +1,12 @@
 // peer_test.cpp — the driver-level peers and the measurement paths on the sim driver: statistics,
-// leak check, record_stream, a latency measurement and each workload finishing with no leak.
+// leak check, record_stream, a latency measurement and each workload finishing with no leak; the
+// graphloop workload on every backend that can be captured; and the peers that need a real GPU
+// (cub, torch-*) refused on the sim with their reasons.
 #include <gtest/gtest.h>
 
 #include "backend_registry.hpp"
 #include "latency.hpp"
+#include "peer_torch.hpp"
 #include "streampool/sim_driver.hpp"
 #include "workloads.hpp"
 
@@ -73,8 +76,14 @@ TEST_P(PeerTest, WorkloadsLeaveNothingAllocated) {
   params.steps = 3;
   params.layers = 1;
   params.hidden = 256;
-  for (const char* name : {"random", "multistream", "trainloop"}) {
+  for (const char* name : {"random", "multistream", "trainloop", "graphloop"}) {
     const workload_result r = run_workload(find_workload(name), {GetParam(), ""}, sim_choice(), params);
+    if (std::string(name) == "graphloop" && std::string(GetParam()) == "cuda") {
+      EXPECT_NE(r.unsupported.find("capturing"), std::string::npos) << r.unsupported;
+      EXPECT_EQ(r.ops, 0);  // not run at all
+      continue;
+    }
+    EXPECT_EQ(r.unsupported, "") << name;
     EXPECT_EQ(r.error, "") << name;
     EXPECT_EQ(r.leak, "ok") << name;
     EXPECT_GT(r.ops, 0) << name;
@@ -85,9 +94,117 @@ TEST_P(PeerTest, WorkloadsLeaveNothingAllocated) {
 INSTANTIATE_TEST_SUITE_P(Peers, PeerTest, ::testing::Values("cuda", "async-raw"),
                          [](const auto& param_info) { return std::string(param_info.param) == "cuda" ? "cuda" : "async_raw"; });
 
-TEST(Workloads, GraphloopIsListedButUnavailable) {
-  EXPECT_THROW((void)find_workload("graphloop"), usage_error);
+TEST(Workloads, UnknownNameIsBadInput) {
   EXPECT_THROW((void)find_workload("nope"), usage_error);
+  EXPECT_EQ(find_workload("graphloop").name, "graphloop");
+}
+
+class GraphloopTest : public ::testing::TestWithParam<const char*> {};
+
+// Capture on the sim succeeds only if nothing illegal was issued during it (Note [Sim capture
+// sequences]), so a clean run also proves the backends' capture paths are capture-safe.
+TEST_P(GraphloopTest, CapturesReplaysAndLeavesNothingAllocated) {
+  workload_params params;
+  params.steps = 7;
+  params.count = 6;
+  params.graphs = 3;
+  params.max_size = std::size_t{8} << 20;
+  const workload_result r = run_workload(find_workload("graphloop"), {GetParam(), ""}, sim_choice(), params);
+  ASSERT_EQ(r.error, "");
+  EXPECT_EQ(r.unsupported, "");
+  EXPECT_EQ(r.leak, "ok");
+  EXPECT_EQ(r.replays, 7);
+  EXPECT_GT(r.seconds_per_replay, 0.0);
+  // warm-up + capture of 3 steps of 6 allocations, 3 freed at once and 3 at the end: 12 ops each
+  EXPECT_EQ(r.ops, 2 * 3 * 12);
+  EXPECT_GT(r.peak_requested, 0u);
+  EXPECT_GE(r.peak_allocated, r.peak_requested);
+  EXPECT_GE(r.peak_reserved, r.peak_allocated);
+  EXPECT_GT(r.device_mallocs, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, GraphloopTest, ::testing::Values("native", "cudaMallocAsync", "async-raw"),
+                         [](const auto& param_info) {
+                           std::string name = param_info.param;
+                           for (char& c : name) c = c == '-' ? '_' : c;
+                           return name;
+                         });
+
+TEST(Graphloop, ReplaysMakeNoAllocatorCalls) {
+  // Only the warm-up and the captures allocate: 1 or 50 replays give the same ops and peaks.
+  workload_params few, many;
+  few.steps = 1;
+  many.steps = 50;
+  few.count = many.count = 6;
+  few.max_size = many.max_size = std::size_t{8} << 20;
+  const workload_def& def = find_workload("graphloop");
+  for (const char* backend : {"native", "cudaMallocAsync"}) {
+    const workload_result r1 = run_workload(def, {backend, ""}, sim_choice(), few);
+    const workload_result r50 = run_workload(def, {backend, ""}, sim_choice(), many);
+    ASSERT_EQ(r1.error, "") << backend;
+    ASSERT_EQ(r50.error, "") << backend;
+    EXPECT_EQ(r50.replays, 50) << backend;
+    EXPECT_EQ(r1.ops, r50.ops) << backend;
+    EXPECT_EQ(r1.device_mallocs, r50.device_mallocs) << backend;
+    EXPECT_EQ(r1.peak_reserved, r50.peak_reserved) << backend;
+  }
+}
+
+TEST(Graphloop, PeersThatCannotCaptureSayWhy) {
+  for (const char* name : {"cuda", "cub", "torch-native", "torch-async"}) {
+    EXPECT_NE(graphloop_unsupported_reason(name), "") << name;
+  }
+  for (const char* name : {"native", "cudaMallocAsync", "async-raw"}) EXPECT_EQ(graphloop_unsupported_reason(name), "") << name;
+}
+
+driver_choice gpu_choice() {  // a choice that claims a real device (nothing here touches it)
+  driver_choice choice;
+  choice.sim = false;
+  choice.why = "test";
+  return choice;
+}
+
+TEST(RealGpuPeers, CubIsRefusedOnTheSim) {
+  try {
+    (void)selected_backends("cub", sim_choice());
+    FAIL() << "cub accepted on the sim driver";
+  } catch (const usage_error& e) {
+    EXPECT_NE(std::string(e.what()).find("needs a real GPU"), std::string::npos) << e.what();
+  }
+  auto sim = std::make_shared<sim_driver>();
+  EXPECT_THROW((void)make_backend({"cub", ""}, sim), error);
+  EXPECT_EQ(backend_registry().at("cub").why_not(gpu_choice()), "");  // built here: runs on a GPU
+}
+
+TEST(RealGpuPeers, TorchPeersNeedThePlugin) {
+  set_torch_peer_path("");
+  for (const char* name : {"torch-native", "torch-async"}) {
+    try {
+      (void)selected_backends(name, gpu_choice());
+      FAIL() << name << " accepted without a plugin";
+    } catch (const usage_error& e) {
+      EXPECT_NE(std::string(e.what()).find("--torch-peer"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(RealGpuPeers, TorchPeersOnePerProcessAndLoadErrors) {
+  set_torch_peer_path("/nonexistent/libstreampool_torch_peer.so");
+  try {
+    (void)selected_backends("torch-native,torch-async", gpu_choice());
+    FAIL() << "both PyTorch peers accepted in one process";
+  } catch (const usage_error& e) {
+    EXPECT_NE(std::string(e.what()).find("one process"), std::string::npos) << e.what();
+  }
+  try {
+    (void)selected_backends("torch-native", gpu_choice());
+    FAIL() << "a missing plugin loaded";
+  } catch (const usage_error& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot load '/nonexistent/libstreampool_torch_peer.so'"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_NE(torch_peer_why_not(sim_choice()).find("needs a real GPU"), std::string::npos);
+  set_torch_peer_path("");
 }
 
 }  // namespace
