@@ -23,7 +23,7 @@ std::size_t pointer_map::shard_of(std::uintptr_t address) noexcept {
   return static_cast<std::size_t>((granule * 0x9E3779B97F4A7C15ull) >> 58);
 }
 
-void pointer_map::insert(void* ptr, allocation_record record) {
+void pointer_map::insert(void* ptr, allocation_record&& record) {
   const auto address = reinterpret_cast<std::uintptr_t>(ptr);
   shard& s = shards_[shard_of(address)];
   std::lock_guard lock(s.mutex);

@@ -36,7 +36,7 @@ class pointer_map {
   static constexpr std::size_t shard_count = 64;
 
   /// Adds a live allocation. @throws std::bad_alloc (host memory) — nothing inserted then.
-  void insert(void* ptr, allocation_record record);
+  void insert(void* ptr, allocation_record&& record);
   /// Removes `ptr` and returns its record; nullopt when `ptr` is not live.
   [[nodiscard]] std::optional<allocation_record> take(void* ptr);
   /// Puts a record back after take() when the free could not be completed.
