@@ -1,5 +1,6 @@
-// native_allocator.cpp — the hot paths (allocate/deallocate/record_stream), the slow entry, bad
-// pointer diagnostics and the plumbing of the remaining allocator hooks to the device states.
+// native_allocator.cpp — record_stream, the slow entry of allocate, bad pointer diagnostics and
+// the plumbing of the remaining allocator hooks to the device states (allocate and deallocate
+// themselves: hot_path.cpp).
 #include "native/native_allocator.hpp"
 
 #include <algorithm>
@@ -28,30 +29,7 @@ native_allocator::native_allocator(allocator_config config, std::shared_ptr<driv
 
 native_allocator::~native_allocator() = default;
 
-// --- hot paths ---------------------------------------------------------------------------------------
-
-void* native_allocator::do_allocate(int device, std::size_t bytes, stream_t stream) {
-  device_state& d = *devices_[static_cast<std::size_t>(device)];
-  const std::size_t rounded = policy_.round_size(bytes);
-  block* b = nullptr;
-  if (!d.needs_slow_entry()) [[likely]] {
-    stream_arena* a = d.find_default_arena(stream);
-    if (a == nullptr) [[unlikely]] a = &d.default_arena(stream);
-    {
-      std::lock_guard lock(a->mutex());
-      // Checked again under the lock: see Note [Capture start].
-      if (!d.needs_slow_entry()) [[likely]] {
-        // Polls only this arena's events, and only when it has some: no driver call otherwise.
-        if (a->has_pending_events()) a->process_events();
-        b = a->try_allocate(rounded, bytes);
-      }
-    }
-    if (b == nullptr) b = allocate_slow_entry(d, stream, rounded, bytes);
-  } else {
-    b = allocate_slow_entry(d, stream, rounded, bytes);
-  }
-  return reinterpret_cast<void*>(b->ptr);
-}
+// --- hot paths (do_allocate and do_deallocate: hot_path.cpp) ----------------------------------------
 
 block* native_allocator::allocate_slow_entry(device_state& d, stream_t stream, std::size_t rounded,
                                              std::size_t requested) {
@@ -67,18 +45,6 @@ block* native_allocator::allocate_slow_entry(device_state& d, stream_t stream, s
   std::lock_guard arena_lock(a->mutex());
   block* b = a->try_allocate(rounded, requested);
   return b != nullptr ? b : d.allocate_slow(*a, rounded, requested);
-}
-
-void native_allocator::do_deallocate(void* ptr) {
-  const auto address = reinterpret_cast<std::uintptr_t>(ptr);
-  if (stream_arena* a = segments_.find(address)) [[likely]] {
-    std::lock_guard lock(a->mutex());
-    if (block* b = a->take_live(address)) [[likely]] {
-      a->free_request(b);
-      return;
-    }
-  }
-  bad_pointer("deallocate", ptr);
 }
 
 void native_allocator::do_record_stream(void* ptr, stream_t stream) {

@@ -1,6 +1,6 @@
-// stream_arena.cpp — the per-(device, pool, stream) block logic: best fit and split on
-// allocation, merge on free (spec §2.6–§2.8), events for record_stream'ed blocks (§2.9), deferred
-// frees after a capture (§3.4), and the hot-path statistics.
+// stream_arena.cpp — the per-(device, pool, stream) block logic off the hot path: block objects,
+// events for record_stream'ed blocks (§2.9), deferred frees after a capture (§3.4), segments and
+// statistics. Best fit, split and merge (spec §2.6–§2.8) are in hot_path.cpp.
 #include "native/stream_arena.hpp"
 
 #include <string>
@@ -41,133 +41,6 @@ block* stream_arena::largest_free() const noexcept {
   if (big == nullptr) return small;
   if (small == nullptr) return big;
   return big->size >= small->size ? big : small;
-}
-
-// --- allocation -----------------------------------------------------------------------------------
-
-inline block* stream_arena::alloc_found(block* b, std::size_t rounded, std::size_t requested) {
-  // reserve_blocks() ran before: the split below finds a block object.
-  const segment* seg = b->seg;
-  const bool small = seg->small;
-  const bool counts_split = !seg->expandable;  // inactive_split ignores expandable blocks (§2.14)
-  const bool was_split = b->is_split();
-  if (device_->policy().should_split(small || seg->expandable, b->size, rounded)) {
-    block* rest = new_block();
-    rest->ptr = b->ptr + rounded;
-    rest->size = b->size - rounded;
-    rest->seg = b->seg;
-    rest->prev = b;
-    rest->next = b->next;
-    if (rest->next != nullptr) rest->next->prev = rest;
-    b->next = rest;
-    b->size = rounded;
-    insert_free(rest);
-    if (counts_split && was_split) {
-      sub_stat(arena_stat_kind::inactive_split_bytes, small, static_cast<std::int64_t>(rounded));
-    } else if (counts_split) {
-      add_stat(arena_stat_kind::inactive_split, small, 1);
-      add_stat(arena_stat_kind::inactive_split_bytes, small, static_cast<std::int64_t>(rest->size));
-    }
-  } else if (was_split && counts_split) {
-    sub_stat(arena_stat_kind::inactive_split, small, 1);
-    sub_stat(arena_stat_kind::inactive_split_bytes, small, static_cast<std::int64_t>(b->size));
-  }
-  b->allocated = true;
-  b->requested_size = requested;
-  const auto size = static_cast<std::int64_t>(b->size);
-  add_stat(arena_stat_kind::allocation, small, 1);
-  add_stat(arena_stat_kind::allocated_bytes, small, size);
-  add_stat(arena_stat_kind::active, small, 1);
-  add_stat(arena_stat_kind::active_bytes, small, size);
-  add_stat(arena_stat_kind::requested_bytes, small, static_cast<std::int64_t>(requested));
-  if (device_->policy().is_oversize(b->size)) [[unlikely]] change_oversize(1);
-  live_.insert(b);
-  device_->trace().record(trace_action::alloc, device_->index(), b->ptr, requested, stream_, pool_id_);
-  return b;
-}
-
-inline void stream_arena::free_block(block* b) {
-  device_->trace().record(trace_action::free_completed, device_->index(), b->ptr, b->requested_size, stream_,
-                          pool_id_);
-  const bool small = b->seg->small;
-  const auto original_size = static_cast<std::int64_t>(b->size);
-  const auto requested = static_cast<std::int64_t>(b->requested_size);
-  std::int64_t split_blocks = 0;
-  std::int64_t split_bytes = 0;
-  // Merge with free neighbours only (spec §2.8: an unmapped neighbour is never in a free list);
-  // the merged block takes the lower address.
-  for (block* n : {b->prev, b->next}) {
-    if (n == nullptr || !n->in_free_list) continue;
-    remove_free(n);
-    --split_blocks;
-    split_bytes -= static_cast<std::int64_t>(n->size);
-    absorb(b, n);
-  }
-  b->requested_size = 0;
-  insert_free(b);
-  if (b->is_split()) {
-    ++split_blocks;
-    split_bytes += static_cast<std::int64_t>(b->size);
-  }
-  if (!b->seg->expandable) {  // inactive_split ignores expandable blocks (spec §2.14)
-    if (split_blocks != 0) change(arena_stat_kind::inactive_split, small, split_blocks);
-    if (split_bytes != 0) change(arena_stat_kind::inactive_split_bytes, small, split_bytes);
-  }
-  sub_stat(arena_stat_kind::active, small, 1);
-  sub_stat(arena_stat_kind::active_bytes, small, original_size);
-  sub_stat(arena_stat_kind::requested_bytes, small, requested);
-}
-
-block* stream_arena::try_allocate(std::size_t rounded, std::size_t requested) {
-  block* b = nullptr;
-  if (size_policy::is_small(rounded)) {
-    b = small_.find(rounded);
-    if (b != nullptr && b->seg->expandable) b = prefer_without_tail(b, true);
-  } else {
-    if (device_->gc_enabled()) device_->gc_clock.fetch_add(1, std::memory_order_relaxed);  // spec §2.6
-    b = large_.lower_bound(rounded);
-    if (b != nullptr && b->seg->expandable) b = prefer_without_tail(b, false);
-    if (b != nullptr && !device_->policy().may_reuse(b->size, rounded)) b = nullptr;
-  }
-  if (b == nullptr) return nullptr;
-  reserve_blocks();
-  remove_free(b);
-  return alloc_found(b, rounded, requested);
-}
-
-block* stream_arena::allocate_block(block* b, std::size_t rounded, std::size_t requested) {
-  return alloc_found(b, rounded, requested);
-}
-
-// --- free -----------------------------------------------------------------------------------------
-
-void stream_arena::free_request(block* b) {
-  // Note [Failed frees]: events first, so that a failure leaves the block allocated.
-  if (!b->uses.empty() && !device_->capture_underway()) [[unlikely]] {
-    try {
-      record_events(b);
-    } catch (...) {
-      live_.insert(b);  // back where take_live found it (its slot is still free: no allocation)
-      throw;
-    }
-  }
-  const bool small = b->seg->small;
-  const auto size = static_cast<std::int64_t>(b->size);
-  sub_stat(arena_stat_kind::allocation, small, 1);
-  sub_stat(arena_stat_kind::allocated_bytes, small, size);
-  if (device_->policy().is_oversize(b->size)) [[unlikely]] change_oversize(-1);
-  device_->trace().record(trace_action::free_requested, device_->index(), b->ptr, b->requested_size, stream_,
-                          pool_id_);
-  b->allocated = false;
-  if (b->event_count != 0) [[unlikely]] return;  // waits for the events recorded above
-  if (b->uses.empty()) {
-    free_block(b);
-  } else {
-    // Note [Deferred frees during capture] in native_allocator.hpp.
-    b->deferred = true;
-    deferred_.push_back(b);
-    device_->deferred_blocks.fetch_add(1, std::memory_order_relaxed);
-  }
 }
 
 // --- events (spec §2.9) --------------------------------------------------------------------------
@@ -242,7 +115,7 @@ stream_arena::event_queue& stream_arena::queue_for(stream_t stream) {
 void stream_arena::event_done(block* b) noexcept {
   --pending_events_;
   device_->pending_events.fetch_sub(1, std::memory_order_relaxed);
-  if (--b->event_count == 0) free_block(b);
+  if (--b->event_count == 0) free_block_out_of_line(b);
 }
 
 void stream_arena::process_events() {
@@ -287,7 +160,7 @@ void stream_arena::process_deferred() {
     b->deferred = false;
     b->uses.drop_capture_uses();  // the capture's own stream order covers them (spec §3.4)
     if (b->uses.empty()) {
-      free_block(b);
+      free_block_out_of_line(b);
       continue;
     }
     try {

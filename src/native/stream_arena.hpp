@@ -46,6 +46,8 @@ class stream_arena {
   // --- everything below: arena lock held ------------------------------------------------------
   /// Best fit (spec §2.6) + split (§2.7) + stats + trace; nullptr when no free block fits.
   [[nodiscard]] block* try_allocate(std::size_t rounded, std::size_t requested);
+  /// try_allocate, inlined into do_allocate (hot_path.cpp only; Note [Hot path layout]).
+  [[nodiscard, gnu::always_inline]] inline block* try_allocate_inline(std::size_t rounded, std::size_t requested);
   /// Hands out `b`, a block of at least `rounded` bytes that is in no list (a new segment's block,
   /// or one taken by take_free): split, stats, trace (the new-segment branch of spec §2.3).
   [[nodiscard]] block* allocate_block(block* b, std::size_t rounded, std::size_t requested);
@@ -53,7 +55,7 @@ class stream_arena {
   /// park until the capture ends (§3.4). `b` was already taken out of the live map (take_live).
   /// @throws cuda_error when the events of record_stream uses cannot be recorded: `b` is then
   /// back in the live map and nothing changed (Note [Failed frees]).
-  void free_request(block* b);
+  [[gnu::always_inline]] inline void free_request(block* b);  // hot_path.cpp only
   /// Removes and returns the live block at `ptr`, or nullptr when this arena has none there.
   [[nodiscard]] block* take_live(std::uintptr_t ptr) noexcept { return live_.erase(ptr); }
   [[nodiscard]] block* find_live(std::uintptr_t ptr) const noexcept { return live_.find(ptr); }
@@ -170,10 +172,11 @@ class stream_arena {
   /// The expandable best-fit rule of spec §2.6 (Note [Expandable segments]).
   [[nodiscard]] block* prefer_without_tail(block* b, bool small) const noexcept;
   void release_expandable_at_exit(segment* seg) noexcept;
-  // Inlined into their callers, all in stream_arena.cpp (the hot paths: a call costs ~20
-  // instructions of register saves, a fifth of what the function itself does).
+  // Defined in hot_path.cpp and inlined into their callers there (Note [Hot path layout]);
+  // callers elsewhere use allocate_block and free_block_out_of_line.
   [[gnu::always_inline]] inline void free_block(block* b);
   [[gnu::always_inline]] inline block* alloc_found(block* b, std::size_t rounded, std::size_t requested);
+  void free_block_out_of_line(block* b);
   /// One event per stream use of `b`, recorded and queued; uses cleared. All or nothing:
   /// @throws cuda_error (or bad_alloc) with nothing changed (Note [Failed frees]).
   void record_events(block* b);

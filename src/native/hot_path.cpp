@@ -1,0 +1,192 @@
+// hot_path.cpp — everything a cache hit executes, in one translation unit so that the compiler
+// inlines it into two functions: native_allocator::do_allocate (rounding, arena lookup, best fit,
+// split, statistics) and do_deallocate (segment map, block map, merge, statistics), spec
+// §2.4–§2.8. See Note [Hot path layout].
+#include <string>
+
+#include "native/device_state.hpp"
+#include "native/native_allocator.hpp"
+#include "native/stream_arena.hpp"
+
+namespace streampool::native {
+
+// Note [Hot path layout]
+// A cache-hit pair is about 800 instructions; a call between translation units costs 15–20 of
+// them (register saves and restores, the call, and no inlining across it), and the pair used to
+// make six such calls (allocator -> arena -> best fit -> split, free -> merge). So the functions of
+// the hit path live here together: alloc_found and free_block are always inlined (their cold
+// callers elsewhere go through allocate_block and free_block_out_of_line), and try_allocate and
+// free_request are inlined into do_allocate and do_deallocate. The slow entry, events and
+// deferred frees stay in native_allocator.cpp and stream_arena.cpp.
+
+// --- stream_arena ------------------------------------------------------------------------------------
+
+inline block* stream_arena::alloc_found(block* b, std::size_t rounded, std::size_t requested) {
+  // reserve_blocks() ran before: the split below finds a block object.
+  const segment* seg = b->seg;
+  const bool small = seg->small;
+  const bool counts_split = !seg->expandable;  // inactive_split ignores expandable blocks (§2.14)
+  const bool was_split = b->is_split();
+  if (device_->policy().should_split(small || seg->expandable, b->size, rounded)) {
+    block* rest = new_block();
+    rest->ptr = b->ptr + rounded;
+    rest->size = b->size - rounded;
+    rest->seg = b->seg;
+    rest->prev = b;
+    rest->next = b->next;
+    if (rest->next != nullptr) rest->next->prev = rest;
+    b->next = rest;
+    b->size = rounded;
+    insert_free(rest);
+    if (counts_split && was_split) {
+      sub_stat(arena_stat_kind::inactive_split_bytes, small, static_cast<std::int64_t>(rounded));
+    } else if (counts_split) {
+      add_stat(arena_stat_kind::inactive_split, small, 1);
+      add_stat(arena_stat_kind::inactive_split_bytes, small, static_cast<std::int64_t>(rest->size));
+    }
+  } else if (was_split && counts_split) {
+    sub_stat(arena_stat_kind::inactive_split, small, 1);
+    sub_stat(arena_stat_kind::inactive_split_bytes, small, static_cast<std::int64_t>(b->size));
+  }
+  b->allocated = true;
+  b->requested_size = requested;
+  const auto size = static_cast<std::int64_t>(b->size);
+  add_stat(arena_stat_kind::allocation, small, 1);
+  add_stat(arena_stat_kind::allocated_bytes, small, size);
+  add_stat(arena_stat_kind::active, small, 1);
+  add_stat(arena_stat_kind::active_bytes, small, size);
+  add_stat(arena_stat_kind::requested_bytes, small, static_cast<std::int64_t>(requested));
+  if (device_->policy().is_oversize(b->size)) [[unlikely]] change_oversize(1);
+  live_.insert(b);
+  device_->trace().record(trace_action::alloc, device_->index(), b->ptr, requested, stream_, pool_id_);
+  return b;
+}
+
+inline void stream_arena::free_block(block* b) {
+  device_->trace().record(trace_action::free_completed, device_->index(), b->ptr, b->requested_size, stream_,
+                          pool_id_);
+  const bool small = b->seg->small;
+  const auto original_size = static_cast<std::int64_t>(b->size);
+  const auto requested = static_cast<std::int64_t>(b->requested_size);
+  std::int64_t split_blocks = 0;
+  std::int64_t split_bytes = 0;
+  // Merge with free neighbours only (spec §2.8: an unmapped neighbour is never in a free list);
+  // the merged block takes the lower address.
+  for (block* n : {b->prev, b->next}) {
+    if (n == nullptr || !n->in_free_list) continue;
+    remove_free(n);
+    --split_blocks;
+    split_bytes -= static_cast<std::int64_t>(n->size);
+    absorb(b, n);
+  }
+  b->requested_size = 0;
+  insert_free(b);
+  if (b->is_split()) {
+    ++split_blocks;
+    split_bytes += static_cast<std::int64_t>(b->size);
+  }
+  if (!b->seg->expandable) {  // inactive_split ignores expandable blocks (spec §2.14)
+    if (split_blocks != 0) change(arena_stat_kind::inactive_split, small, split_blocks);
+    if (split_bytes != 0) change(arena_stat_kind::inactive_split_bytes, small, split_bytes);
+  }
+  sub_stat(arena_stat_kind::active, small, 1);
+  sub_stat(arena_stat_kind::active_bytes, small, original_size);
+  sub_stat(arena_stat_kind::requested_bytes, small, requested);
+}
+
+inline block* stream_arena::try_allocate_inline(std::size_t rounded, std::size_t requested) {
+  block* b = nullptr;
+  if (size_policy::is_small(rounded)) {
+    b = small_.find(rounded);
+    if (b != nullptr && b->seg->expandable) b = prefer_without_tail(b, true);
+  } else {
+    if (device_->gc_enabled()) device_->gc_clock.fetch_add(1, std::memory_order_relaxed);  // spec §2.6
+    b = large_.lower_bound(rounded);
+    if (b != nullptr && b->seg->expandable) b = prefer_without_tail(b, false);
+    if (b != nullptr && !device_->policy().may_reuse(b->size, rounded)) b = nullptr;
+  }
+  if (b == nullptr) return nullptr;
+  reserve_blocks();
+  remove_free(b);
+  return alloc_found(b, rounded, requested);
+}
+
+block* stream_arena::try_allocate(std::size_t rounded, std::size_t requested) {
+  return try_allocate_inline(rounded, requested);
+}
+
+block* stream_arena::allocate_block(block* b, std::size_t rounded, std::size_t requested) {
+  return alloc_found(b, rounded, requested);
+}
+
+// --- free -----------------------------------------------------------------------------------------
+
+inline void stream_arena::free_request(block* b) {
+  // Note [Failed frees]: events first, so that a failure leaves the block allocated.
+  if (!b->uses.empty() && !device_->capture_underway()) [[unlikely]] {
+    try {
+      record_events(b);
+    } catch (...) {
+      live_.insert(b);  // back where take_live found it (its slot is still free: no allocation)
+      throw;
+    }
+  }
+  const bool small = b->seg->small;
+  const auto size = static_cast<std::int64_t>(b->size);
+  sub_stat(arena_stat_kind::allocation, small, 1);
+  sub_stat(arena_stat_kind::allocated_bytes, small, size);
+  if (device_->policy().is_oversize(b->size)) [[unlikely]] change_oversize(-1);
+  device_->trace().record(trace_action::free_requested, device_->index(), b->ptr, b->requested_size, stream_,
+                          pool_id_);
+  b->allocated = false;
+  if (b->event_count != 0) [[unlikely]] return;  // waits for the events recorded above
+  if (b->uses.empty()) {
+    free_block(b);
+  } else {
+    // Note [Deferred frees during capture] in native_allocator.hpp.
+    b->deferred = true;
+    deferred_.push_back(b);
+    device_->deferred_blocks.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+void stream_arena::free_block_out_of_line(block* b) { free_block(b); }
+
+// --- native_allocator ------------------------------------------------------------------------------
+
+void* native_allocator::do_allocate(int device, std::size_t bytes, stream_t stream) {
+  device_state& d = *devices_[static_cast<std::size_t>(device)];
+  const std::size_t rounded = policy_.round_size(bytes);
+  block* b = nullptr;
+  if (!d.needs_slow_entry()) [[likely]] {
+    stream_arena* a = d.find_default_arena(stream);
+    if (a == nullptr) [[unlikely]] a = &d.default_arena(stream);
+    {
+      std::lock_guard lock(a->mutex());
+      // Checked again under the lock: see Note [Capture start].
+      if (!d.needs_slow_entry()) [[likely]] {
+        // Polls only this arena's events, and only when it has some: no driver call otherwise.
+        if (a->has_pending_events()) a->process_events();
+        b = a->try_allocate_inline(rounded, bytes);
+      }
+    }
+    if (b == nullptr) b = allocate_slow_entry(d, stream, rounded, bytes);
+  } else {
+    b = allocate_slow_entry(d, stream, rounded, bytes);
+  }
+  return reinterpret_cast<void*>(b->ptr);
+}
+
+void native_allocator::do_deallocate(void* ptr) {
+  const auto address = reinterpret_cast<std::uintptr_t>(ptr);
+  if (stream_arena* a = segments_.find(address)) [[likely]] {
+    std::lock_guard lock(a->mutex());
+    if (block* b = a->take_live(address)) [[likely]] {
+      a->free_request(b);
+      return;
+    }
+  }
+  bad_pointer("deallocate", ptr);
+}
+
+}  // namespace streampool::native
