@@ -176,6 +176,8 @@ class device_state {
   [[nodiscard]] std::size_t total_memory();
   [[nodiscard]] std::size_t allowed_bytes();
   [[noreturn]] void throw_oom(stream_arena& a, std::size_t requested, std::size_t rounded, std::size_t alloc_size);
+  /// The sentences an OOM message gets while a capture is underway (Note [OOM during capture]).
+  [[nodiscard]] std::string capture_oom_note(const stream_arena& a) const;
   [[nodiscard]] stream_arena& pool_arena(private_pool& pool, stream_t stream);
 
   // expandable segments (expandable.cpp; Note [Expandable segments] in expandable.hpp)

@@ -4,6 +4,9 @@
 // underway (the sim refuses them while a stream is set capturing), relaxed cudaMalloc.
 #include <gtest/gtest.h>
 
+#include <iostream>
+#include <string>
+
 #include "unit/native/native_test_util.hpp"
 
 namespace streampool::test {
@@ -232,6 +235,78 @@ TEST(Capture, OomDuringCaptureIsCleanAndReleasesNothing) {
   void* p = env.alloc->allocate(30 * MiB, cap);  // default pool again: reuses the cached block
   EXPECT_EQ(p, cached);
   env.alloc->deallocate(p);
+}
+
+// Note [OOM during capture]: the message names the capture and the pool and says the capture is
+// still usable; a real capture sequence on the sim (invalidated by any illegal call) proves it.
+TEST(Capture, OomDuringCaptureSaysSoAndTheCaptureStaysUsable) {
+  sim_options o;
+  o.capacity = 64 * MiB;
+  native_env env("", o);
+  const stream_t cap = env.new_stream();
+  const mempool_id pool = allocator::create_pool_id();
+  env.alloc->deallocate(env.alloc->allocate(40 * MiB, cap));  // cached in the default pool
+  ASSERT_TRUE(env.sim->stream_begin_capture(cap, capture_mode::global).ok());
+  env.alloc->begin_allocate_to_pool(pool, only(cap));
+  std::string message;
+  try {
+    (void)env.alloc->allocate(30 * MiB, cap);
+    ADD_FAILURE() << "expected out_of_memory";
+  } catch (const out_of_memory& e) {
+    message = e.what();
+  }
+  const std::string pool_text = "private pool {0, " + std::to_string(pool.second) + "}";
+  EXPECT_NE(message.find("CUDA out of memory"), std::string::npos) << message;
+  EXPECT_NE(message.find("during a CUDA graph capture"), std::string::npos) << message;
+  EXPECT_NE(message.find(pool_text), std::string::npos) << message;
+  EXPECT_NE(message.find("The capture is still usable"), std::string::npos) << message;
+  std::cout << "[ message  ] " << message << "\n";
+
+  capture_info info;
+  ASSERT_TRUE(env.sim->stream_capture_info(cap, &info).ok());
+  EXPECT_EQ(info.status, capture_status::active) << "the failed allocation invalidated the capture";
+  void* small_block = env.alloc->allocate(4 * MiB, cap);  // the capture goes on in the pool
+  for (const segment_info& seg : env.segments()) {
+    if (seg.address <= addr(small_block) && addr(small_block) < seg.address + seg.total_size) {
+      EXPECT_EQ(seg.pool, pool) << "the allocation after the OOM went to the capture's pool";
+    }
+  }
+  env.alloc->end_allocate_to_pool(pool);
+  graph_t graph = nullptr;
+  ASSERT_TRUE(env.sim->stream_end_capture(cap, &graph).ok()) << "the capture could not be ended";
+  EXPECT_NE(graph, nullptr);
+  EXPECT_TRUE(env.sim->graph_destroy(graph).ok());
+  env.alloc->deallocate(small_block);
+  env.alloc->release_pool(pool);
+  env.alloc->empty_cache();
+  EXPECT_EQ(env.stats().reserved_bytes[all].current, 0);
+}
+
+TEST(Capture, OomOutsideThePoolDuringACaptureSaysWhyNothingWasReleased) {
+  sim_options o;
+  o.capacity = 64 * MiB;
+  native_env env("", o);
+  const stream_t cap = env.new_stream();
+  const stream_t other = env.new_stream();
+  env.alloc->deallocate(env.alloc->allocate(40 * MiB, cap));  // cached on cap, not usable by other
+  const mempool_id pool = allocator::create_pool_id();
+  env.alloc->begin_allocate_to_pool(pool, only(cap));
+  env.sim->set_capture(cap, capture_status::active, 9);
+  std::string message;
+  try {
+    (void)env.alloc->allocate(30 * MiB, other);  // default pool: not routed
+    ADD_FAILURE() << "expected out_of_memory";
+  } catch (const out_of_memory& e) {
+    message = e.what();
+  }
+  EXPECT_NE(message.find("A CUDA graph capture is underway on device 0"), std::string::npos) << message;
+  EXPECT_EQ(message.find("private pool"), std::string::npos) << message;
+  env.sim->set_capture(cap, capture_status::none, 0);
+  env.alloc->end_allocate_to_pool(pool);
+  void* p = env.alloc->allocate(30 * MiB, other);  // after the capture: release-all frees cap's block
+  EXPECT_NE(p, nullptr);
+  env.alloc->deallocate(p);
+  env.alloc->release_pool(pool);
 }
 
 TEST(Capture, SideStreamJoinedToCaptureSharesThePool) {
