@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -36,7 +37,11 @@ class warnings_scope {
   }
 
  private:
-  static void collect(std::string_view message) { messages().emplace_back(message); }
+  static void collect(std::string_view message) {  // warnings may come from several threads
+    static std::mutex mutex;
+    const std::lock_guard lock(mutex);
+    messages().emplace_back(message);
+  }
   warning_handler previous_;
 };
 
