@@ -118,6 +118,7 @@ enum class driver_call : std::uint8_t {
   stream_begin_capture, stream_end_capture, graph_instantiate, graph_launch, graph_exec_destroy, graph_destroy,
   graph_mem_trim,
   memset_async, check_bytes,
+  stream_get_device,
   count_
 };
 inline constexpr std::size_t driver_call_count = static_cast<std::size_t>(driver_call::count_);
@@ -158,6 +159,11 @@ class driver {
   /// Work submitted to `stream` after this call waits for `event`'s recorded work.
   virtual drv_result stream_wait_event(stream_t stream, event_t event) noexcept = 0;
   virtual drv_result stream_capture_info(stream_t stream, capture_info* out) noexcept = 0;
+  /// cudaStreamGetDevice: the device `stream` belongs to (nullptr and the special handles
+  /// cudaStreamLegacy / cudaStreamPerThread: the calling thread's current device);
+  /// status::invalid_value for a handle that is not a live stream. Not pure: the default returns
+  /// status::not_supported (a driver that predates it; callers then skip their check).
+  virtual drv_result stream_get_device(stream_t stream, int* device) noexcept;
   virtual drv_result device_synchronize(int device) noexcept = 0;
 
   // --- events (created with timing disabled) -------------------------------------------------

@@ -85,6 +85,7 @@ class sim_driver final : public driver {
   drv_result stream_synchronize(int device, stream_t stream) noexcept override;
   drv_result stream_wait_event(stream_t stream, event_t event) noexcept override;
   drv_result stream_capture_info(stream_t stream, capture_info* out) noexcept override;
+  drv_result stream_get_device(stream_t stream, int* device) noexcept override;
   drv_result device_synchronize(int device) noexcept override;
   drv_result event_create(int device, event_t* out) noexcept override;
   drv_result event_destroy(int device, event_t event) noexcept override;

@@ -176,6 +176,16 @@ drv_result cuda_driver::stream_wait_event(stream_t stream, event_t event) noexce
       cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), static_cast<cudaEvent_t>(event), 0));
 }
 
+drv_result cuda_driver::stream_get_device(stream_t stream, int* device) noexcept {
+#if CUDART_VERSION >= 12080
+  return runtime_result(cudaStreamGetDevice(static_cast<cudaStream_t>(stream), device));
+#else
+  (void)stream;
+  (void)device;
+  return {status::not_supported, 0};  // cudaStreamGetDevice is CUDA 12.8+
+#endif
+}
+
 drv_result cuda_driver::stream_capture_info(stream_t stream, capture_info* out) noexcept {
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   unsigned long long id = 0;

@@ -50,6 +50,7 @@ std::string_view to_string(driver_call call) noexcept {
     case driver_call::graph_mem_trim: return "graph_mem_trim";
     case driver_call::memset_async: return "memset_async";
     case driver_call::check_bytes: return "check_bytes";
+    case driver_call::stream_get_device: return "stream_get_device";
     case driver_call::count_: break;
   }
   return "unknown_call";
@@ -89,6 +90,7 @@ drv_result driver::graph_launch(graph_exec_t /*exec*/, stream_t /*stream*/) noex
 drv_result driver::graph_exec_destroy(graph_exec_t /*exec*/) noexcept { return unsupported; }
 drv_result driver::graph_destroy(graph_t /*graph*/) noexcept { return unsupported; }
 drv_result driver::graph_mem_trim(int /*device*/) noexcept { return unsupported; }
+drv_result driver::stream_get_device(stream_t /*stream*/, int* /*device*/) noexcept { return unsupported; }
 drv_result driver::thread_exchange_capture_mode(capture_mode* /*mode*/) noexcept { return unsupported; }
 
 // Note [check() and out_of_memory]

@@ -179,6 +179,17 @@ drv_result sim_driver::stream_capture_info(stream_t stream, capture_info* out) n
   });
 }
 
+drv_result sim_driver::stream_get_device(stream_t stream, int* device) noexcept {
+  return state_->run(counters_, driver_call::stream_get_device, [&] {
+    const std::uint32_t index = state_->find_stream(stream);
+    if (index == sim::no_stream) {
+      return sim::fail(status::invalid_value);
+    }
+    *device = state_->streams_[index].device;
+    return drv_result{};
+  });
+}
+
 drv_result sim_driver::device_synchronize(int device) noexcept {
   return state_->run(counters_, driver_call::device_synchronize, [&] {
     if (const drv_result bad = state_->check_device(device); !bad.ok()) {

@@ -52,11 +52,41 @@ void native_allocator::do_record_stream(void* ptr, stream_t stream) {
   if (stream_arena* a = segments_.find(address)) {
     std::lock_guard lock(a->mutex());
     if (block* b = a->find_live(address)) {
-      if (stream != a->stream()) a->record_use(b, stream, a->device().capture_underway());
+      if (stream == a->stream()) return;
+      check_stream_device(*a, *b, stream);
+      a->record_use(b, stream, a->device().capture_underway());
       return;
     }
   }
   bad_pointer("record_stream", ptr);
+}
+
+// Note [record_stream across devices]
+// An event recorded on a stream of device 1 cannot order the reuse of memory of device 0 (and
+// cudaEventRecord refuses an event of another device), so a use on another device's stream would
+// only surface at free time, as a deallocate that fails. record_stream therefore asks the driver
+// which device the stream belongs to (cudaStreamGetDevice, a host-side lookup: no device work,
+// legal during a capture) and refuses a stream of another device, or a handle that is no stream,
+// before anything is recorded. A driver that cannot tell (status::not_supported: a runtime older
+// than CUDA 12.8, or a driver without the call) skips the check. The call is made only when the
+// stream differs from the block's own, under the arena lock (it takes no lock of ours).
+void native_allocator::check_stream_device(const stream_arena& a, const block& b, stream_t stream) const {
+  int device = -1;
+  const drv_result result = device_driver().stream_get_device(stream, &device);
+  if (result.code == status::not_supported) return;
+  const int owner = a.device().index();
+  if (result.ok() && device == owner) [[likely]] return;
+  const std::string head = "streampool: record_stream(" + detail::format_pointer(b.ptr) + ", " +
+                           detail::format_pointer(stream) + "): ";
+  if (!result.ok()) {
+    throw error(head + "the stream is not a valid stream handle (" + device_driver().describe(result) +
+                "); pass a live stream of device " + std::to_string(owner) + "; nothing was recorded");
+  }
+  throw error(head + "the stream belongs to device " + std::to_string(device) + ", but the block (" +
+              format_size(b.size) + ") was allocated on device " + std::to_string(owner) +
+              "; record a stream of device " + std::to_string(owner) +
+              " (to order work of another device, make one of its streams wait on an event of that device); "
+              "nothing was recorded");
 }
 
 void native_allocator::bad_pointer(const char* operation, const void* ptr) const {

@@ -79,6 +79,8 @@ class native_allocator final : public allocator {
   [[nodiscard]] block* allocate_slow_entry(device_state& d, stream_t stream, std::size_t rounded,
                                            std::size_t requested);
   [[noreturn]] void bad_pointer(const char* operation, const void* ptr) const;
+  /// Throws error unless `stream` belongs to the device of `b` (Note [record_stream across devices]).
+  void check_stream_device(const stream_arena& a, const block& b, stream_t stream) const;
 
   size_policy policy_;
   segment_map segments_;  // before devices_: device states unregister segments into it
