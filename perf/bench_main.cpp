@@ -32,7 +32,7 @@ const std::map<std::string, command>& commands() {
       {"latency", {cmd_latency, "alloc+free pair latency and throughput per backend x size x threads"}},
       {"replay", {cmd_replay, "replay an allocation trace through each backend: peaks, device mallocs"}},
       {"tune", {cmd_tune, "replay a trace under candidate configs and recommend one"}},
-      {"workload", {cmd_workload, "run a synthetic workload: random, multistream, trainloop"}},
+      {"workload", {cmd_workload, "run a synthetic workload: random, multistream, trainloop, graphloop"}},
   };
   return table;
 }
