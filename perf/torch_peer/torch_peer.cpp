@@ -4,9 +4,9 @@
 // cudart only, not on streampool or Boost; streampool-bench dlopens it (--torch-peer).
 #include "streampool_torch_peer.h"
 
-#include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAStream.h>
 #include <c10/util/Exception.h>
 #include <cuda_runtime_api.h>
 
@@ -60,10 +60,11 @@ int streampool_torch_peer_open(const char* backend, int device) {
     // Note [Starting c10 from C++]
     // Seen on the GPU machine (shared/gpu-machine.md): c10 used from C++ aborts with "Should never
     // been called" unless ATen's CUDA side is loaded (libtorch_cuda, linked with --no-as-needed)
-    // and touched first, e.g. by asking for the current stream. Its allocator also needs init()
-    // with the device count before the first raw_alloc (Python does this in torch.cuda's lazy
-    // init; a C++ program has no such step).
-    (void)at::cuda::getCurrentCUDAStream(index);
+    // and touched first, e.g. by asking for the current stream (c10::cuda::getCurrentCUDAStream is
+    // at::cuda::getCurrentCUDAStream; c10's header spares the plugin ATen's cuBLAS/cuSPARSE
+    // includes). Its allocator also needs init() with the device count before the first raw_alloc
+    // (Python does this in torch.cuda's lazy init; a C++ program has no such step).
+    (void)c10::cuda::getCurrentCUDAStream(index);
     c10_alloc::CUDAAllocator* allocator = c10_allocator();
     if (!allocator->initialized()) allocator->init(static_cast<int>(c10::cuda::device_count()));
     const std::string running = allocator->name();
@@ -88,12 +89,12 @@ const char* streampool_torch_peer_backend(void) {
 int streampool_torch_peer_alloc(size_t bytes, void* stream, void** out) {
   *out = nullptr;
   return guarded("raw_alloc_with_stream", [&] {
-    *out = c10_alloc::raw_alloc_with_stream(bytes, static_cast<cudaStream_t>(stream));
+    *out = c10_allocator()->raw_alloc_with_stream(bytes, static_cast<cudaStream_t>(stream));
   });
 }
 
 int streampool_torch_peer_free(void* ptr) {
-  return guarded("raw_delete", [&] { c10_alloc::raw_delete(ptr); });
+  return guarded("raw_delete", [&] { c10_allocator()->raw_delete(ptr); });
 }
 
 int streampool_torch_peer_empty_cache(void) {
