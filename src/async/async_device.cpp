@@ -134,14 +134,19 @@ void* async_device::allocate(std::size_t bytes, stream_t stream) {
       record.captured = true;
     }
   }
+  // Note [Impossible requests]: a request larger than the device's memory cannot succeed, and
+  // asking the pool anyway is not free: on the H200 a cudaMallocAsync of twice the device took
+  // ~11 s and, while it tried, took so much of the device that another process's
+  // cudaStreamCreate failed with out of memory. So it is refused here, without a driver call.
+  if (bytes > total_memory_) throw oom_locked(bytes, stream, record.pool, oom_cause::device_size);
   // See Note [Memory fraction]: checked before the driver is asked, so a capped request never
   // grows the pool.
   if (accounting_.held_bytes() + async_footprint(bytes) > limit_locked()) {
-    throw oom_locked(bytes, stream, record.pool, /*over_cap=*/true);
+    throw oom_locked(bytes, stream, record.pool, oom_cause::cap);
   }
   void* ptr = nullptr;
   const drv_result result = malloc_with_retry_locked(bytes, stream, &ptr);
-  if (result.code == status::out_of_memory) throw oom_locked(bytes, stream, record.pool, /*over_cap=*/false);
+  if (result.code == status::out_of_memory) throw oom_locked(bytes, stream, record.pool, oom_cause::driver);
   if (!result.ok()) {
     throw cuda_error("streampool: cudaMallocAsync of " + format_size(bytes) + " on device " +
                          std::to_string(device_) + " failed: " + driver_->describe(result),

@@ -89,7 +89,10 @@ class async_device {
   void trace_enabled(trace_action action, std::uintptr_t address, std::size_t size, stream_t stream,
                      mempool_id pool) noexcept;
   /// Builds the out_of_memory of a failed request, counts it and traces it (async_device_oom.cpp).
-  [[nodiscard]] out_of_memory oom_locked(std::size_t bytes, stream_t stream, mempool_id pool, bool over_cap);
+  /// Why a request failed: the driver said out of memory, the fraction cap refused it, or it is
+  /// larger than the whole device (refused before the pool is asked; Note [Impossible requests]).
+  enum class oom_cause : std::uint8_t { driver, cap, device_size };
+  [[nodiscard]] out_of_memory oom_locked(std::size_t bytes, stream_t stream, mempool_id pool, oom_cause cause);
 
   driver* driver_;
   int device_;

@@ -22,7 +22,8 @@
 
 namespace streampool::detail {
 
-out_of_memory async_device::oom_locked(std::size_t bytes, stream_t stream, mempool_id pool, bool over_cap) {
+out_of_memory async_device::oom_locked(std::size_t bytes, stream_t stream, mempool_id pool, oom_cause cause) {
+  const bool over_cap = cause == oom_cause::cap;
   sample_reserved_locked();
   std::size_t device_free = 0;
   std::size_t device_total = total_memory_;
@@ -56,11 +57,16 @@ out_of_memory async_device::oom_locked(std::size_t bytes, stream_t stream, mempo
     figures.pool_unused = figures.largest_free_block;  // unreadable: our own upper bound
   }
   figures.cap_refused = over_cap;
-  if (captures_.underway()) figures.pool_trim_state = pool_trim::skipped_for_capture;
-  else if (last_malloc_retried_) figures.pool_trim_state = pool_trim::trimmed;
+  if (cause == oom_cause::driver) {
+    if (captures_.underway()) figures.pool_trim_state = pool_trim::skipped_for_capture;
+    else if (last_malloc_retried_) figures.pool_trim_state = pool_trim::trimmed;
+  }
 
   std::string message = build_oom_message(figures);
-  if (over_cap) {
+  if (cause == oom_cause::device_size) {
+    message += " The request is larger than device " + std::to_string(device_) + "'s total memory (" +
+               format_size(total_memory_) + "), so it cannot succeed; the driver was not asked.";
+  } else if (over_cap) {
     message += " Allocation on device " + std::to_string(device_) +
                " would exceed allowed memory: this allocator holds " + format_size(held) +
                " and the per_process_memory_fraction cap is " + format_size(limit_locked()) +

@@ -54,6 +54,24 @@ TEST_F(async_oom, fraction_cap_refuses_before_the_driver) {
   EXPECT_EQ(trace[0].address, gib);  // device free bytes: nothing is in use
 }
 
+// Note [Impossible requests]: larger than the device, so refused without asking the pool (on the
+// H200 asking took ~11 s and starved other processes), whatever the cap.
+TEST_F(async_oom, a_request_larger_than_the_device_is_refused_without_a_driver_call) {
+  alloc_->set_memory_fraction(1.0);  // no cap: the device size alone refuses it
+  alloc_->record_history(true);
+  const std::string message = message_of([&] { (void)alloc_->allocate(2 * gib); });
+  EXPECT_TRUE(contains(message, "Tried to allocate 2.00 GiB")) << message;
+  EXPECT_TRUE(contains(message, "larger than device 0's total memory (1024.00 MiB)")) << message;
+  EXPECT_TRUE(contains(message, "the driver was not asked")) << message;
+  EXPECT_FALSE(contains(message, "would exceed allowed memory")) << message;
+  EXPECT_EQ(sim_->calls(driver_call::malloc_async), 0u);
+  EXPECT_EQ(sim_->calls(driver_call::device_synchronize), 0u) << "no trim either";
+  EXPECT_EQ(alloc_->stats(0).num_ooms, 1);
+  void* p = alloc_->allocate(mib);  // and the allocator keeps working
+  EXPECT_NE(p, nullptr);
+  alloc_->deallocate(p);
+}
+
 TEST_F(async_oom, cap_counts_what_this_allocator_holds) {
   void* p = alloc_->allocate(400 * mib);
   const std::string message = message_of([&] { (void)alloc_->allocate(200 * mib); });
