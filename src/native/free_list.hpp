@@ -8,6 +8,7 @@
 #pragma once
 
 #include <array>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 
@@ -70,7 +71,20 @@ class small_free_list {
  private:
   static std::size_t bin(std::size_t size) noexcept { return size / min_block_size - 1; }
   /// Lowest-address block of the first non-empty bin >= `first` (< bin_count), or nullptr.
-  [[nodiscard]] block* first_from(std::size_t first) const noexcept;
+  /// Inline: it is on every small-pool cache hit.
+  [[nodiscard]] block* first_from(std::size_t first) const noexcept {
+    std::size_t word = first / 64;
+    // Bins >= first in the first word, then the first non-empty word after it.
+    std::uint64_t bits = words_[word] & (~std::uint64_t{0} << (first % 64));
+    if (bits == 0) {
+      const std::uint64_t later = word + 1 < 64 ? summary_ & (~std::uint64_t{0} << (word + 1)) : 0;
+      if (later == 0) return nullptr;
+      word = static_cast<std::size_t>(std::countr_zero(later));
+      bits = words_[word];
+    }
+    const std::size_t i = word * 64 + static_cast<std::size_t>(std::countr_zero(bits));
+    return bins_[i].leftmost();
+  }
 
   std::array<block_treap<by_address>, bin_count> bins_{};
   std::array<std::uint64_t, bin_count / 64> words_{};
