@@ -3,7 +3,8 @@
 // threads each on its own stream (aggregate pairs/s), and the same pair on the cudaMallocAsync
 // backend. Every benchmark runs on the sim driver; when a CUDA device is present the same set runs
 // on the real driver too. Depends only on the public streampool API (no Boost, no perf/ objects),
-// so it builds wherever the library does. Usage: docs/native-backend.md ("Measuring the hot path").
+// so it builds wherever the library does. Usage: docs/native-backend.md ("Measuring the hot path");
+// `--smoke` runs every benchmark for 10 ms only (the CTest smoke test).
 #include <benchmark/benchmark.h>
 
 #include <cstddef>
@@ -11,6 +12,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "streampool/allocator.hpp"
@@ -86,15 +88,38 @@ void pair(benchmark::State& state, target* t, std::size_t size) {
   }
 }
 
-void register_target(target* t, bool threaded_sizes_all) {
+/// `min_time` > 0: each benchmark runs at least that long (seconds) instead of the default.
+void register_target(target* t, bool threaded_sizes_all, double min_time) {
+  const auto limit = [&](auto* b) {
+    if (min_time > 0.0) b->MinTime(min_time);
+    return b;
+  };
   for (const std::size_t size : sizes) {
-    benchmark::RegisterBenchmark((t->name + "/pair/" + size_name(size)).c_str(), pair, t, size);
+    limit(benchmark::RegisterBenchmark((t->name + "/pair/" + size_name(size)).c_str(), pair, t, size));
   }
   for (const std::size_t size : sizes) {
     if (!threaded_sizes_all && size != sizes[0]) continue;
-    benchmark::RegisterBenchmark((t->name + "/pair_threads/" + size_name(size)).c_str(), pair, t, size)
+    limit(benchmark::RegisterBenchmark((t->name + "/pair_threads/" + size_name(size)).c_str(), pair, t, size))
         ->Threads(1)->Threads(2)->Threads(4)->Threads(8)->UseRealTime();
   }
+}
+
+/// Removes our own `--smoke` flag from argv (Google Benchmark rejects unknown flags) and says
+/// whether it was there. Note [Smoke runs]: --smoke sets a 10 ms minimum time per benchmark in
+/// code, because the spelling of --benchmark_min_time changed in Google Benchmark 1.8 ("0.01s";
+/// 1.7, installed here, takes a plain number) and the CTest smoke run must work with both.
+bool take_smoke_flag(int& argc, char** argv) {
+  bool smoke = false;
+  int out = 1;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string_view(argv[i]) == "--smoke") {
+      smoke = true;
+    } else {
+      argv[out++] = argv[i];
+    }
+  }
+  argc = out;
+  return smoke;
 }
 
 /// The real driver when it reports at least one device, else nullptr (and why, on stderr).
@@ -111,6 +136,7 @@ std::shared_ptr<driver> cuda_if_present() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  const bool smoke = take_smoke_flag(argc, argv);
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   std::vector<std::unique_ptr<target>> targets;
@@ -126,7 +152,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "streampool-microbench: setup failed: %s\n", e.what());
     return 1;
   }
-  for (const auto& t : targets) register_target(t.get(), t->name.starts_with("native/"));
+  for (const auto& t : targets) register_target(t.get(), t->name.starts_with("native/"), smoke ? 0.01 : 0.0);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;
