@@ -20,9 +20,8 @@ namespace streampool::detail {
 // aligned, so the low 9 bits carry nothing) with Fibonacci hashing, probing linearly. The table
 // grows by doubling at half load, so probe runs stay short. Deletion shifts later entries of the
 // run back into the hole instead of leaving tombstones, so lookups never slow down with churn.
-// Key 0 marks an empty slot: no device allocation starts at address 0. The same structure, with
-// V = block*, is native's block_map (src/native/block_map.hpp), which could become an
-// address_table<block*> (its owner's call).
+// Key 0 marks an empty slot: no device allocation starts at address 0. Native's per-arena table of
+// live blocks is an address_table<block*> (block_map in src/native/stream_arena.hpp).
 template <class V>
 class address_table {
  public:

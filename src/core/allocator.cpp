@@ -43,17 +43,39 @@ int allocator::resolve_device(int device) const {
   return device;
 }
 
+// Note [Allocate fast path]
+// allocate() runs on every allocation, so its common case (an explicit device in range, a size in
+// [1, 1 EiB)) is two unsigned compares and a tail call into the backend: `bytes - 1 <
+// max_request_bytes - 1` is false for 0 (it wraps) and for 1 EiB or more, and
+// `unsigned(device) < unsigned(device_count_)` is false for current_device (-1) and for any device
+// out of range. The rest — the current device (a driver call; it is not cached per thread, since
+// the caller may switch devices behind our back with cudaSetDevice), the errors — follows, with
+// the messages built in cold functions so that the fast path needs no stack frame. The order of
+// the checks there (size 0, then the device, then 1 EiB) decides which error a doubly bad call
+// gets, as before.
+namespace {
+
+[[noreturn, gnu::cold, gnu::noinline]] void throw_size_zero() {
+  throw error("streampool: allocate(0): size 0 is not a valid request; allocate at least 1 byte "
+              "(streampool never returns a null pointer for a successful allocation)");
+}
+
+[[noreturn, gnu::cold, gnu::noinline]] void throw_over_1eib(std::size_t bytes, int dev) {
+  throw out_of_memory("CUDA out of memory. Tried to allocate more than 1EB memory (" + std::to_string(bytes) +
+                          " bytes requested on device " + std::to_string(dev) + ").",
+                      bytes, dev);
+}
+
+}  // namespace
+
 void* allocator::allocate(std::size_t bytes, stream_t stream, int device) {
-  if (bytes == 0) {
-    throw error("streampool: allocate(0): size 0 is not a valid request; allocate at least 1 byte "
-                "(streampool never returns a null pointer for a successful allocation)");
+  if (bytes - 1 < max_request_bytes - 1 &&
+      static_cast<unsigned>(device) < static_cast<unsigned>(device_count_)) [[likely]] {
+    return do_allocate(device, bytes, stream);
   }
+  if (bytes == 0) throw_size_zero();
   const int dev = resolve_device(device);
-  if (bytes >= max_request_bytes) {
-    throw out_of_memory("CUDA out of memory. Tried to allocate more than 1EB memory (" +
-                            std::to_string(bytes) + " bytes requested on device " + std::to_string(dev) + ").",
-                        bytes, dev);
-  }
+  if (bytes >= max_request_bytes) throw_over_1eib(bytes, dev);
   return do_allocate(dev, bytes, stream);
 }
 

@@ -19,9 +19,8 @@ namespace streampool::detail {
 // sleeps in atomic::wait until unlock() notifies it, so a long critical section (one that waits
 // for a driver call) costs sleepers no CPU. An uncontended std::mutex costs two calls into glibc
 // per lock/unlock pair, a visible share of a hot path measured in instructions (the
-// cudaMallocAsync backend takes four locks per alloc+free pair). This is the same algorithm as
-// native's hybrid_mutex (src/native/hybrid_mutex.hpp, Note [Hybrid mutex]), placed here so that
-// every backend can use it; native can switch to this one and drop its copy (its owner's call).
+// cudaMallocAsync backend takes four locks per alloc+free pair; the native backend's arena lock
+// is one of these, taken once by an allocation and once by a free).
 class hybrid_mutex {
  public:
   void lock() noexcept {

@@ -57,7 +57,7 @@ inline block* stream_arena::alloc_found(block* b, std::size_t rounded, std::size
   add_stat(arena_stat_kind::active_bytes, small, size);
   add_stat(arena_stat_kind::requested_bytes, small, static_cast<std::int64_t>(requested));
   if (device_->policy().is_oversize(b->size)) [[unlikely]] change_oversize(1);
-  live_.insert(b);
+  live_.insert(b->ptr, b);
   device_->trace().record(trace_action::alloc, device_->index(), b->ptr, requested, stream_, pool_id_);
   return b;
 }
@@ -127,7 +127,7 @@ inline void stream_arena::free_request(block* b) {
     try {
       record_events(b);
     } catch (...) {
-      live_.insert(b);  // back where take_live found it (its slot is still free: no allocation)
+      live_.insert(b->ptr, b);  // back where take_live found it (its slot is still free: no allocation)
       throw;
     }
   }

@@ -10,11 +10,11 @@
 #include <memory>
 #include <vector>
 
+#include "core/address_table.hpp"
+#include "core/hybrid_mutex.hpp"
 #include "native/arena_stats.hpp"
 #include "native/block.hpp"
-#include "native/block_map.hpp"
 #include "native/free_list.hpp"
-#include "native/hybrid_mutex.hpp"
 #include "native/ring_buffer.hpp"
 #include "streampool/graph.hpp"
 
@@ -22,6 +22,12 @@ namespace streampool::native {
 
 class device_state;
 struct private_pool;
+
+// The arena lock (Note [Hybrid mutex in core]) and the live-block table (Note [Address table])
+// are core's, shared with the cudaMallocAsync backend.
+using detail::hybrid_mutex;
+/// Device pointer -> allocated block of one arena, under the arena lock (Note [Pointer lookup]).
+using block_map = detail::address_table<block*>;
 
 // Note [Block recycling]
 // Block objects are created on split and dropped on merge, i.e. on almost every hot-path call.
@@ -57,8 +63,11 @@ class stream_arena {
   /// back in the live map and nothing changed (Note [Failed frees]).
   [[gnu::always_inline]] inline void free_request(block* b);  // hot_path.cpp only
   /// Removes and returns the live block at `ptr`, or nullptr when this arena has none there.
-  [[nodiscard]] block* take_live(std::uintptr_t ptr) noexcept { return live_.erase(ptr); }
-  [[nodiscard]] block* find_live(std::uintptr_t ptr) const noexcept { return live_.find(ptr); }
+  [[nodiscard]] block* take_live(std::uintptr_t ptr) noexcept { return live_.take(ptr).value_or(nullptr); }
+  [[nodiscard]] block* find_live(std::uintptr_t ptr) const noexcept {
+    block* const* b = live_.find(ptr);
+    return b != nullptr ? *b : nullptr;
+  }
   /// Adds a stream use (spec §2.9) to an allocated block.
   void record_use(block* b, stream_t stream, bool during_capture) { b->uses.add(stream, during_capture); }
 

@@ -1,6 +1,6 @@
 // The data structures under the allocator, checked against simple references with random
-// operations: the free lists (best fit = smallest size, then lowest address), the per-arena block
-// map and the segment map.
+// operations: the free lists (best fit = smallest size, then lowest address) and the segment map.
+// The per-arena block map is core's address_table (tests/unit/core/address_table_test.cpp).
 #include <gtest/gtest.h>
 
 #include <map>
@@ -8,7 +8,6 @@
 #include <set>
 
 #include "native/free_list.hpp"
-#include "native/block_map.hpp"
 #include "native/segment_map.hpp"
 
 namespace streampool::native {
@@ -94,32 +93,6 @@ TEST(FreeLists, ForEachIsInOrder) {
   list.for_each([&](block* b) { seen.emplace_back(b->size, b->ptr); });
   ASSERT_EQ(seen.size(), 5u);
   EXPECT_TRUE(std::is_sorted(seen.begin(), seen.end()));
-}
-
-TEST(BlockMap, MatchesReference) {
-  block_map map;
-  std::map<std::uintptr_t, block*> ref;
-  std::mt19937_64 rng(test_seed());
-  std::vector<block> blocks(50000);
-  for (std::size_t i = 0; i < blocks.size(); ++i) blocks[i].ptr = (std::uintptr_t{1} << 52) + i * 512;
-  for (int step = 0; step < 200000; ++step) {
-    block& b = blocks[rng() % blocks.size()];
-    if (rng() % 2 == 0) {
-      if (ref.count(b.ptr) == 0) {
-        map.reserve_one();
-        map.insert(&b);
-        ref[b.ptr] = &b;
-      }
-    } else {
-      block* got = map.erase(b.ptr);
-      const bool had = ref.erase(b.ptr) == 1;
-      ASSERT_EQ(got, had ? &b : nullptr) << "step " << step;
-    }
-  }
-  EXPECT_EQ(map.size(), ref.size());
-  for (const auto& [key, value] : ref) EXPECT_EQ(map.find(key), value);
-  for (const auto& [key, value] : ref) EXPECT_EQ(map.erase(key), value);
-  EXPECT_EQ(map.find(blocks[0].ptr), nullptr);
 }
 
 TEST(SegmentMap, FindsOwnerIncludingSharedGranules) {
