@@ -94,6 +94,18 @@ struct segment_info {
   std::vector<block_info> blocks;  ///< by address
 };
 
+/// A physical page of an expandable segment that the native backend holds outside every segment:
+/// a failed growth could not give it back yet (the driver refused, or a capture was underway;
+/// docs/native-backend.md, "Leftover pages"). It is counted in reserved_bytes (of the pool kind
+/// given by is_large) and given back by a later growth, empty_cache or the allocator's destructor.
+/// Per device: reserved_bytes = sum of segments' total_size + sum of leftover pages' size.
+struct leftover_page_info {
+  int device = 0;
+  std::uintptr_t address = 0;  ///< still mapped there (an unmap was refused); 0 when not mapped
+  std::size_t size = 0;        ///< the page size
+  bool is_large = true;        ///< a page of the large pool ("large") or the small pool ("small")
+};
+
 /// Kinds of trace entries (spec §2.15); names match ../shared/traces/README.md.
 enum class trace_action : std::uint8_t {
   alloc, free_requested, free_completed, segment_alloc, segment_free, segment_map, segment_unmap, oom, snapshot
@@ -113,10 +125,18 @@ struct trace_entry {
 /// A snapshot of one allocator: segments sorted by address, plus the trace if recording.
 struct memory_snapshot {
   std::vector<segment_info> segments;
+  /// Pages reserved outside every segment (native expandable segments only; usually empty).
+  std::vector<leftover_page_info> leftover_pages;
   std::vector<trace_entry> trace;
   std::string allocator_settings;  ///< the config text in effect
-  /// JSON in the shape of torch.cuda.memory._snapshot() ("segments", "device_traces", ...).
+  /// JSON in the shape of torch.cuda.memory._snapshot() ("segments", "device_traces", ...), plus
+  /// "leftover_pages" (streampool's addition; an empty list when there are none).
   [[nodiscard]] std::string to_json() const;
+  /// Bytes of `device` held as leftover pages.
+  [[nodiscard]] std::size_t leftover_bytes(int device) const noexcept;
+  /// Bytes of `device` this snapshot accounts for: its segments plus its leftover pages. Equals
+  /// stats(device).reserved_bytes.all.current when both are taken with no call in between.
+  [[nodiscard]] std::size_t reserved_bytes(int device) const noexcept;
 };
 
 /// Writes `entries` as CSV "action,addr,size,stream,time_us" (the shared trace format).

@@ -1,5 +1,6 @@
 // snapshot_json.cpp — memory_snapshot::to_json (the shape of torch.cuda.memory._snapshot(), so
-// memory_viz-style consumers read it) and trace_to_csv (the format of shared/traces/README.md).
+// memory_viz-style consumers read it, plus the "leftover_pages" key), the snapshot's per-device
+// byte sums, and trace_to_csv (the format of shared/traces/README.md).
 #include <algorithm>
 #include "core/text_builder.hpp"
 
@@ -65,6 +66,15 @@ std::string memory_snapshot::to_json() const {
     }
     out << "]}";
   }
+  // streampool's addition (Note [Leftover pages] in src/native/expandable.hpp): consumers of the
+  // PyTorch shape ignore the key; segments + leftover pages = reserved_bytes per device.
+  out << "],\"leftover_pages\":[";
+  for (std::size_t i = 0; i < leftover_pages.size(); ++i) {
+    const leftover_page_info& page = leftover_pages[i];
+    if (i != 0) out << ',';
+    out << "{\"device\":" << page.device << ",\"address\":" << page.address << ",\"size\":" << page.size
+        << ",\"segment_type\":\"" << (page.is_large ? "large" : "small") << "\"}";
+  }
   out << "],\"device_traces\":[";
   int max_device = -1;
   for (const trace_entry& entry : trace) max_device = std::max(max_device, entry.device);
@@ -83,6 +93,22 @@ std::string memory_snapshot::to_json() const {
   out << "],\"allocator_settings\":{\"PYTORCH_CUDA_ALLOC_CONF\":" << detail::json_quote(allocator_settings)
       << "},\"external_annotations\":[]}";
   return out.str();
+}
+
+std::size_t memory_snapshot::leftover_bytes(int device) const noexcept {
+  std::size_t bytes = 0;
+  for (const leftover_page_info& page : leftover_pages) {
+    if (page.device == device) bytes += page.size;
+  }
+  return bytes;
+}
+
+std::size_t memory_snapshot::reserved_bytes(int device) const noexcept {
+  std::size_t bytes = leftover_bytes(device);
+  for (const segment_info& seg : segments) {
+    if (seg.device == device) bytes += seg.total_size;
+  }
+  return bytes;
 }
 
 std::string trace_to_csv(const std::vector<trace_entry>& entries) {

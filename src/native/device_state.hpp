@@ -158,6 +158,9 @@ class device_state {
 
   // snapshot (device mutex taken inside)
   void append_segments(std::vector<segment_info>& out);
+  /// The device's segments and leftover pages (Note [Leftover pages]), taken under one hold of the
+  /// device mutex so that they add up to reserved_bytes.
+  void append_snapshot(memory_snapshot& out);
 
  private:
   friend class stream_arena;
@@ -198,6 +201,8 @@ class device_state {
   void keep_leftover(const leftover_page& page) noexcept;
   void release_leftovers() noexcept;
   [[nodiscard]] bool leftover_in(std::uintptr_t lo, std::size_t bytes) const noexcept;
+  void append_segments_locked(std::vector<segment_info>& out);
+  void append_leftovers_locked(std::vector<leftover_page_info>& out) const;
 
   driver* driver_;
   const allocator_config* config_;

@@ -52,11 +52,18 @@ namespace streampool::native {
 // growth keeps the pages it mapped with access (as free memory, like any growth), and whatever
 // else it cannot give back becomes a *leftover*: kept with its handle (and its address while
 // still mapped), counted in reserved_bytes (the memory is still ours: reserved_bytes keeps
-// matching what the driver handed out; snapshots do not list leftovers), reused first by the
-// next growth when unmapped, and given back by the next release_cached (empty_cache, OOM
-// release-all), growth, or the allocator's destructor. A growth never maps over a leftover that
-// is still mapped, and a reservation holding one is not freed. Leftovers are not trace events
-// and not device allocs/frees. They exist only while the driver refuses a give-back.
+// matching what the driver handed out), reused first by the next growth when unmapped, and given
+// back by the next release_cached (empty_cache, OOM release-all), growth, or the allocator's
+// destructor. A growth never maps over a leftover that is still mapped, and a reservation holding
+// one is not freed. Leftovers are not trace events and not device allocs/frees. They exist only
+// while the driver refuses a give-back.
+// Accounting: a leftover belongs to no segment (it holds no block, and a still-mapped one is not
+// in the segment map), so snapshots list leftovers on their own (memory_snapshot::leftover_pages,
+// "leftover_pages" in the JSON: device, address or 0, size, pool kind) rather than as segments —
+// a block-less segment would break the "blocks tile the segment" reading of every snapshot
+// consumer, and PyTorch-shaped tools would draw it. The invariant, per device and pool kind:
+//   reserved_bytes = sum of the segments' total_size + sum of the leftover pages' size
+// (memory_snapshot::reserved_bytes(device)); the stress suites check it after every operation.
 
 /// Marks a mapped page whose handle was released already (only the unmap is missing).
 inline constexpr vmm_handle_t released_handle = ~vmm_handle_t{0};

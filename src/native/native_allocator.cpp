@@ -125,7 +125,7 @@ void native_allocator::do_reset_accumulated_stats(int device) {
 
 memory_snapshot native_allocator::do_snapshot() const {
   memory_snapshot snap;
-  for (const auto& d : devices_) d->append_segments(snap.segments);
+  for (const auto& d : devices_) d->append_snapshot(snap);
   std::sort(snap.segments.begin(), snap.segments.end(),
             [](const segment_info& a, const segment_info& b) { return a.address < b.address; });
   for (const auto& d : devices_) {

@@ -1,7 +1,9 @@
 // native_snapshot.cpp — the segments and blocks of one device for memory_snapshot (spec §2.15),
 // taken under the device mutex and every arena lock so they agree with stats() (spec §2.14
 // invariant: current values equal sums over the snapshot). An expandable segment is reported as
-// one segment per contiguous mapped range, with is_expandable set (spec §2.13).
+// one segment per contiguous mapped range, with is_expandable set (spec §2.13); the pages of
+// expandable segments held outside every segment are listed as leftover pages, so that segments
+// plus leftover pages add up to reserved_bytes (Note [Leftover pages] in expandable.hpp).
 #include "native/device_state.hpp"
 
 namespace streampool::native {
@@ -43,6 +45,16 @@ void add_block(segment_info& info, const block* b) {
 
 void device_state::append_segments(std::vector<segment_info>& out) {
   std::lock_guard lock(mutex_);
+  append_segments_locked(out);
+}
+
+void device_state::append_snapshot(memory_snapshot& out) {
+  std::lock_guard lock(mutex_);
+  append_segments_locked(out.segments);
+  append_leftovers_locked(out.leftover_pages);
+}
+
+void device_state::append_segments_locked(std::vector<segment_info>& out) {
   auto locks = lock_arenas(nullptr);
   for (auto& a : arenas_) {
     for (const segment* seg = a->segments(); seg != nullptr; seg = seg->next) {
@@ -57,6 +69,13 @@ void device_state::append_segments(std::vector<segment_info>& out) {
         out.push_back(std::move(info));
       }
     }
+  }
+}
+
+void device_state::append_leftovers_locked(std::vector<leftover_page_info>& out) const {
+  // Pages counted in reserved_bytes that no segment lists (Note [Leftover pages]).
+  for (const leftover_page& page : leftovers_) {
+    out.push_back({index_, page.va, page.bytes, !page.small});
   }
 }
 

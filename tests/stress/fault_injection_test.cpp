@@ -7,7 +7,7 @@
 //    type) and, when it surfaced the injected fault, its message names the operation that failed;
 //  - a deallocate that threw left the allocation live (allocator.hpp: state unchanged);
 //  - statistics equal the model (allocation count per device; native reserved_bytes = the
-//    device's bytes in use).
+//    device's bytes in use = the snapshot's segments + leftover pages, per pool kind too).
 // After the scenario the fault is cleared: new requests are served on every stream, everything
 // is freed, work completed and the cache emptied: nothing leaks (sim bytes_in_use 0), also after
 // the allocator is destroyed.
@@ -88,6 +88,7 @@ std::uint64_t known_bug_hits = 0;
 
 struct fault_figures {
   std::uint64_t runs = 0, faults_fired = 0, operations = 0, failed_operations = 0, calls_covered = 0;
+  std::uint64_t runs_with_leftovers = 0, leftover_pages_seen = 0;  ///< (page, check) pairs
 };
 
 /// One run of the scenario with one armed fault.
@@ -114,6 +115,8 @@ class fault_run {
     after_fault();
     fig.operations += operations_;
     fig.failed_operations += failed_;
+    fig.leftover_pages_seen += leftover_pages_seen_;
+    fig.runs_with_leftovers += leftover_pages_seen_ != 0;
     if (!fired) {
       // The fault-free run: only the request over the fraction cap fails.
       EXPECT_EQ(failed_, 1u) << "the scenario without a fault should fail exactly once (the capped request):\n"
@@ -296,17 +299,32 @@ class fault_run {
       const memory_stats st = alloc_->stats(d);
       EXPECT_EQ(st.allocation[0].current, live) << "after " << after << ", device " << d;
       std::int64_t allocated_blocks = 0;
-      std::int64_t segment_bytes = 0;
+      std::array<std::int64_t, stat_pool_count> reserved{};  // segments + leftover pages, all/small/large
       for (const segment_info& seg : snapshot.segments) {
         if (seg.device != d) continue;
-        segment_bytes += static_cast<std::int64_t>(seg.total_size);
+        reserved[0] += static_cast<std::int64_t>(seg.total_size);
+        reserved[seg.is_large ? 2 : 1] += static_cast<std::int64_t>(seg.total_size);
         for (const block_info& b : seg.blocks) allocated_blocks += b.state == block_state::active_allocated;
+      }
+      for (const leftover_page_info& page : snapshot.leftover_pages) {
+        if (page.device != d) continue;
+        EXPECT_FALSE(case_.async) << "a cudaMallocAsync snapshot lists a leftover page";
+        reserved[0] += static_cast<std::int64_t>(page.size);
+        reserved[page.is_large ? 2 : 1] += static_cast<std::int64_t>(page.size);
+        ++leftover_pages_seen_;
       }
       EXPECT_EQ(allocated_blocks, live) << "after " << after << ", device " << d << ": snapshot vs live";
       if (!case_.async) {
         EXPECT_EQ(static_cast<std::size_t>(st.reserved_bytes[0].current), sim_->bytes_in_use(d))
             << "after " << after << ", device " << d << ": reserved_bytes != device bytes in use";
-        EXPECT_EQ(segment_bytes, st.reserved_bytes[0].current) << "after " << after << ", device " << d;
+        // Every reserved byte is in a segment or a leftover page (Note [Leftover pages]).
+        for (std::size_t k = 0; k < stat_pool_count; ++k) {
+          EXPECT_EQ(reserved[k], st.reserved_bytes[k].current)
+              << "after " << after << ", device " << d << ", pool kind " << k
+              << ": snapshot segments + leftover pages != reserved_bytes";
+        }
+        EXPECT_EQ(snapshot.reserved_bytes(d), static_cast<std::size_t>(st.reserved_bytes[0].current))
+            << "after " << after << ", device " << d << ": memory_snapshot::reserved_bytes";
       }
     }
   }
@@ -366,6 +384,7 @@ class fault_run {
   bool pending_end_ = false;
   std::uint64_t operations_ = 0;
   std::uint64_t failed_ = 0;
+  std::uint64_t leftover_pages_seen_ = 0;
   std::vector<std::string> failures_;
 };
 
@@ -386,10 +405,6 @@ std::vector<std::pair<status, int>> fault_kinds() {
 class fault_injection : public ::testing::TestWithParam<stress_case> {};
 
 TEST_P(fault_injection, EveryDriverCallFailsAtEveryPoint) {
-  if (contains(GetParam().config, "expandable") && !run_known_bugs()) {
-    GTEST_SKIP() << "known bugs: failed vmm_map / vmm_set_access during a capture and failed vmm_release leak "
-                    "physical pages (known_bugs.NativeExpandable*); STREAMPOOL_RUN_KNOWN_BUGS=1 runs it";
-  }
   fault_figures fig;
   known_bug_hits = 0;
   // STREAMPOOL_FAULT_KEEP_GOING=1 lists every failing fault point instead of stopping at the first.
@@ -420,7 +435,8 @@ TEST_P(fault_injection, EveryDriverCallFailsAtEveryPoint) {
   std::cout << "[ figures  ] " << GetParam().name << ": " << fig.runs << " scenario runs, " << fig.faults_fired
             << " faults injected, " << fig.calls_covered << " kinds of driver call reached (" << reached << "), " << fig.operations
             << " operations, " << fig.failed_operations << " of them failed cleanly; known native bug hit "
-            << known_bug_hits << " times (deallocate threw after freeing)\n";
+            << known_bug_hits << " times (deallocate threw after freeing); " << fig.runs_with_leftovers
+            << " runs held leftover pages (" << fig.leftover_pages_seen << " page checks, all accounted)\n";
   EXPECT_GT(fig.faults_fired, 0u);
 }
 

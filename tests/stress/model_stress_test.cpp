@@ -8,8 +8,9 @@
 //    sum plus frees that may still be active, allocated >= requested, reserved >= allocated,
 //    all = small + large, current = allocated - freed, peak >= current;
 //  - snapshot: the active_allocated blocks are exactly the live set, pending-free blocks are frees
-//    the model knows may be pending, native segments tile their blocks and sum to reserved_bytes,
-//    and reserved_bytes equals the simulated device's bytes in use;
+//    the model knows may be pending, native segments tile their blocks, segments plus leftover
+//    pages (expandable pages a failed growth could not give back yet, Note [Leftover pages]) sum
+//    to reserved_bytes per pool kind, and reserved_bytes equals the simulated device's bytes in use;
 //  - stream order: memory freed after record_stream(B) is not handed out (to any stream; for
 //    cudaMallocAsync to any stream other than the freeing one, which is ordered) before B's work
 //    up to the free has completed; cudaMallocAsync's free is ordered after B (completing the
@@ -96,7 +97,7 @@ struct figures {
   std::uint64_t sequences = 0, steps = 0, allocations = 0, frees = 0, ooms = 0, record_streams = 0,
                 completions = 0, empty_caches = 0, fractions = 0, captures = 0, released_pools = 0,
                 capture_errors = 0, allocations_checked_against_pending = 0, pending_overlaps_checked = 0, same_stream_reuses = 0,
-                ordered_frees_checked = 0;
+                ordered_frees_checked = 0, leftover_checks = 0;
 };
 
 class sequence_runner {
@@ -242,13 +243,7 @@ class sequence_runner {
 
   void op_allocate() {
     if (live_.size() >= max_live) return op_free();
-    int d = static_cast<int>(pick(device_count));
-    if (contains(case_.config, "expandable") && any_capture() && !device_recording(d) && !run_known_bugs()) {
-      // Known bug (known_bugs.NativeExpandableMapFailureDuringCaptureLeaksItsPages): pages created for
-      // a request on a device without a capture leak when the request fails because another device
-      // captures. Allocate on a capturing device instead until it is fixed.
-      d = captures_[pick(captures_.size())].device;
-    }
+    const int d = static_cast<int>(pick(device_count));
     const stream_t s = streams_[d][pick(streams_[d].size())];
     const std::size_t size = random_size();
     void* p = nullptr;
@@ -579,12 +574,20 @@ class sequence_runner {
       std::set<std::uintptr_t> snap_allocated;
       std::int64_t snap_allocated_bytes = 0;
       std::int64_t snap_segments = 0;
-      std::int64_t snap_total = 0;
+      std::array<std::int64_t, stat_pool_count> snap_total{};  // segments + leftover pages: all, small, large
+      for (const leftover_page_info& page : snap.leftover_pages) {
+        if (page.device != d) continue;
+        EXPECT_FALSE(case_.async) << "a cudaMallocAsync snapshot lists a leftover page";
+        snap_total[0] += static_cast<std::int64_t>(page.size);
+        snap_total[page.is_large ? 2 : 1] += static_cast<std::int64_t>(page.size);
+      }
+      if (snap_total[0] != 0) ++fig_.leftover_checks;
       for (const segment_info& seg : snap.segments) {
         if (seg.device != d) continue;
         // spec §2.13: expandable segments are listed per mapped range but not counted in `segment`.
         if (!seg.is_expandable) ++snap_segments;
-        snap_total += static_cast<std::int64_t>(seg.total_size);
+        snap_total[0] += static_cast<std::int64_t>(seg.total_size);
+        snap_total[seg.is_large ? 2 : 1] += static_cast<std::int64_t>(seg.total_size);
         std::uintptr_t cursor = seg.address;
         std::size_t block_sum = 0;
         for (const block_info& b : seg.blocks) {
@@ -611,7 +614,10 @@ class sequence_runner {
       EXPECT_EQ(snap_allocated_bytes, st.allocated_bytes[0].current) << "device " << d;
       if (!case_.async) {
         EXPECT_EQ(snap_segments, st.segment[0].current) << "device " << d;
-        EXPECT_EQ(snap_total, st.reserved_bytes[0].current) << "device " << d << ": segments != reserved_bytes";
+        for (std::size_t k = 0; k < stat_pool_count; ++k) {
+          EXPECT_EQ(snap_total[k], st.reserved_bytes[k].current)
+              << "device " << d << ", pool kind " << k << ": segments + leftover pages != reserved_bytes";
+        }
       }
       if (maybe_active_[d].empty()) {
         EXPECT_EQ(st.requested_bytes[0].current, live_requested) << "device " << d;
@@ -694,7 +700,8 @@ TEST_P(model_stress, RandomSequencesKeepEveryInvariant) {
             << " allocations made while record_stream'ed frees were pending (checked against them), "
             << fig.pending_overlaps_checked << " reuses of record_stream'ed memory right after a synchronisation, "
             << fig.same_stream_reuses << " stream-ordered reuses of it by the freeing stream (async), "
-            << fig.ordered_frees_checked << " async free orderings checked\n";
+            << fig.ordered_frees_checked << " async free orderings checked, " << fig.leftover_checks
+            << " checks with leftover pages held (accounted with the segments)\n";
   RecordProperty("sequences", static_cast<int>(fig.sequences));
   RecordProperty("steps", static_cast<int>(fig.steps));
   EXPECT_GT(fig.steps, 0u);

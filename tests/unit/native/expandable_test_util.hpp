@@ -39,19 +39,29 @@ struct expandable_env : native_env {
   }
 };
 
-/// reserved_bytes == what the sim has physically in use == mapped bytes in the snapshot; the
-/// `segment` statistic stays 0 (expandable mapping never changes it); inactive_split stays 0.
+/// reserved_bytes == what the sim has physically in use == mapped bytes in the snapshot plus its
+/// leftover pages (Note [Leftover pages]), per pool kind too; the `segment` statistic stays 0
+/// (expandable mapping never changes it); inactive_split stays 0.
 inline void expect_consistent(const native_env& env) {
   const memory_stats s = env.stats();
-  std::size_t mapped = 0;
+  const memory_snapshot snap = env.alloc->snapshot();
   std::size_t active = 0;
-  for (const segment_info& seg : env.segments()) {
+  std::size_t by_kind[3] = {0, 0, 0};  // all, small, large
+  for (const segment_info& seg : snap.segments) {
     EXPECT_TRUE(seg.is_expandable);
-    mapped += seg.total_size;
+    by_kind[all] += seg.total_size;
+    by_kind[seg.is_large ? large : small] += seg.total_size;
     active += seg.active_size;
   }
+  for (const leftover_page_info& page : snap.leftover_pages) {
+    by_kind[all] += page.size;
+    by_kind[page.is_large ? large : small] += page.size;
+  }
   EXPECT_EQ(s.reserved_bytes[all].current, i64(env.sim->bytes_in_use(0)));
-  EXPECT_EQ(s.reserved_bytes[all].current, i64(mapped));
+  for (const std::size_t k : {all, small, large}) {
+    EXPECT_EQ(s.reserved_bytes[k].current, i64(by_kind[k])) << "pool kind " << k << ": segments + leftover pages";
+  }
+  EXPECT_EQ(snap.reserved_bytes(0), static_cast<std::size_t>(s.reserved_bytes[all].current));
   EXPECT_EQ(s.reserved_bytes[all].current, s.reserved_bytes[small].current + s.reserved_bytes[large].current);
   EXPECT_EQ(s.active_bytes[all].current, i64(active));
   EXPECT_EQ(s.segment[all].current, 0);
