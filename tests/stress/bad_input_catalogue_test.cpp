@@ -261,8 +261,6 @@ TEST_P(bad_input_catalogue, DestroyedStreamIsAClearErrorOrHarmless) {
   if (live(q, s0_)) {
     EXPECT_EQ(alloc_->stats(0).allocation[0].current, 2);  // live_ and q, consistently
     unfreeable_ = q;  // the driver refuses the destroyed stream for good
-  } else if (!GetParam().async && !run_known_bugs()) {
-    GTEST_LOG_(INFO) << "known native bug (deallocate threw after freeing): " << freed.message;
   } else {
     ADD_FAILURE() << "deallocate threw but freed: " << freed.message;
   }
@@ -286,11 +284,7 @@ TEST_P(bad_input_catalogue, RecordStreamOfAnotherDevicesStreamIsOrderedOrAClearE
   } else {
     EXPECT_EQ(o.kind, thrown::cuda_error) << o.message;
     const bool still_live = live(p, s0_);
-    if (!still_live && !(GetParam().async) && !run_known_bugs()) {
-      GTEST_LOG_(INFO) << "known native bug (deallocate threw after freeing): " << o.message;
-    } else {
-      EXPECT_TRUE(still_live) << "deallocate threw but freed: " << o.message;
-    }
+    EXPECT_TRUE(still_live) << "deallocate threw but freed: " << o.message;
     if (still_live) {
       sim_->complete_all();
       EXPECT_TRUE(run_op([&] { alloc_->deallocate(p); }).ok());

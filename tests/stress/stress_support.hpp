@@ -101,10 +101,6 @@ inline std::vector<std::uint64_t> sequence_seeds(std::uint64_t ci_default) {
   return seeds;
 }
 
-/// STREAMPOOL_RUN_KNOWN_BUGS=1 runs the tests that reproduce known, not yet fixed bugs (they are
-/// skipped otherwise so that CI stays green; docs/reliability.md lists them).
-inline bool run_known_bugs() { return env_u64_or("STREAMPOOL_RUN_KNOWN_BUGS", 0) != 0; }
-
 /// One statistic of `stats` by PyTorch key ("allocated_bytes.all.current").
 inline std::int64_t stat_of(const std::map<std::string, std::int64_t>& stats, const std::string& key) {
   const auto it = stats.find(key);
