@@ -49,8 +49,8 @@ int allocator::resolve_device(int device) const {
 // max_request_bytes - 1` is false for 0 (it wraps) and for 1 EiB or more, and
 // `unsigned(device) < unsigned(device_count_)` is false for current_device (-1) and for any device
 // out of range. The rest — the current device (a driver call; it is not cached per thread, since
-// the caller may switch devices behind our back with cudaSetDevice), the errors — follows, with
-// the messages built in cold functions so that the fast path needs no stack frame. The order of
+// the caller may switch devices behind our back with cudaSetDevice), the errors — is in an
+// out-of-line lambda and cold functions, so that the fast path needs no stack frame. The order of
 // the checks there (size 0, then the device, then 1 EiB) decides which error a doubly bad call
 // gets, as before.
 namespace {
@@ -73,10 +73,14 @@ void* allocator::allocate(std::size_t bytes, stream_t stream, int device) {
       static_cast<unsigned>(device) < static_cast<unsigned>(device_count_)) [[likely]] {
     return do_allocate(device, bytes, stream);
   }
-  if (bytes == 0) throw_size_zero();
-  const int dev = resolve_device(device);
-  if (bytes >= max_request_bytes) throw_over_1eib(bytes, dev);
-  return do_allocate(dev, bytes, stream);
+  // Out of line (a lambda may call private members), so that the fast path saves no registers.
+  const auto checked = [](allocator* self, std::size_t n, stream_t s, int d) __attribute__((noinline)) -> void* {
+    if (n == 0) throw_size_zero();
+    const int dev = self->resolve_device(d);
+    if (n >= max_request_bytes) throw_over_1eib(n, dev);
+    return self->do_allocate(dev, n, s);
+  };
+  return checked(this, bytes, stream, device);
 }
 
 void allocator::deallocate(void* ptr) {

@@ -3,6 +3,8 @@
 // pool kind (small/large); "all" is their sum, except its peak, which the arena tracks too.
 // Written only by the holder of the arena lock, read by stats() of any thread (relaxed atomics:
 // plain loads and stores on x86). Device-wide peaks: Note [Device peaks] in device_state.hpp.
+// Active and active_bytes are derived from allocation and allocated_bytes plus the frees still
+// pending (Note [Derived active counters] in stream_arena.hpp): their slots hold the pending part.
 #pragma once
 
 #include <atomic>

@@ -53,8 +53,8 @@ inline block* stream_arena::alloc_found(block* b, std::size_t rounded, std::size
   const auto size = static_cast<std::int64_t>(b->size);
   add_stat(arena_stat_kind::allocation, small, 1);
   add_stat(arena_stat_kind::allocated_bytes, small, size);
-  add_stat(arena_stat_kind::active, small, 1);
-  add_stat(arena_stat_kind::active_bytes, small, size);
+  // Active is derived; with frees pending it may pass its peak here (Note [Derived active counters]).
+  if (pending_blocks_ != 0) [[unlikely]] raise_active_peaks();
   add_stat(arena_stat_kind::requested_bytes, small, static_cast<std::int64_t>(requested));
   if (device_->policy().is_oversize(b->size)) [[unlikely]] change_oversize(1);
   live_.insert(b->ptr, b);
@@ -66,7 +66,6 @@ inline void stream_arena::free_block(block* b) {
   device_->trace().record(trace_action::free_completed, device_->index(), b->ptr, b->requested_size, stream_,
                           pool_id_);
   const bool small = b->seg->small;
-  const auto original_size = static_cast<std::int64_t>(b->size);
   const auto requested = static_cast<std::int64_t>(b->requested_size);
   std::int64_t split_blocks = 0;
   std::int64_t split_bytes = 0;
@@ -89,8 +88,7 @@ inline void stream_arena::free_block(block* b) {
     if (split_blocks != 0) change(arena_stat_kind::inactive_split, small, split_blocks);
     if (split_bytes != 0) change(arena_stat_kind::inactive_split_bytes, small, split_bytes);
   }
-  sub_stat(arena_stat_kind::active, small, 1);
-  sub_stat(arena_stat_kind::active_bytes, small, original_size);
+  // Active falls with allocation (free_request) or with pending (complete_pending).
   sub_stat(arena_stat_kind::requested_bytes, small, requested);
 }
 
@@ -139,10 +137,13 @@ inline void stream_arena::free_request(block* b) {
   device_->trace().record(trace_action::free_requested, device_->index(), b->ptr, b->requested_size, stream_,
                           pool_id_);
   b->allocated = false;
-  if (b->event_count != 0) [[unlikely]] return;  // waits for the events recorded above
-  if (b->uses.empty()) {
+  if (b->event_count == 0 && b->uses.empty()) [[likely]] {
     free_block(b);
-  } else {
+    return;
+  }
+  change_pending(small, 1, size);  // still active (Note [Derived active counters])
+  if (b->event_count != 0) return;  // waits for the events recorded above
+  {
     // Note [Deferred frees during capture] in native_allocator.hpp.
     b->deferred = true;
     deferred_.push_back(b);
@@ -150,7 +151,10 @@ inline void stream_arena::free_request(block* b) {
   }
 }
 
-void stream_arena::free_block_out_of_line(block* b) { free_block(b); }
+void stream_arena::complete_pending(block* b) {
+  change_pending(b->seg->small, -1, -static_cast<std::int64_t>(b->size));
+  free_block(b);
+}
 
 // --- native_allocator ------------------------------------------------------------------------------
 

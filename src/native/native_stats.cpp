@@ -39,8 +39,27 @@ stat& stat_of(memory_stats& s, std::size_t index) noexcept {
 
 void stream_arena::add_stats_to(memory_stats& out) const noexcept {
   for (std::size_t k = 0; k < arena_stat_kinds; ++k) {
-    stat_array& array = array_of(out, static_cast<arena_stat_kind>(k));
+    const auto kind = static_cast<arena_stat_kind>(k);
+    stat_array& array = array_of(out, kind);
     for (std::size_t pool = 0; pool < 2; ++pool) {
+      if (kind == arena_stat_kind::active || kind == arena_stat_kind::active_bytes) {
+        // Derived: allocation (or its bytes) + pending (Note [Derived active counters]).
+        const arena_counter& base = counters_[static_cast<std::size_t>(
+            kind == arena_stat_kind::active ? arena_stat_kind::allocation : arena_stat_kind::allocated_bytes)][pool];
+        const arena_counter& pending = counters_[k][pool];
+        const std::int64_t base_now = base.now();
+        const std::int64_t base_freed = base.freed.load(std::memory_order_relaxed);
+        const std::int64_t pending_now = pending.now();
+        const std::int64_t current = base_now + pending_now;
+        const std::int64_t freed = base_freed - pending_now + pending.offset.load(std::memory_order_relaxed);
+        const std::int64_t allocated = base_now + base_freed - base.offset.load(std::memory_order_relaxed);
+        for (stat* s : {&array[pool + 1], &array[0]}) {
+          s->current += current;
+          s->freed += freed;
+          s->allocated += allocated;
+        }
+        continue;
+      }
       counters_[k][pool].add_to(array[pool + 1]);
       counters_[k][pool].add_to(array[0]);
     }

@@ -115,7 +115,7 @@ stream_arena::event_queue& stream_arena::queue_for(stream_t stream) {
 void stream_arena::event_done(block* b) noexcept {
   --pending_events_;
   device_->pending_events.fetch_sub(1, std::memory_order_relaxed);
-  if (--b->event_count == 0) free_block_out_of_line(b);
+  if (--b->event_count == 0) complete_pending(b);
 }
 
 void stream_arena::process_events() {
@@ -160,7 +160,7 @@ void stream_arena::process_deferred() {
     b->deferred = false;
     b->uses.drop_capture_uses();  // the capture's own stream order covers them (spec §3.4)
     if (b->uses.empty()) {
-      free_block_out_of_line(b);
+      complete_pending(b);
       continue;
     }
     try {
@@ -237,21 +237,63 @@ void stream_arena::release_at_exit() noexcept {
 
 // --- statistics -------------------------------------------------------------------------------------
 
+namespace {
+
+/// The counter that active (or active_bytes) is derived from (Note [Derived active counters]).
+constexpr arena_stat_kind base_of(arena_stat_kind kind) noexcept {
+  return kind == arena_stat_kind::active ? arena_stat_kind::allocation : arena_stat_kind::allocated_bytes;
+}
+constexpr bool is_derived(arena_stat_kind kind) noexcept {
+  return kind == arena_stat_kind::active || kind == arena_stat_kind::active_bytes;
+}
+
+}  // namespace
+
+std::int64_t stream_arena::active_now(arena_stat_kind kind, std::size_t pool) const noexcept {
+  return counters_[static_cast<std::size_t>(base_of(kind))][pool].now() +
+         counters_[static_cast<std::size_t>(kind)][pool].now();
+}
+
+void stream_arena::raise_active_peaks() noexcept {
+  for (const arena_stat_kind kind : {arena_stat_kind::active, arena_stat_kind::active_bytes}) {
+    auto& pair = counters_[static_cast<std::size_t>(kind)];
+    const std::int64_t small = active_now(kind, 0);
+    const std::int64_t large = active_now(kind, 1);
+    if (small > pair[0].peak) {
+      pair[0].peak = small;
+      raise_device_peak(stat_index(kind, stat_pool::small_pool));
+    }
+    if (large > pair[1].peak) {
+      pair[1].peak = large;
+      raise_device_peak(stat_index(kind, stat_pool::large_pool));
+    }
+    if (small + large > all_peak_[static_cast<std::size_t>(kind)]) {
+      all_peak_[static_cast<std::size_t>(kind)] = small + large;
+      raise_device_peak(stat_index(kind, stat_pool::all));
+    }
+  }
+}
+
 std::int64_t stream_arena::current(std::size_t index) const noexcept {
   if (index == oversize_allocations_index) return oversize_.now();
-  const auto& kind = counters_[index / stat_pool_count];
+  const auto kind = static_cast<arena_stat_kind>(index / stat_pool_count);
+  const auto value = [&](std::size_t pool) {
+    return is_derived(kind) ? active_now(kind, pool) : counters_[static_cast<std::size_t>(kind)][pool].now();
+  };
   switch (static_cast<stat_pool>(index % stat_pool_count)) {
-    case stat_pool::small_pool: return kind[0].now();
-    case stat_pool::large_pool: return kind[1].now();
+    case stat_pool::small_pool: return value(0);
+    case stat_pool::large_pool: return value(1);
     case stat_pool::all: break;
   }
-  return kind[0].now() + kind[1].now();
+  return value(0) + value(1);
 }
 
 void stream_arena::reset_peaks() noexcept {
   for (std::size_t k = 0; k < arena_stat_kinds; ++k) {
-    counters_[k][0].peak = counters_[k][0].now();
-    counters_[k][1].peak = counters_[k][1].now();
+    const auto kind = static_cast<arena_stat_kind>(k);
+    for (std::size_t pool = 0; pool < 2; ++pool) {
+      counters_[k][pool].peak = is_derived(kind) ? active_now(kind, pool) : counters_[k][pool].now();
+    }
     all_peak_[k] = counters_[k][0].peak + counters_[k][1].peak;
   }
   oversize_.peak = oversize_.now();

@@ -182,10 +182,12 @@ class stream_arena {
   [[nodiscard]] block* prefer_without_tail(block* b, bool small) const noexcept;
   void release_expandable_at_exit(segment* seg) noexcept;
   // Defined in hot_path.cpp and inlined into their callers there (Note [Hot path layout]);
-  // callers elsewhere use allocate_block and free_block_out_of_line.
+  // callers elsewhere use allocate_block and complete_pending.
   [[gnu::always_inline]] inline void free_block(block* b);
   [[gnu::always_inline]] inline block* alloc_found(block* b, std::size_t rounded, std::size_t requested);
-  void free_block_out_of_line(block* b);
+  /// A pending free (its events done, or its capture over with no use left) completes: it is no
+  /// longer active, and goes back to the free list (Note [Derived active counters]).
+  void complete_pending(block* b);
   /// One event per stream use of `b`, recorded and queued; uses cleared. All or nothing:
   /// @throws cuda_error (or bad_alloc) with nothing changed (Note [Failed frees]).
   void record_events(block* b);
@@ -214,29 +216,62 @@ class stream_arena {
     spare_ = b;
   }
 
+  // Note [Derived active counters]
+  // A block is active from its allocation until its free completes; in between it may wait for
+  // the events of record_stream uses or for a capture to end ("pending"). So active = allocation +
+  // pending, and active_bytes = allocated_bytes + pending bytes. The hot path therefore updates
+  // only allocation and allocated_bytes; the counters_ slots of active and active_bytes hold the
+  // pending block count and bytes (changed only when a free starts or ends waiting, which is not
+  // a cache hit), while their `peak` fields are active's own peaks. Readers derive (current(),
+  // add_stats_to, reset_peaks): current = base + pending; allocated (accumulated) = allocation's,
+  // since every allocation makes one block active; freed = base.freed - pending + pending at the
+  // last reset_accumulated (the pending slot's offset). Peaks: active rises only when an
+  // allocation rises; with nothing pending active equals allocation and its peak is at least
+  // allocation's, so it can only pass its peak where allocation passes its own (add_stat calls
+  // raise_active_peaks there); with something pending (pending_blocks_ != 0) every allocation
+  // checks. A cache-hit pair makes four counter updates fewer than when active was kept apart.
+
   // Note [Hot statistics]
   // A cache-hit pair changes about a dozen counters (allocation, active and their bytes, requested
   // bytes, inactive_split when a block is split or merged). Each change is written out for its
   // sign: an increase checks this arena's peak of the pool kind and of "all" (Note [Device peaks]),
   // a decrease only adds to `freed`. The arena is the only writer, so the counters are read back
   // with plain (relaxed) loads; the pair of functions below is what the hot path inlines.
-  /// +amount (>= 0) on (kind, pool kind); "all" is implied.
+  /// +amount (>= 0) on (kind, pool kind); "all" is implied. Not for active / active_bytes, which
+  /// are derived (Note [Derived active counters]).
   void add_stat(arena_stat_kind kind, bool small, std::int64_t amount) noexcept {
     const auto k = static_cast<std::size_t>(kind);
     auto& pair = counters_[k];
     arena_counter& c = pair[small ? 0 : 1];
     const std::int64_t now = c.now() + amount;
     c.current.store(now, std::memory_order_relaxed);
+    // Active = allocation + pending can only pass its peak where allocation passes its own.
+    const bool drives_active = kind == arena_stat_kind::allocation || kind == arena_stat_kind::allocated_bytes;
     if (now > c.peak) [[unlikely]] {
       c.peak = now;
       raise_device_peak(stat_index(kind, small ? stat_pool::small_pool : stat_pool::large_pool));
+      if (drives_active) raise_active_peaks();
     }
     const std::int64_t all = pair[0].now() + pair[1].now();
     if (all > all_peak_[k]) [[unlikely]] {
       all_peak_[k] = all;
       raise_device_peak(stat_index(kind, stat_pool::all));
+      if (drives_active) raise_active_peaks();
     }
   }
+  /// A freed block starts (+1, +bytes) or ends (-1, -bytes) waiting for its events or its capture.
+  /// Active is unchanged by the start (allocation falls by as much), so no peak can move.
+  void change_pending(bool small, std::int64_t blocks, std::int64_t bytes) noexcept {
+    arena_counter& n = counters_[static_cast<std::size_t>(arena_stat_kind::active)][small ? 0 : 1];
+    arena_counter& b = counters_[static_cast<std::size_t>(arena_stat_kind::active_bytes)][small ? 0 : 1];
+    n.current.store(n.now() + blocks, std::memory_order_relaxed);
+    b.current.store(b.now() + bytes, std::memory_order_relaxed);
+    pending_blocks_ = static_cast<std::size_t>(static_cast<std::int64_t>(pending_blocks_) + blocks);
+  }
+  /// Active (allocation + pending) and active bytes of pool kind `pool` (0 small, 1 large).
+  [[nodiscard]] std::int64_t active_now(arena_stat_kind kind, std::size_t pool) const noexcept;
+  /// Raises this arena's active / active_bytes peaks (and the device's) to their current values.
+  void raise_active_peaks() noexcept;
   /// -amount (amount >= 0) on (kind, pool kind).
   void sub_stat(arena_stat_kind kind, bool small, std::int64_t amount) noexcept {
     arena_counter& c = counters_[static_cast<std::size_t>(kind)][small ? 0 : 1];
@@ -281,6 +316,7 @@ class stream_arena {
   block_map live_;  // allocated blocks by pointer (Note [Pointer lookup])
   std::array<std::array<arena_counter, 2>, arena_stat_kinds> counters_{};  // [kind][small, large]
   std::array<std::int64_t, arena_stat_kinds> all_peak_{};
+  std::size_t pending_blocks_ = 0;  // freed blocks waiting for events or a capture (both pool kinds)
   arena_counter oversize_;
 };
 

@@ -249,3 +249,76 @@ TEST(AllocFree, NoDriverCallOnCacheHit) {
 
 }  // namespace
 }  // namespace streampool::test
+
+namespace streampool::test {
+namespace {
+
+// Active is allocation + frees still waiting for events (Note [Derived active counters]): its
+// current, peak, allocated and freed must follow PyTorch's semantics while frees are pending,
+// across reset_accumulated_stats and reset_peak_stats, per pool kind.
+TEST(AllocFree, ActiveCountsPendingFreesThroughPeaksAndResets) {
+  sim_options lazy;
+  lazy.eager_completion = false;
+  native_env env("", lazy);
+  const stream_t side = env.new_stream();
+  const stream_t main = env.new_stream();
+  void* p = env.alloc->allocate(4096, side);
+  env.alloc->record_stream(p, main);
+  env.alloc->deallocate(p);  // pending: no longer allocated, still active
+  memory_stats s = env.stats();
+  EXPECT_EQ(s.allocation[all].current, 0);
+  EXPECT_EQ(s.active[all].current, 1);
+  EXPECT_EQ(s.active[small].current, 1);
+  EXPECT_EQ(s.active[large].current, 0);
+  EXPECT_EQ(s.active_bytes[small].current, 4096);
+  EXPECT_EQ(s.active[all].allocated, 1);
+  EXPECT_EQ(s.active[all].freed, 0);
+
+  env.alloc->reset_accumulated_stats();  // while p is pending
+  s = env.stats();
+  EXPECT_EQ(s.active[all].current, 1);
+  EXPECT_EQ(s.active[all].allocated, 0);
+  EXPECT_EQ(s.active[all].freed, 0);
+
+  void* q = env.alloc->allocate(8192, side);  // p is not reusable yet: a second active block
+  EXPECT_NE(q, p);
+  s = env.stats();
+  EXPECT_EQ(s.allocation[all].peak, 1) << "never two allocated at once";
+  EXPECT_EQ(s.active[all].peak, 2) << "p (pending) and q are both active";
+  EXPECT_EQ(s.active_bytes[all].peak, 4096 + 8192);
+  EXPECT_EQ(s.allocated_bytes[all].peak, 8192);
+  EXPECT_EQ(s.active[all].allocated, 1);
+
+  void* big = env.alloc->allocate(4 * MiB, side);
+  env.alloc->record_stream(big, main);
+  env.alloc->deallocate(big);  // a pending large block
+  env.alloc->reset_peak_stats();
+  s = env.stats();
+  EXPECT_EQ(s.active_bytes[large].current, i64(4 * MiB));
+  EXPECT_EQ(s.active_bytes[large].peak, i64(4 * MiB)) << "reset to the current value, pending included";
+  EXPECT_EQ(s.allocated_bytes[large].peak, 0);
+  EXPECT_EQ(s.active[all].peak, 3);
+
+  env.sim->complete(main);
+  void* r = env.alloc->allocate(4096, side);  // polls the events: p and big complete
+  EXPECT_EQ(r, p);
+  s = env.stats();
+  EXPECT_EQ(s.active[all].current, 2) << "q and r";
+  EXPECT_EQ(s.active[large].current, 0);
+  EXPECT_EQ(s.active_bytes[large].current, 0);
+  EXPECT_EQ(s.active[all].allocated, 3) << "q, big and r since the reset";
+  EXPECT_EQ(s.active[all].freed, 2) << "p and big completed since the reset";
+  EXPECT_EQ(s.active_bytes[all].freed, i64(4096 + 4 * MiB));
+  EXPECT_EQ(s.active[all].peak, 3);
+
+  env.alloc->deallocate(q);
+  env.alloc->deallocate(r);
+  s = env.stats();
+  EXPECT_EQ(s.active[all].current, 0);
+  EXPECT_EQ(s.active_bytes[all].current, 0);
+  EXPECT_EQ(s.active[all].freed, 4);
+  EXPECT_EQ(s.allocation[all].freed, 3) << "big, q and r since the reset (p's free request came before it)";
+}
+
+}  // namespace
+}  // namespace streampool::test
