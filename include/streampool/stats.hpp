@@ -96,9 +96,10 @@ struct segment_info {
 
 /// A physical page of an expandable segment that the native backend holds outside every segment:
 /// a failed growth could not give it back yet (the driver refused, or a capture was underway;
-/// docs/native-backend.md, "Leftover pages"). It is counted in reserved_bytes (of the pool kind
-/// given by is_large) and given back by a later growth, empty_cache or the allocator's destructor.
-/// Per device: reserved_bytes = sum of segments' total_size + sum of leftover pages' size.
+/// Note [Leftover pages] in src/native/expandable.hpp). It is counted in reserved_bytes (of the
+/// pool kind given by is_large) and given back by a later growth, empty_cache or the allocator's
+/// destructor. Per device: reserved_bytes = sum of segments' total_size + sum of leftover pages'
+/// size.
 struct leftover_page_info {
   int device = 0;
   std::uintptr_t address = 0;  ///< still mapped there (an unmap was refused); 0 when not mapped
@@ -125,10 +126,11 @@ struct trace_entry {
 /// A snapshot of one allocator: segments sorted by address, plus the trace if recording.
 struct memory_snapshot {
   std::vector<segment_info> segments;
-  /// Pages reserved outside every segment (native expandable segments only; usually empty).
-  std::vector<leftover_page_info> leftover_pages;
   std::vector<trace_entry> trace;
   std::string allocator_settings;  ///< the config text in effect
+  /// Pages reserved outside every segment (native expandable segments only; usually empty). Last,
+  /// so that aggregate initialisation of the earlier members keeps compiling.
+  std::vector<leftover_page_info> leftover_pages;
   /// JSON in the shape of torch.cuda.memory._snapshot() ("segments", "device_traces", ...), plus
   /// "leftover_pages" (streampool's addition; an empty list when there are none).
   [[nodiscard]] std::string to_json() const;
