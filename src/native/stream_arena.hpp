@@ -232,8 +232,9 @@ class stream_arena {
   // checks. A cache-hit pair makes four counter updates fewer than when active was kept apart.
 
   // Note [Hot statistics]
-  // A cache-hit pair changes about a dozen counters (allocation, active and their bytes, requested
-  // bytes, inactive_split when a block is split or merged). Each change is written out for its
+  // A cache-hit pair changes up to ten counters (allocation and its bytes, requested bytes,
+  // inactive_split when a block is split or merged; active is derived, Note [Derived active
+  // counters]). Each change is written out for its
   // sign: an increase checks this arena's peak of the pool kind and of "all" (Note [Device peaks]),
   // a decrease only adds to `freed`. The arena is the only writer, so the counters are read back
   // with plain (relaxed) loads; the pair of functions below is what the hot path inlines.
