@@ -6,7 +6,7 @@
 #include <mutex>
 #include <vector>
 
-#include "driver/cuda_capture_mode.hpp"
+#include "driver/cuda_scopes.hpp"
 #include "driver/cuda_driver.hpp"
 
 #ifdef STREAMPOOL_HAVE_CHECK_KERNEL
@@ -15,30 +15,6 @@
 
 namespace streampool::detail {
 namespace {
-
-/// Makes `device` current for the scope if it is not, and restores the previous one (kernels and
-/// memsets go to the current device's context; the other calls of this driver do the same).
-class current_device_scope {
- public:
-  explicit current_device_scope(int device) noexcept {
-    error_ = cudaGetDevice(&previous_);
-    if (error_ == cudaSuccess && previous_ != device) {
-      error_ = cudaSetDevice(device);
-      switched_ = error_ == cudaSuccess;
-    }
-  }
-  ~current_device_scope() {
-    if (switched_) (void)cudaSetDevice(previous_);
-  }
-  current_device_scope(const current_device_scope&) = delete;
-  current_device_scope& operator=(const current_device_scope&) = delete;
-  [[nodiscard]] cudaError_t error() const noexcept { return error_; }
-
- private:
-  int previous_ = 0;
-  bool switched_ = false;
-  cudaError_t error_ = cudaSuccess;
-};
 
 #ifdef STREAMPOOL_HAVE_CHECK_KERNEL
 using kernels::byte_check_slot;
@@ -110,7 +86,7 @@ slot_pool& slots() {
 drv_result cuda_driver::memset_async(int device, void* ptr, std::uint8_t value, std::size_t bytes,
                                      stream_t stream) noexcept {
   if (bytes == 0) return {};
-  const current_device_scope scope(device);
+  const device_scope scope(device);
   if (scope.error() != cudaSuccess) return runtime_result(scope.error());
   return runtime_result(cudaMemsetAsync(ptr, value, bytes, static_cast<cudaStream_t>(stream)));
 }
@@ -123,7 +99,7 @@ drv_result cuda_driver::check_bytes(int device, const void* ptr, std::size_t byt
   return {status::not_supported, 0};
 #else
   if (bytes == 0) return {};
-  const current_device_scope scope(device);
+  const device_scope scope(device);
   if (scope.error() != cudaSuccess) return runtime_result(scope.error());
   const auto native_stream = static_cast<cudaStream_t>(stream);
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;

@@ -4,7 +4,7 @@
 // no extra CUDA call on the hot path (event record/query, stream wait, malloc/free async).
 #include "driver/cuda_driver.hpp"
 
-#include "driver/cuda_capture_mode.hpp"
+#include "driver/cuda_scopes.hpp"
 
 #include <cstdint>
 #include <memory>
@@ -13,33 +13,6 @@ namespace streampool {
 namespace detail {
 
 namespace {
-
-/// Makes `device` current for the scope if it is not already, and restores the previous one.
-class device_scope {
- public:
-  explicit device_scope(int device) noexcept {
-    error_ = cudaGetDevice(&previous_);
-    if (error_ == cudaSuccess && previous_ != device) {
-      error_ = cudaSetDevice(device);
-      switched_ = error_ == cudaSuccess;
-    }
-  }
-  ~device_scope() {
-    if (switched_) {
-      (void)cudaSetDevice(previous_);
-    }
-  }
-  device_scope(const device_scope&) = delete;
-  device_scope& operator=(const device_scope&) = delete;
-
-  [[nodiscard]] cudaError_t error() const noexcept { return error_; }
-
- private:
-  int previous_ = 0;
-  bool switched_ = false;
-  cudaError_t error_ = cudaSuccess;
-};
-
 
 cudaMemPoolAttr native_attr(pool_attr attr) noexcept {
   switch (attr) {

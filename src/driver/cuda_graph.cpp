@@ -4,7 +4,7 @@
 // thin translation with no policy; docs/graph-capture.md has the rules the callers follow.
 #include "driver/cuda_driver.hpp"
 
-#include "driver/cuda_capture_mode.hpp"
+#include "driver/cuda_scopes.hpp"
 
 namespace streampool::detail {
 namespace {
