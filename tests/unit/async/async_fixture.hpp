@@ -1,11 +1,13 @@
 // async_fixture.hpp — shared set-up of the cudaMallocAsync backend's unit tests: a sim_driver, an
 // allocator built with detail::make_async_allocator from a config string, and small helpers
-// (streams, the device's pool handle, pool attributes, stats as a flat map).
+// (streams, the device's pool handle, pool attributes, stats as a flat map, the text of an expected
+// out_of_memory).
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -14,6 +16,7 @@
 #include "backends.hpp"
 #include "streampool/allocator.hpp"
 #include "streampool/config.hpp"
+#include "streampool/errors.hpp"
 #include "streampool/sim_driver.hpp"
 
 namespace streampool::testing {
@@ -29,6 +32,21 @@ class async_fixture : public ::testing::Test {
   }
 
   void SetUp() override { make(); }
+
+  /// The message of the out_of_memory `f` throws (a test failure if it throws none).
+  static std::string message_of(const std::function<void()>& f) {
+    try {
+      f();
+    } catch (const out_of_memory& e) {
+      return e.what();
+    }
+    ADD_FAILURE() << "expected out_of_memory";
+    return {};
+  }
+
+  static bool contains(const std::string& text, const std::string& part) {
+    return text.find(part) != std::string::npos;
+  }
 
   [[nodiscard]] stream_t new_stream(int device = 0) {
     stream_t stream = nullptr;

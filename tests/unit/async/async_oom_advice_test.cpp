@@ -25,20 +25,6 @@ class async_oom_advice : public async_fixture {
     make(options);
   }
 
-  static std::string message_of(const std::function<void()>& f) {
-    try {
-      f();
-    } catch (const out_of_memory& e) {
-      return e.what();
-    }
-    ADD_FAILURE() << "expected out_of_memory";
-    return {};
-  }
-
-  static bool contains(const std::string& text, const std::string& part) {
-    return text.find(part) != std::string::npos;
-  }
-
   static void expect_no_native_keys(const std::string& message) {
     EXPECT_FALSE(contains(message, "expandable_segments:True to avoid")) << message;
     EXPECT_FALSE(contains(message, "max_split_size_mb")) << message;

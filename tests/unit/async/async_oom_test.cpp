@@ -16,20 +16,6 @@ class async_oom : public async_fixture {
     options.capacity = gib;
     make(options, "per_process_memory_fraction:0.5");
   }
-
-  static std::string message_of(const std::function<void()>& f) {
-    try {
-      f();
-    } catch (const out_of_memory& e) {
-      return e.what();
-    }
-    ADD_FAILURE() << "expected out_of_memory";
-    return {};
-  }
-
-  static bool contains(const std::string& text, const std::string& part) {
-    return text.find(part) != std::string::npos;
-  }
 };
 
 TEST_F(async_oom, fraction_cap_refuses_before_the_driver) {
