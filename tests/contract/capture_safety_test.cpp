@@ -10,6 +10,7 @@
 
 #include "streampool/graph.hpp"
 #include "support/backend_fixture.hpp"
+#include "support/warnings_scope.hpp"
 
 namespace streampool::testing {
 namespace {
@@ -23,9 +24,6 @@ struct buffer {
   buffer(const buffer&) = delete;
   buffer& operator=(const buffer&) = delete;
 };
-
-std::vector<std::string> warnings;
-void collect_warning(std::string_view message) { warnings.emplace_back(message); }
 
 class capture_safety : public backend_test {
  protected:
@@ -208,11 +206,13 @@ TEST_P(capture_safety, async_warns_about_an_uncaptured_free_of_a_captured_alloca
     graph = scope.end();
   }
   graph.launch(s);
-  warnings.clear();
-  const warning_handler previous = set_warning_handler(collect_warning);
   const auto frees = sim_->calls(driver_call::free_async);
-  alloc_->deallocate(outlives);
-  set_warning_handler(previous);
+  std::vector<std::string> warnings;
+  {
+    const warnings_scope collecting;
+    alloc_->deallocate(outlives);
+    warnings = warnings_scope::messages();
+  }
   ASSERT_EQ(warnings.size(), 1u);
   EXPECT_NE(warnings[0].find("uncaptured free of a captured allocation"), std::string::npos) << warnings[0];
   EXPECT_EQ(sim_->calls(driver_call::free_async), frees + 1) << "then freed as usual";

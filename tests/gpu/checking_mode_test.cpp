@@ -3,6 +3,7 @@
 // allocation; a kernel that reads a freed block reads the poison (0xFF), where without checking
 // mode it reads the old data; and a block still read by a record_stream'ed stream is checked and
 // poisoned only after that stream's work. Skips (with the reason) without a device.
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -10,29 +11,13 @@
 #include "core/format.hpp"
 #include "streampool_kernels.hpp"
 #include "support/backend_fixture.hpp"
+#include "support/kernel_ok.hpp"
+#include "support/warnings_scope.hpp"
 
 namespace streampool::testing {
 namespace {
 
-#define KERNEL_OK(call)                                                 \
-  do {                                                                  \
-    const int code_ = (call);                                           \
-    ASSERT_EQ(code_, 0) << #call << ": " << kernels::error_text(code_); \
-  } while (0)
-
-std::vector<std::string>& collected() {
-  static std::vector<std::string> messages;
-  return messages;
-}
-void collect(std::string_view message) { collected().emplace_back(message); }
-
-std::vector<std::string> overrun_reports() {
-  std::vector<std::string> out;
-  for (const std::string& m : collected()) {
-    if (m.find("buffer overrun") != std::string::npos) out.push_back(m);
-  }
-  return out;
-}
+std::vector<std::string> overrun_reports() { return warnings_scope::containing("buffer overrun"); }
 
 class gpu_checking : public ::testing::TestWithParam<std::string> {
  protected:
@@ -41,8 +26,7 @@ class gpu_checking : public ::testing::TestWithParam<std::string> {
     const std::string reason = real_device_unavailable_reason(*driver_);
     if (!reason.empty()) GTEST_SKIP() << reason;
     check(*driver_, driver_->set_device(0), "set_device");
-    previous_ = set_warning_handler(&collect);
-    collected().clear();
+    warnings_.emplace();
     build(true);
     a_ = new_stream();
     b_ = new_stream();
@@ -50,7 +34,7 @@ class gpu_checking : public ::testing::TestWithParam<std::string> {
   void TearDown() override {
     alloc_.reset();
     for (const stream_t s : streams_) (void)driver_->stream_destroy(0, s);
-    if (driver_ && previous_ != nullptr) set_warning_handler(previous_);
+    warnings_.reset();
   }
   void build(bool checks) {
     alloc_.reset();
@@ -74,7 +58,7 @@ class gpu_checking : public ::testing::TestWithParam<std::string> {
   std::vector<stream_t> streams_;
   stream_t a_ = nullptr;
   stream_t b_ = nullptr;
-  warning_handler previous_ = nullptr;
+  std::optional<warnings_scope> warnings_;  ///< collects checking mode's reports for the test
 };
 
 TEST_P(gpu_checking, KernelWritingExactlyTheRequestIsNotReported) {
@@ -92,7 +76,7 @@ TEST_P(gpu_checking, KernelWritingPastTheEndIsReported) {
   KERNEL_OK(kernels::fill_pattern(p, 1000 + 5, 99, a_));  // five bytes too many
   alloc_->deallocate(p);
   const std::vector<std::string> reports = overrun_reports();
-  ASSERT_EQ(reports.size(), 1u) << ::testing::PrintToString(collected());
+  ASSERT_EQ(reports.size(), 1u) << ::testing::PrintToString(warnings_scope::messages());
   const std::string& report = reports.front();
   EXPECT_NE(report.find("allocation #2 (1000 bytes requested at " + detail::format_pointer(p)), std::string::npos)
       << report;

@@ -6,6 +6,7 @@
 
 #include "streampool_kernels.hpp"
 #include "support/backend_fixture.hpp"
+#include "support/kernel_ok.hpp"
 
 namespace streampool::testing {
 namespace {
@@ -19,12 +20,6 @@ std::vector<backend_case> gpu_cases() {
 }
 
 using gpu_data = backend_test;
-
-#define KERNEL_OK(call)                                                     \
-  do {                                                                      \
-    const int code_ = (call);                                               \
-    ASSERT_EQ(code_, 0) << #call << ": " << kernels::error_text(code_);     \
-  } while (0)
 
 TEST_P(gpu_data, PatternsSurviveRandomAllocationChurn) {
   const stream_t s = new_stream();

@@ -13,15 +13,10 @@
 #include "streampool/replay.hpp"
 #include "streampool_kernels.hpp"
 #include "support/backend_fixture.hpp"
+#include "support/kernel_ok.hpp"
 
 namespace streampool::testing {
 namespace {
-
-#define KERNEL_OK(call)                                                 \
-  do {                                                                  \
-    const int code_ = (call);                                           \
-    ASSERT_EQ(code_, 0) << #call << ": " << kernels::error_text(code_); \
-  } while (0)
 
 std::int64_t i64(std::size_t v) { return static_cast<std::int64_t>(v); }
 

@@ -9,16 +9,10 @@
 #include <thread>
 
 #include "async_fixture.hpp"
+#include "support/test_seed.hpp"
 
 namespace streampool::testing {
 namespace {
-
-std::uint64_t test_seed() {
-  const char* text = std::getenv("STREAMPOOL_TEST_SEED");
-  const std::uint64_t seed = text != nullptr ? std::strtoull(text, nullptr, 10) : std::random_device{}();
-  std::printf("STREAMPOOL_TEST_SEED=%llu\n", static_cast<unsigned long long>(seed));
-  return seed;
-}
 
 class async_multi_device : public async_fixture {
  protected:

@@ -12,14 +12,10 @@
 #include <random>
 
 #include "async/pointer_map.hpp"
+#include "support/test_seed.hpp"
 
 namespace streampool::testing {
 namespace {
-
-std::uint64_t test_seed() {
-  if (const char* text = std::getenv("STREAMPOOL_TEST_SEED")) return std::strtoull(text, nullptr, 10);
-  return std::random_device{}();
-}
 
 void* address(std::uint64_t granule) { return reinterpret_cast<void*>(std::uintptr_t{1} << 40 | granule << 9); }
 

@@ -12,38 +12,9 @@
 
 #include "streampool/allocator.hpp"
 #include "streampool/sim_driver.hpp"
+#include "support/warnings_scope.hpp"
 
 namespace streampool::testing {
-
-/// Installs a handler that collects warnings for the scope (the previous one comes back after).
-class warnings_scope {
- public:
-  warnings_scope() : previous_(set_warning_handler(&collect)) { messages().clear(); }
-  ~warnings_scope() { set_warning_handler(previous_); }
-  warnings_scope(const warnings_scope&) = delete;
-  warnings_scope& operator=(const warnings_scope&) = delete;
-
-  static std::vector<std::string>& messages() {
-    static std::vector<std::string> collected;
-    return collected;
-  }
-  /// The collected warnings that contain `text`.
-  static std::vector<std::string> containing(const std::string& text) {
-    std::vector<std::string> out;
-    for (const std::string& m : messages()) {
-      if (m.find(text) != std::string::npos) out.push_back(m);
-    }
-    return out;
-  }
-
- private:
-  static void collect(std::string_view message) {  // warnings may come from several threads
-    static std::mutex mutex;
-    const std::lock_guard lock(mutex);
-    messages().emplace_back(message);
-  }
-  warning_handler previous_;
-};
 
 struct check_case {
   std::string name;

@@ -6,26 +6,19 @@
 #include <string>
 #include <vector>
 
+#include "support/warnings_scope.hpp"
 #include "unit/native/native_test_util.hpp"
 
 namespace streampool::test {
 namespace {
 
-std::vector<std::string>* captured = nullptr;
-void capture(std::string_view message) { captured->emplace_back(message); }
-
-struct warnings_scope {
-  std::vector<std::string> messages;
-  warning_handler previous;
-  warnings_scope() : previous(set_warning_handler(&capture)) { captured = &messages; }
-  ~warnings_scope() { set_warning_handler(previous); }
-};
+using streampool::testing::warnings_scope;
 
 TEST(ConfigWarnings, ExpandableSegmentsAreImplemented) {
   warnings_scope w;
   native_env env("expandable_segments:True");
   void* p = env.alloc->allocate(100);
-  EXPECT_TRUE(w.messages.empty()) << "the sim device has VMM: no fallback, no warning";
+  EXPECT_TRUE(w.messages().empty()) << "the sim device has VMM: no fallback, no warning";
   const auto segs = env.segments();
   ASSERT_EQ(segs.size(), 1u);
   EXPECT_TRUE(segs[0].is_expandable);
@@ -36,14 +29,14 @@ TEST(ConfigWarnings, ExpandableSegmentsAreImplemented) {
 TEST(ConfigWarnings, GraphCaptureRecordStreamReuseWarns) {
   warnings_scope w;
   native_env env("graph_capture_record_stream_reuse:True");
-  ASSERT_EQ(w.messages.size(), 1u);
-  EXPECT_NE(w.messages[0].find("graph_capture_record_stream_reuse"), std::string::npos);
+  ASSERT_EQ(w.messages().size(), 1u);
+  EXPECT_NE(w.messages()[0].find("graph_capture_record_stream_reuse"), std::string::npos);
 }
 
 TEST(ConfigWarnings, DefaultsWarnNothing) {
   warnings_scope w;
   native_env env;
-  EXPECT_TRUE(w.messages.empty());
+  EXPECT_TRUE(w.messages().empty());
 }
 
 TEST(ConfigWarnings, FractionKeyAppliesToEveryDevice) {

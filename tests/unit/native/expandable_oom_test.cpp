@@ -6,20 +6,13 @@
 
 #include <string>
 
+#include "support/warnings_scope.hpp"
 #include "unit/native/expandable_test_util.hpp"
 
 namespace streampool::test {
 namespace {
 
-std::vector<std::string>* captured = nullptr;
-void capture(std::string_view message) { captured->emplace_back(message); }
-
-struct warnings_scope {
-  std::vector<std::string> messages;
-  warning_handler previous;
-  warnings_scope() : previous(set_warning_handler(&capture)) { captured = &messages; }
-  ~warnings_scope() { set_warning_handler(previous); }
-};
+using streampool::testing::warnings_scope;
 
 /// 8 MiB + 70 MiB, then 20 MiB, on a 100 MiB device. Normal segments need 20 + 70 + 20 MiB:
 /// the 12 MiB left in the first segment cannot be combined with new memory. Expandable: the 70
@@ -187,12 +180,12 @@ TEST(ExpandableFallback, DeviceWithoutVmmWarnsOnceAndUsesNormalSegments) {
   o.vmm_supported = false;
   o.device_count = 2;
   native_env env("expandable_segments:True", o);
-  EXPECT_TRUE(w.messages.empty()) << "nothing is probed before the first allocation";
+  EXPECT_TRUE(w.messages().empty()) << "nothing is probed before the first allocation";
   void* a = env.alloc->allocate(100);
   void* b = env.alloc->allocate(100, nullptr, 1);
-  ASSERT_EQ(w.messages.size(), 1u) << "one warning per allocator";
-  EXPECT_NE(w.messages[0].find("expandable_segments:True"), std::string::npos) << w.messages[0];
-  EXPECT_NE(w.messages[0].find("normal segments"), std::string::npos) << w.messages[0];
+  ASSERT_EQ(w.messages().size(), 1u) << "one warning per allocator";
+  EXPECT_NE(w.messages()[0].find("expandable_segments:True"), std::string::npos) << w.messages()[0];
+  EXPECT_NE(w.messages()[0].find("normal segments"), std::string::npos) << w.messages()[0];
   EXPECT_EQ(env.calls(driver_call::vmm_reserve), 0u);
   const auto segs = env.segments();
   ASSERT_EQ(segs.size(), 2u);
@@ -208,8 +201,8 @@ TEST(ExpandableFallback, ReserveNotSupportedFallsBackForGood) {
   expandable_env env;
   env.sim->fail_next(driver_call::vmm_reserve, 1, status::not_supported);
   void* a = env.alloc->allocate(30 * MiB);
-  ASSERT_EQ(w.messages.size(), 1u);
-  EXPECT_NE(w.messages[0].find("cuMemAddressReserve"), std::string::npos) << w.messages[0];
+  ASSERT_EQ(w.messages().size(), 1u);
+  EXPECT_NE(w.messages()[0].find("cuMemAddressReserve"), std::string::npos) << w.messages()[0];
   void* b = env.alloc->allocate(4096);
   EXPECT_EQ(env.calls(driver_call::vmm_reserve), 1u) << "not asked again";
   EXPECT_EQ(env.calls(driver_call::malloc), 2u);
@@ -223,7 +216,7 @@ TEST(ExpandableFallback, WithVmmNothingIsWarned) {
   warnings_scope w;
   expandable_env env;
   env.alloc->deallocate(env.alloc->allocate(100));
-  EXPECT_TRUE(w.messages.empty());
+  EXPECT_TRUE(w.messages().empty());
 }
 
 }  // namespace

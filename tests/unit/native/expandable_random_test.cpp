@@ -16,21 +16,17 @@
 
 #include "native/free_list.hpp"
 #include "unit/native/expandable_test_util.hpp"
+#include "support/test_seed.hpp"
 
 namespace streampool::test {
 namespace {
 
-unsigned test_seed() {
-  const char* s = std::getenv("STREAMPOOL_TEST_SEED");
-  const unsigned seed = s != nullptr ? static_cast<unsigned>(std::stoul(s)) : std::random_device{}();
-  std::printf("seed %u (set STREAMPOOL_TEST_SEED to reproduce)\n", seed);
-  return seed;
-}
+using streampool::testing::test_seed;
 
 /// Random inserts and erases of blocks up to 8 MiB (some overflow the small bins); after each
 /// step, best fit, the in-order successor of the best fit and the largest block match `ref`.
 template <typename List, typename Find>
-void check_successors(List& list, std::size_t max_request, Find find, unsigned seed) {
+void check_successors(List& list, std::size_t max_request, Find find, std::uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::vector<native::block> storage(1500);
   for (std::size_t i = 0; i < storage.size(); ++i) {
@@ -78,7 +74,7 @@ TEST(ExpandableRandom, FreeListSuccessorsMatchAReferenceOrder) {
 }
 
 TEST(ExpandableRandom, ChurnNeverOverlapsAndStatisticsMatchTheDriver) {
-  std::mt19937 rng(test_seed());
+  std::mt19937 rng(static_cast<std::mt19937::result_type>(test_seed()));
   expandable_env env(2 * GiB, "", /*eager=*/false);
   const stream_t streams[] = {env.new_stream(), env.new_stream()};
   struct live_block {
@@ -130,7 +126,7 @@ TEST(ExpandableRandom, ThreadsOnOwnStreamsWithConcurrentEmptyCache) {
   constexpr int threads = 4;
   std::vector<stream_t> streams;
   for (int i = 0; i < threads; ++i) streams.push_back(env.new_stream());
-  const unsigned seed = test_seed();
+  const auto seed = static_cast<unsigned>(test_seed());
   std::atomic<bool> done{false};
   std::vector<std::thread> workers;
   for (int t = 0; t < threads; ++t) {

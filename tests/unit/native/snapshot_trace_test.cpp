@@ -5,6 +5,7 @@
 #include <random>
 
 #include "unit/native/native_test_util.hpp"
+#include "support/test_seed.hpp"
 
 namespace streampool::test {
 namespace {
@@ -75,10 +76,7 @@ TEST(Snapshot, SegmentsSortedAndBlocksTileThem) {
 }
 
 TEST(Snapshot, ConsistentWithStatsUnderRandomWorkload) {
-  const char* env_seed = std::getenv("STREAMPOOL_TEST_SEED");
-  const unsigned seed = env_seed != nullptr ? static_cast<unsigned>(std::stoul(env_seed)) : std::random_device{}();
-  std::printf("seed %u (set STREAMPOOL_TEST_SEED to reproduce)\n", seed);
-  std::mt19937 rng(seed);
+  std::mt19937 rng(static_cast<std::mt19937::result_type>(streampool::testing::test_seed()));
   sim_options o;
   o.eager_completion = false;
   native_env env("max_split_size_mb:40", o);

@@ -9,19 +9,15 @@
 
 #include "native/free_list.hpp"
 #include "native/segment_map.hpp"
+#include "support/test_seed.hpp"
 
 namespace streampool::native {
 namespace {
 
-unsigned test_seed() {
-  const char* s = std::getenv("STREAMPOOL_TEST_SEED");
-  const unsigned seed = s != nullptr ? static_cast<unsigned>(std::stoul(s)) : std::random_device{}();
-  std::printf("seed %u (set STREAMPOOL_TEST_SEED to reproduce)\n", seed);
-  return seed;
-}
+using streampool::testing::test_seed;
 
 template <typename List, typename Find>
-void check_against_set(List& list, std::size_t max_size, Find find, unsigned seed) {
+void check_against_set(List& list, std::size_t max_size, Find find, std::uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::vector<block> storage(2000);
   std::set<std::pair<std::size_t, std::uintptr_t>> ref;
