@@ -3,7 +3,6 @@
 // pointers, concurrent statistics) on the cudaMallocAsync backend. Seeded randomness: set
 // STREAMPOOL_TEST_SEED to reproduce a run.
 #include <atomic>
-#include <cstdio>
 #include <cstdlib>
 #include <random>
 #include <thread>

@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
-#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <random>
@@ -21,7 +20,6 @@ void* address(std::uint64_t granule) { return reinterpret_cast<void*>(std::uintp
 
 TEST(async_pointer_map, matches_a_model_under_random_churn) {
   const std::uint64_t seed = test_seed();
-  std::printf("async_pointer_map seed: %llu (STREAMPOOL_TEST_SEED)\n", static_cast<unsigned long long>(seed));
   std::mt19937_64 rng(seed);
   detail::pointer_map map;
   std::map<void*, std::size_t> model;  // pointer -> size
