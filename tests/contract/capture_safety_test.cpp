@@ -218,15 +218,7 @@ TEST_P(capture_safety, async_warns_about_an_uncaptured_free_of_a_captured_alloca
   EXPECT_EQ(sim_->calls(driver_call::free_async), frees + 1) << "then freed as usual";
 }
 
-std::vector<backend_case> sim_cases() {
-  std::vector<backend_case> out;
-  for (const backend_case& c : all_backend_cases()) {
-    if (!c.real_device) out.push_back(c);
-  }
-  return out;
-}
-
-INSTANTIATE_TEST_SUITE_P(sim, capture_safety, ::testing::ValuesIn(sim_cases()), backend_case_name);
+INSTANTIATE_TEST_SUITE_P(sim, capture_safety, ::testing::ValuesIn(backend_cases(false)), backend_case_name);
 
 }  // namespace
 }  // namespace streampool::testing

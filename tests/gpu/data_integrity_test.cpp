@@ -11,14 +11,6 @@
 namespace streampool::testing {
 namespace {
 
-std::vector<backend_case> gpu_cases() {
-  std::vector<backend_case> out;
-  for (const backend_case& c : all_backend_cases()) {
-    if (c.real_device) out.push_back(c);
-  }
-  return out;
-}
-
 using gpu_data = backend_test;
 
 TEST_P(gpu_data, PatternsSurviveRandomAllocationChurn) {
@@ -69,7 +61,7 @@ TEST_P(gpu_data, BlockReadByAnotherStreamIsNotReusedEarly) {
   alloc_->deallocate(dst);
 }
 
-INSTANTIATE_TEST_SUITE_P(real_device, gpu_data, ::testing::ValuesIn(gpu_cases()), backend_case_name);
+INSTANTIATE_TEST_SUITE_P(real_device, gpu_data, ::testing::ValuesIn(backend_cases(true)), backend_case_name);
 
 }  // namespace
 }  // namespace streampool::testing

@@ -18,14 +18,6 @@
 namespace streampool::testing {
 namespace {
 
-std::vector<backend_case> gpu_cases() {
-  std::vector<backend_case> out;
-  for (const backend_case& c : all_backend_cases()) {
-    if (c.real_device) out.push_back(c);
-  }
-  return out;
-}
-
 /// The baseline of the overhead measurement: the driver's cudaMallocAsync on the device's default
 /// pool, with no bookkeeping (begin/end_allocate_to_pool do nothing: captured calls become graph
 /// memory nodes by themselves). Single-threaded use only.
@@ -213,7 +205,7 @@ TEST_P(graph_training, replay_cost_against_the_same_step_captured_with_raw_cudaM
   EXPECT_GT(raw_us, 0.0);
 }
 
-INSTANTIATE_TEST_SUITE_P(real_device, graph_training, ::testing::ValuesIn(gpu_cases()), backend_case_name);
+INSTANTIATE_TEST_SUITE_P(real_device, graph_training, ::testing::ValuesIn(backend_cases(true)), backend_case_name);
 
 }  // namespace
 }  // namespace streampool::testing

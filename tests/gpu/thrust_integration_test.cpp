@@ -16,14 +16,6 @@
 namespace streampool::testing {
 namespace {
 
-std::vector<backend_case> cases(bool real_device) {
-  std::vector<backend_case> out;
-  for (const backend_case& c : all_backend_cases()) {
-    if (c.real_device == real_device) out.push_back(c);
-  }
-  return out;
-}
-
 std::int64_t live_allocations(const allocator& alloc) { return alloc.stats().allocation[0].current; }
 std::int64_t total_allocations(const allocator& alloc) { return alloc.stats().allocation[0].allocated; }
 
@@ -148,7 +140,7 @@ TEST_P(thrust_adapter_sim, CudaMrResourceAllocatesAndFreesThroughStreampool) {
   EXPECT_TRUE(resource == cuda_async_resource(*alloc_));
 }
 
-INSTANTIATE_TEST_SUITE_P(sim, thrust_adapter_sim, ::testing::ValuesIn(cases(false)), backend_case_name);
+INSTANTIATE_TEST_SUITE_P(sim, thrust_adapter_sim, ::testing::ValuesIn(backend_cases(false)), backend_case_name);
 
 // --- real GPU: kernels/thrust_usage.cu ------------------------------------------------------
 
@@ -199,7 +191,7 @@ TEST_P(thrust_adapter_gpu, CudaMrResourceRefRoundTrip) {
   EXPECT_EQ(live_allocations(*alloc_), 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(real_device, thrust_adapter_gpu, ::testing::ValuesIn(cases(true)), backend_case_name);
+INSTANTIATE_TEST_SUITE_P(real_device, thrust_adapter_gpu, ::testing::ValuesIn(backend_cases(true)), backend_case_name);
 
 }  // namespace
 }  // namespace streampool::testing

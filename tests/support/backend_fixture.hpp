@@ -33,6 +33,15 @@ inline std::vector<backend_case> all_backend_cases() {
   };
 }
 
+/// The cases of all_backend_cases() on the real driver (`real_device`) or on the sim.
+inline std::vector<backend_case> backend_cases(bool real_device) {
+  std::vector<backend_case> out;
+  for (const backend_case& c : all_backend_cases()) {
+    if (c.real_device == real_device) out.push_back(c);
+  }
+  return out;
+}
+
 /// Why the real driver can't be used here, or "" when it can.
 inline std::string real_device_unavailable_reason(driver& drv) {
   int count = 0;
