@@ -9,6 +9,8 @@
 
 #include <stddef.h>
 
+#include "streampool/export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -26,31 +28,31 @@ typedef enum streampool_status {
 /* Explicit initialisation with a config string (NULL = read the environment). Fails with
  * STREAMPOOL_ERROR_STATE when the allocator already exists. Optional: the first call of any other
  * function initialises from the environment. */
-int streampool_init(const char* config);
+STREAMPOOL_API int streampool_init(const char* config);
 /* Frees every cached block (live allocations stay valid) and destroys the allocator when nothing
  * is live; returns STREAMPOOL_ERROR_STATE (and keeps it) otherwise. */
-int streampool_shutdown(void);
+STREAMPOOL_API int streampool_shutdown(void);
 
 /* PyTorch CUDAPluggableAllocator signatures. `stream` is a cudaStream_t. size 0 returns NULL with
  * status OK (as cudaMalloc). On failure: NULL, and streampool_last_status()/last_error() say why. */
-void* streampool_alloc(size_t size, int device, void* stream);
+STREAMPOOL_API void* streampool_alloc(size_t size, int device, void* stream);
 /* size/device/stream are what PyTorch recorded at allocation; they are checked against ours. */
-void streampool_free(void* ptr, size_t size, int device, void* stream);
+STREAMPOOL_API void streampool_free(void* ptr, size_t size, int device, void* stream);
 
-int streampool_record_stream(void* ptr, void* stream);
-int streampool_empty_cache(void);
-int streampool_set_memory_fraction(double fraction, int device);
+STREAMPOOL_API int streampool_record_stream(void* ptr, void* stream);
+STREAMPOOL_API int streampool_empty_cache(void);
+STREAMPOOL_API int streampool_set_memory_fraction(double fraction, int device);
 /* Statistics of `device` (-1 = current) as a JSON object with PyTorch's key names; snapshot as
  * JSON in the shape of torch.cuda.memory._snapshot(). The returned text stays valid until the
  * calling thread's next call of the same function; NULL on failure. */
-const char* streampool_stats_json(int device);
-const char* streampool_snapshot_json(void);
+STREAMPOOL_API const char* streampool_stats_json(int device);
+STREAMPOOL_API const char* streampool_snapshot_json(void);
 /* "native" or "cudaMallocAsync"; NULL on failure. */
-const char* streampool_backend_name(void);
+STREAMPOOL_API const char* streampool_backend_name(void);
 
 /* Status and message of the calling thread's last failed call ("" / OK when it succeeded). */
-int streampool_last_status(void);
-const char* streampool_last_error(void);
+STREAMPOOL_API int streampool_last_status(void);
+STREAMPOOL_API const char* streampool_last_error(void);
 
 #ifdef __cplusplus
 }

@@ -8,6 +8,8 @@
 // for (a `stream_t` is a `cudaStream_t`), so user handles pass straight through.
 #pragma once
 
+#include "streampool/export.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -48,7 +50,7 @@ struct [[nodiscard]] drv_result {
 /// Capture state of a stream (cudaStreamCaptureStatus).
 enum class capture_status : std::uint8_t { none, active, invalidated };
 
-struct capture_info {
+struct STREAMPOOL_API capture_info {
   capture_status status = capture_status::none;
   std::uint64_t id = 0;  ///< unique per capture sequence; 0 when not capturing
 };
@@ -75,7 +77,7 @@ enum class instantiate_flags : std::uint32_t {
 }
 
 /// Static facts about one device.
-struct device_info {
+struct STREAMPOOL_API device_info {
   int ordinal = 0;
   std::string name;
   std::size_t total_memory = 0;
@@ -100,7 +102,7 @@ enum class pool_attr : std::uint8_t {
 
 /// What check_bytes found in a range: how many bytes differ from the expected value, and the
 /// first of them.
-struct byte_check {
+struct STREAMPOOL_API byte_check {
   std::size_t mismatches = 0;
   std::size_t first_offset = 0;  ///< offset of the first differing byte (when mismatches > 0)
   std::uint8_t first_value = 0;  ///< the value found there
@@ -122,12 +124,12 @@ enum class driver_call : std::uint8_t {
   count_
 };
 inline constexpr std::size_t driver_call_count = static_cast<std::size_t>(driver_call::count_);
-[[nodiscard]] std::string_view to_string(driver_call call) noexcept;
-[[nodiscard]] std::string_view to_string(status code) noexcept;
+[[nodiscard]] STREAMPOOL_API std::string_view to_string(driver_call call) noexcept;
+[[nodiscard]] STREAMPOOL_API std::string_view to_string(status code) noexcept;
 
 /// The device boundary. Implementations are thread-safe. Preconditions are documented per call;
 /// violating one returns status::invalid_value (never UB on the sim driver).
-class driver {
+class STREAMPOOL_API driver {
  public:
   virtual ~driver() = default;
 
@@ -251,7 +253,7 @@ class driver {
 /// previous mode back (driver::thread_exchange_capture_mode). `engaged` false: does nothing, so a
 /// hot path pays only a branch when no capture is open. A driver that cannot exchange modes (the
 /// default implementation) leaves the thread as it is.
-class relaxed_thread_scope {
+class STREAMPOOL_API relaxed_thread_scope {
  public:
   relaxed_thread_scope(driver& drv, bool engaged) noexcept : drv_(engaged ? &drv : nullptr) {
     if (drv_ != nullptr && !drv_->thread_exchange_capture_mode(&previous_).ok()) drv_ = nullptr;
@@ -269,10 +271,10 @@ class relaxed_thread_scope {
 
 /// The real driver over the CUDA runtime (and the driver API, resolved at run time through
 /// cudaGetDriverEntryPointByVersion, so binaries start on machines with no NVIDIA driver).
-[[nodiscard]] std::shared_ptr<driver> make_cuda_driver();
+[[nodiscard]] STREAMPOOL_API std::shared_ptr<driver> make_cuda_driver();
 
 /// Throws cuda_error (or out_of_memory for status::out_of_memory is NOT done here: callers
 /// decide) when `result` is not ok. `what` names the operation ("cudaMalloc of 2.00 MiB").
-void check(const driver& drv, drv_result result, std::string_view what);
+STREAMPOOL_API void check(const driver& drv, drv_result result, std::string_view what);
 
 }  // namespace streampool

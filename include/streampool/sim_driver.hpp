@@ -8,6 +8,8 @@
 // replay uses it to predict memory use.
 #pragma once
 
+#include "streampool/export.h"
+
 #include <array>
 #include <atomic>
 #include <cstddef>
@@ -21,7 +23,7 @@
 
 namespace streampool {
 
-struct sim_options {
+struct STREAMPOOL_API sim_options {
   int device_count = 1;
   std::size_t capacity = 80 * gib;     ///< bytes of memory per device
   std::string device_name = "streampool simulated device";
@@ -31,7 +33,7 @@ struct sim_options {
   std::size_t vmm_granularity = 2 * mib;
 };
 
-class sim_driver final : public driver {
+class STREAMPOOL_API sim_driver final : public driver {
  public:
   explicit sim_driver(sim_options options = {});
   ~sim_driver() override;
@@ -124,7 +126,7 @@ class sim_driver final : public driver {
                          stream_t stream, byte_check* out) noexcept override;
 
  private:
-  struct state;
+  struct STREAMPOOL_INTERNAL state;
   sim_options options_;
   std::unique_ptr<state> state_;
   std::array<std::atomic<std::uint64_t>, driver_call_count> counters_{};
