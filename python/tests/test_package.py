@@ -55,7 +55,8 @@ class Installed(unittest.TestCase):
             self.skipTest("run from the checkout (scripts/test sets STREAMPOOL_EXPECT_INSTALLED=1 after pip install)")
         package_dir = Path(streampool.__file__).resolve().parent
         self.assertFalse((package_dir.parent / "build_backend").exists(), f"{package_dir} is the checkout's copy")
-        self.assertEqual(Path(streampool.library() and _library.loaded_path()).parent, package_dir)
+        streampool.library()
+        self.assertEqual(Path(_library.loaded_path()).parent, package_dir)
         self.assertNotEqual(streampool.__version__, "0+checkout")
 
     def test_bench_is_on_path(self):
