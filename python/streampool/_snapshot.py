@@ -10,7 +10,8 @@ memory_viz relies on: (1) the blocks of a segment tile it exactly, in address or
 derives each block's address by adding up the sizes before it, and `_memory_viz stats` asserts the
 sum equals total_size), so a gap becomes an "inactive" block; (2) "device_traces" has one list per
 device, also for devices with no events (the viewer indexes it by device); (3) pool ids are tuples,
-as PyTorch writes them. problems() checks all of it, and the keys each record must have.
+as PyTorch writes them. problems() checks all of it, the keys each record must have, and that the trace replays
+backwards from the final state as the viewer's "Allocator State History" replays it.
 """
 
 from __future__ import annotations
@@ -105,6 +106,80 @@ def dump_snapshot(filename: str = "dump_snapshot.pickle", path: Optional[str] = 
     return data
 
 
+class _Ranges:
+    """Disjoint [start, end) address ranges, merged when adjacent (as memory_viz merges mapped pages)."""
+
+    def __init__(self) -> None:
+        self.ranges: List[List[int]] = []
+
+    def add(self, start: int, size: int) -> bool:
+        end = start + size
+        if any(s < end and start < e for s, e in self.ranges):
+            return False
+        self.ranges.append([start, end])
+        self.ranges.sort()
+        merged: List[List[int]] = []
+        for r in self.ranges:
+            if merged and merged[-1][1] == r[0]:
+                merged[-1][1] = r[1]
+            else:
+                merged.append(r)
+        self.ranges = merged
+        return True
+
+    def remove(self, start: int, size: int) -> bool:
+        end = start + size
+        for i, (s, e) in enumerate(self.ranges):
+            if s <= start and end <= e:
+                self.ranges[i:i + 1] = [r for r in ([s, start], [end, e]) if r[0] < r[1]]
+                return True
+        return False
+
+    def holds(self, start: int, size: int) -> bool:
+        return any(s <= start and start + size <= e for s, e in self.ranges)
+
+
+def replay_problems(data: Dict[str, Any]) -> List[str]:
+    """Walks each device's trace backwards from the snapshot's state, as memory_viz's "Allocator
+    State History" does, and reports the first event that does not fit: an alloc or a
+    free_requested whose block is not live at that point, a block freed outside every segment, a
+    segment created twice or removed while not there or while it still holds live blocks."""
+    out: List[str] = []
+    for device, trace in enumerate(data["device_traces"]):
+        segments = _Ranges()
+        blocks: Dict[int, int] = {}
+        for seg in data["segments"]:
+            if seg["device"] != device:
+                continue
+            segments.add(seg["address"], seg["total_size"])
+            for block in seg["blocks"]:
+                if block["state"] != "inactive":
+                    blocks[block["address"]] = block["size"]
+        for k in range(len(trace) - 1, -1, -1):
+            e = trace[k]
+            action, where = e["action"], f"device_traces[{device}][{k}] ({e['action']} at {e.get('addr')})"
+            problem = ""
+            if action == "alloc":
+                problem = "" if blocks.pop(e["addr"], None) is not None else "no such live block"
+            elif action == "free_requested":
+                problem = "" if e["addr"] in blocks else "no such live block"
+            elif action == "free_completed":
+                blocks[e["addr"]] = e["size"]
+                problem = "" if segments.holds(e["addr"], 1) else "the block lies outside every segment"
+            elif action in ("segment_free", "segment_unmap"):
+                problem = "" if segments.add(e["addr"], e["size"]) else "the range overlaps a segment"
+            elif action in ("segment_alloc", "segment_map"):
+                inside = [a for a in blocks if e["addr"] <= a < e["addr"] + e["size"]]
+                if not segments.remove(e["addr"], e["size"]):
+                    problem = "no such segment"
+                elif inside:
+                    problem = f"{len(inside)} live block(s) still in it"
+            if problem:
+                out.append(f"{where}: {problem}")
+                break
+    return out
+
+
 def problems(data: Any) -> List[str]:
     """What keeps `data` from being a snapshot memory_viz reads (empty list when none): missing
     keys, wrong types, blocks that do not tile their segment, trace entries without their keys."""
@@ -157,4 +232,4 @@ def problems(data: Any) -> List[str]:
             if entry["action"] not in TRACE_ACTIONS:
                 out.append(f"device_traces[{device}][{k}]: action {entry['action']!r}")
                 break
-    return out
+    return out or replay_problems(data)

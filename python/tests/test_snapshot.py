@@ -1,7 +1,8 @@
 """snapshot() / dump_snapshot() on the simulated device: the pickle loads back, has the keys and the
 shape PyTorch's memory_viz reads (Note [Snapshot shape for memory_viz] in streampool/_snapshot.py),
 uses only data opcodes (no import or call: streampool-bench's reader refuses those), and
-problems() catches each way a snapshot can be malformed."""
+problems() catches each way a snapshot can be malformed, including a trace that does not replay
+backwards to the final state."""
 
 from __future__ import annotations
 
@@ -141,6 +142,75 @@ class Conversion(unittest.TestCase):
         self.assertIn("lacks ['device_free']", broken(lambda d: d["device_traces"][0][1].pop("device_free")))
         self.assertIn("action 'teleport'", broken(lambda d: d["device_traces"][0][0].update(action="teleport")))
         self.assertIn("segment_type 'huge'", broken(lambda d: d["segments"][0].update(segment_type="huge")))
+
+    def test_trace_must_replay_backwards_to_the_state(self):
+        def event(action, addr, size):
+            return {"action": action, "addr": addr, "size": size, "stream": 0, "time_us": 0, "frames": []}
+
+        seg = raw_segment()  # [4096, 8192), block [5120, 6144) live
+        history = [event("segment_alloc", 4096, 4096), event("alloc", 4096, 1024), event("alloc", 5120, 1024),
+                   event("free_requested", 4096, 1024), event("free_completed", 4096, 1024)]
+
+        def check(trace, segments=(seg,)):
+            return problems(to_torch_snapshot({"segments": list(segments), "device_traces": [trace]}, devices=1))
+
+        self.assertEqual(check(history), [])
+        self.assertIn("(alloc at 6144): no such live block", " ".join(check(history + [event("alloc", 6144, 512)])))
+        self.assertIn("(free_requested at 7168): no such live block",
+                      " ".join(check(history + [event("free_requested", 7168, 512)])))
+        self.assertIn("outside every segment", " ".join(check(history + [event("free_completed", 1 << 20, 512)])))
+        self.assertIn("(segment_alloc at 4096): 1 live block(s) still in it", " ".join(check(history[:1])))
+        self.assertIn("no such segment", " ".join(check([event("segment_alloc", 1 << 30, 4096)] + history)))
+        self.assertIn("overlaps a segment", " ".join(check(history + [event("segment_free", 4096, 4096)])))
+        # Expandable segments: pages mapped one after the other form one segment in the state.
+        mapped = raw_segment(is_expandable=True)
+        pages = [event("segment_map", 4096, 2048), event("segment_map", 6144, 2048), event("alloc", 5120, 1024)]
+        self.assertEqual(check(pages, [mapped]), [])
+
+
+class TraceConsistency(SimTestCase):
+    """Random allocations, frees and cache releases, recorded: the trace must replay backwards to
+    the final state (what memory_viz's "Allocator State History" does) on every backend."""
+
+    def run_random(self, steps=400):
+        import random
+
+        seed = int(os.environ.get("STREAMPOOL_TEST_SEED", random.randrange(1 << 30)))
+        print(f"[{type(self).__name__}] seed {seed} (STREAMPOOL_TEST_SEED to repeat)")
+        rng = random.Random(seed)
+        streampool.record_history(True, 100000)
+        live = []
+        for _ in range(steps):
+            roll = rng.random()
+            if roll < 0.55 or not live:
+                size = rng.choice([rng.randrange(1, 4096), rng.randrange(1, 1 << 20), rng.randrange(1, 40 << 20)])
+                live.append(self.alloc(size, device=rng.randrange(2)))
+            elif roll < 0.97:
+                self.free(live.pop(rng.randrange(len(live))))
+            else:
+                streampool.empty_cache()
+        data = streampool.snapshot()
+        self.assertEqual(problems(data), [], f"seed {seed}")
+        self.assertGreater(sum(len(t) for t in data["device_traces"]), steps)
+
+
+class TraceConsistencyNative(TraceConsistency):
+    def test_random_run(self):
+        self.run_random()
+
+
+class TraceConsistencyExpandable(TraceConsistency):
+    config = "backend:native,expandable_segments:True"
+
+    def test_random_run(self):
+        self.run_random()
+
+
+class TraceConsistencyAsync(TraceConsistency):
+    config = "backend:cudaMallocAsync"
+
+    def test_random_run(self):
+        self.run_random()
 
 
 if __name__ == "__main__":
