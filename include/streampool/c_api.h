@@ -1,9 +1,10 @@
 /* streampool/c_api.h — C entry points over one process-wide allocator, for C programs and for
- * PyTorch's CUDAPluggableAllocator (spec §5): streampool_alloc / streampool_free have exactly the
+ * PyTorch's CUDAPluggableAllocator: streampool_alloc / streampool_free have exactly the
  * signatures it loads from libstreampool.so. The allocator is created on first use from
  * STREAMPOOL_ALLOC_CONF (else PYTORCH_CUDA_ALLOC_CONF, else PYTORCH_ALLOC_CONF) on the real GPU,
- * or explicitly with streampool_init(). No C++ exception ever crosses this boundary: failures
- * return NULL or a non-zero status, and streampool_last_error() says why (per thread). */
+ * or explicitly with streampool_init() (streampool_init_sim(): on the simulated device, no GPU).
+ * No C++ exception ever crosses this boundary: failures return NULL or a non-zero status, and
+ * streampool_last_error() says why (per thread). */
 #ifndef STREAMPOOL_C_API_H
 #define STREAMPOOL_C_API_H
 
