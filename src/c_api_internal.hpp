@@ -1,7 +1,9 @@
 // c_api_internal.hpp — lets tests (and embedders) install the allocator behind the C API, e.g. one
-// built on the simulated driver. Not part of the public headers.
+// built on the simulated driver, and lets the C entry points outside c_api.cpp (c_api_trace.cpp)
+// reach the allocator with the same error handling. Not part of the public headers.
 #pragma once
 
+#include <functional>
 #include <memory>
 
 #include "streampool/allocator.hpp"
@@ -12,5 +14,11 @@ namespace streampool::detail {
 void c_api_install(std::unique_ptr<allocator> alloc);
 /// Removes and returns the C API's allocator (nullptr if none), whatever is still live.
 std::unique_ptr<allocator> c_api_uninstall() noexcept;
+
+/// Runs `body` as every C entry point does: any exception becomes the returned status and the
+/// calling thread's streampool_last_error(); success clears them.
+int c_api_guarded(const std::function<void()>& body) noexcept;
+/// c_api_guarded over the C API's allocator (created from the environment on first use).
+int c_api_with_allocator(const std::function<void(allocator&)>& body) noexcept;
 
 }  // namespace streampool::detail

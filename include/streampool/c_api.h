@@ -1,9 +1,10 @@
 /* streampool/c_api.h — C entry points over one process-wide allocator, for C programs and for
- * PyTorch's CUDAPluggableAllocator (spec §5): streampool_alloc / streampool_free have exactly the
+ * PyTorch's CUDAPluggableAllocator: streampool_alloc / streampool_free have exactly the
  * signatures it loads from libstreampool.so. The allocator is created on first use from
  * STREAMPOOL_ALLOC_CONF (else PYTORCH_CUDA_ALLOC_CONF, else PYTORCH_ALLOC_CONF) on the real GPU,
- * or explicitly with streampool_init(). No C++ exception ever crosses this boundary: failures
- * return NULL or a non-zero status, and streampool_last_error() says why (per thread). */
+ * or explicitly with streampool_init() (streampool_init_sim(): on the simulated device, no GPU).
+ * No C++ exception ever crosses this boundary: failures return NULL or a non-zero status, and
+ * streampool_last_error() says why (per thread). */
 #ifndef STREAMPOOL_C_API_H
 #define STREAMPOOL_C_API_H
 
@@ -49,6 +50,32 @@ STREAMPOOL_API const char* streampool_stats_json(int device);
 STREAMPOOL_API const char* streampool_snapshot_json(void);
 /* "native" or "cudaMallocAsync"; NULL on failure. */
 STREAMPOOL_API const char* streampool_backend_name(void);
+
+/* --- statistics, trace and simulated device (src/c_api_trace.cpp) ---------------------------- */
+
+/* Peak values of `device`'s statistics (-1 = current device) become their current values, as
+ * torch.cuda.reset_peak_memory_stats() does. */
+STREAMPOOL_API int streampool_reset_peak_stats(int device);
+/* The cumulative counters of `device` (allocated/freed totals, num_alloc_retries, num_ooms, ...)
+ * go back to 0, as torch.cuda.reset_accumulated_memory_stats() does. */
+STREAMPOOL_API int streampool_reset_accumulated_stats(int device);
+/* Allocation trace of every device: enabled != 0 starts recording into a ring buffer that keeps
+ * the last `max_entries` events per device (max_entries must be >= 1); enabled == 0 stops and
+ * discards it. Either way what was recorded before is discarded, so read it first
+ * (streampool_snapshot_json's "device_traces", or streampool_trace_csv). */
+STREAMPOOL_API int streampool_record_history(int enabled, size_t max_entries);
+/* The trace of `device` (-1 = current), oldest first, as CSV "action,addr,size,stream,time_us"
+ * (the format `streampool-bench replay --trace` reads). Valid until the calling thread's next
+ * call of this function; NULL on failure. Empty (the header only) when recording is off. */
+STREAMPOOL_API const char* streampool_trace_csv(int device);
+/* Number of devices the allocator sees, in *count. */
+STREAMPOOL_API int streampool_device_count(int* count);
+/* Creates the allocator on streampool's simulated device instead of the GPU, for tests and for
+ * trying a config where there is no GPU: `device_count` devices (1..64) of `capacity_bytes`
+ * each (0 = 80 GiB). `config` as in streampool_init (NULL = read the environment). Fails with
+ * STREAMPOOL_ERROR_STATE when the allocator already exists. Pointers it returns are not memory:
+ * never dereference them. */
+STREAMPOOL_API int streampool_init_sim(const char* config, size_t capacity_bytes, int device_count);
 
 /* Status and message of the calling thread's last failed call ("" / OK when it succeeded). */
 STREAMPOOL_API int streampool_last_status(void);
