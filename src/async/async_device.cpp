@@ -37,6 +37,7 @@ async_device::async_device(driver& drv, int device, const allocator_config& conf
       pointers_(&pointers),
       trace_(&trace),
       fraction_(config.per_process_memory_fraction),
+      captures_(device),
       events_(drv, device) {
   device_info info;
   check_pool_call(drv, drv.get_device_info(device, &info), device, "reading the device properties");
