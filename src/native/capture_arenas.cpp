@@ -1,4 +1,4 @@
-// capture_arenas.cpp — the native backend's side of graph capture (spec §3): the calls of
+// capture_arenas.cpp — the native backend's side of graph capture: the calls of
 // begin/end_allocate_to_pool and release_pool on the device's capture router, the arenas of
 // private pools (routing an allocation to one, recycling them when the pool dies) and the
 // completion of frees the router parked. The bookkeeping itself (recordings, filters, use counts,

@@ -2,9 +2,9 @@
 // stream, private pools), the device mutex for slow paths, the device-wide statistics, the event
 // pool, the trace ring, the memory-fraction cap, and the capture router (src/capture) with the
 // arenas of private pools. Definitions are split over device_state.cpp (arenas, segments, stats),
-// release.cpp (GC, release paths), capture_arenas.cpp (spec §3: the native side of the capture
-// router), oom_ladder.cpp (the slow allocation path, spec §2.3) and expandable.cpp (expandable
-// segments, spec §2.13).
+// release.cpp (GC, release paths), capture_arenas.cpp (graph capture: the native side of the
+// capture router), oom_ladder.cpp (the slow allocation path, spec §2.3) and expandable.cpp
+// (expandable segments, spec §2.13).
 #pragma once
 
 #include <array>
@@ -33,9 +33,10 @@ namespace streampool::native {
 
 // Note [Lock order]
 // device mutex → arena locks; pointer-map shard → arena lock (record_stream only); the event-pool,
-// trace-ring and capture router's deferred-free mutexes are leaves. Only the holder of the device mutex may hold more than one
-// arena lock, and nobody waits for the device mutex while holding an arena lock (an allocation
-// that misses drops its arena lock, takes the device mutex, then re-locks the arena). So the
+// trace-ring and capture router's deferred-free mutexes are leaves. Only the holder of the device
+// mutex may hold more than one arena lock, and nobody waits for the device mutex while holding an
+// arena lock (an allocation that misses drops its arena lock, takes the device mutex, then
+// re-locks the arena). So the
 // slow paths (new segment, GC, OOM release, empty_cache, snapshot, routing during capture) can
 // lock any set of arenas in any order without deadlock, and the hot path never touches the device
 // mutex.
@@ -65,7 +66,7 @@ struct device_counters {
   std::int64_t num_device_free = 0;
 };
 
-/// The memory of a private pool (spec §3.1): one arena per stream that allocated in it.
+/// The memory of a private pool: one arena per stream that allocated in it.
 struct pool_arenas {
   std::vector<stream_arena*> arenas;
 };
@@ -142,7 +143,7 @@ class device_state {
   void set_fraction(double fraction);
   [[nodiscard]] double fraction() const noexcept { return fraction_.load(std::memory_order_relaxed); }
 
-  // private pools (spec §3.1, capture_arenas.cpp); each takes the device mutex
+  // private pools (capture_arenas.cpp); each takes the device mutex
   void begin_allocate_to_pool(mempool_id pool, stream_filter filter);
   void end_allocate_to_pool(mempool_id pool);
   void release_pool(mempool_id pool);

@@ -81,7 +81,7 @@ class stream_arena {
   void synchronize_events();
   /// A free parked during a capture (Note [Deferred frees during capture] in native_allocator.hpp),
   /// once no capture is underway: drops the capture-time uses, then records events for the rest
-  /// or frees the block (§3.4). @throws cuda_error as record_events (the block stays parked)
+  /// or frees the block. @throws cuda_error as record_events (the block stays parked)
   void complete_deferred(block* b);
 
   /// Detaches unsplit free block `b` and its segment for release (device mutex held).
