@@ -3,7 +3,8 @@
 // release_cached_blocks (= empty_cache: sync events, free every unsplit free segment and unmap
 // the free pages of expandable segments, in the default pools and in freeable private pools, then
 // the deletion of dead private pools: capture_arenas.cpp). GC and release_available skip
-// expandable blocks (spec §2.13). All run under the device mutex (Note [Lock order] in device_state.hpp).
+// expandable blocks (spec §2.13). All run under the device mutex (Note [Lock order] in
+// device_state.hpp).
 #include <algorithm>
 #include <vector>
 
