@@ -42,7 +42,7 @@ namespace streampool::capture {
 // hands them out only once no recording is underway on the device, in the order they were parked,
 // and the backend gives back (keep_deferred) any it still cannot complete.
 
-/// One private pool: its id, its use count (graphs and use_mem_pool scopes holding it) and the
+/// One private pool: its id, its use count (the captured graphs and other users holding it) and the
 /// backend's record of its memory.
 template <typename Memory>
 struct private_pool {
