@@ -148,9 +148,9 @@ class STREAMPOOL_API driver {
   virtual drv_result mem_get_info(int device, std::size_t* free_bytes, std::size_t* total_bytes) noexcept = 0;
 
   // --- plain device memory ---------------------------------------------------------------------
-  /// cudaMalloc on `device`. With `relaxed_capture`, the call is made in relaxed capture mode so
-  /// it is legal while another stream of this thread is capturing (spec §2.3).
-  virtual drv_result malloc(int device, std::size_t bytes, void** out, bool relaxed_capture) noexcept = 0;
+  /// cudaMalloc on `device`. Illegal while a global capture is open (it would invalidate it)
+  /// unless the calling thread is in relaxed capture mode: see relaxed_thread_scope.
+  virtual drv_result malloc(int device, std::size_t bytes, void** out) noexcept = 0;
   /// cudaFree; `ptr` must come from malloc on `device`. Synchronises the device (as cudaFree does).
   virtual drv_result free(int device, void* ptr) noexcept = 0;
 
@@ -249,14 +249,30 @@ class STREAMPOOL_API driver {
                                  stream_t stream, byte_check* out) noexcept;
 };
 
+// Note [Relaxed capture mode]
+// While a global (or thread-local) stream capture is open, CUDA refuses the "potentially unsafe"
+// calls a thread makes in the default mode, and the refusal invalidates the capture: cudaMalloc,
+// stream-ordered allocation and free on a stream outside the capture, pool and device queries,
+// graph instantiation. With the calling thread in relaxed mode the same calls succeed and the
+// capture stays valid (measured on an H200: docs/graph-capture.md). relaxed_thread_scope is the
+// one way streampool switches a thread to relaxed mode and back: the backends engage it around
+// their cudaMalloc / cudaMallocAsync / cudaFreeAsync only while one of their captures is
+// underway, and the real driver engages it around its non-stream queries always (Note [Relaxed
+// queries] in src/driver/cuda_driver.cpp).
+
 /// Runs the rest of a scope with the calling thread in relaxed capture mode, then puts the
-/// previous mode back (driver::thread_exchange_capture_mode). `engaged` false: does nothing, so a
-/// hot path pays only a branch when no capture is open. A driver that cannot exchange modes (the
-/// default implementation) leaves the thread as it is.
+/// previous mode back (driver::thread_exchange_capture_mode; Note [Relaxed capture mode]).
+/// `engaged` false: does nothing, so a hot path pays only a branch when no capture is open. A
+/// driver that cannot exchange modes (status::not_supported: the default implementation) leaves
+/// the thread as it is.
 class STREAMPOOL_API relaxed_thread_scope {
  public:
   relaxed_thread_scope(driver& drv, bool engaged) noexcept : drv_(engaged ? &drv : nullptr) {
-    if (drv_ != nullptr && !drv_->thread_exchange_capture_mode(&previous_).ok()) drv_ = nullptr;
+    if (drv_ == nullptr) return;
+    const drv_result result = drv_->thread_exchange_capture_mode(&previous_);
+    if (result.ok()) return;
+    drv_ = nullptr;
+    if (result.code != status::not_supported) refusal_ = result;
   }
   ~relaxed_thread_scope() {
     if (drv_ != nullptr) (void)drv_->thread_exchange_capture_mode(&previous_);
@@ -264,9 +280,14 @@ class STREAMPOOL_API relaxed_thread_scope {
   relaxed_thread_scope(const relaxed_thread_scope&) = delete;
   relaxed_thread_scope& operator=(const relaxed_thread_scope&) = delete;
 
+  /// Why the thread could not be switched although the driver has capture modes; ok otherwise.
+  /// A caller whose next call would break an open capture in the thread's own mode skips it.
+  [[nodiscard]] drv_result refusal() const noexcept { return refusal_; }
+
  private:
   driver* drv_;
   capture_mode previous_ = capture_mode::relaxed;  ///< in: the mode to set; after: the caller's
+  drv_result refusal_{};
 };
 
 /// The real driver over the CUDA runtime (and the driver API, resolved at run time through

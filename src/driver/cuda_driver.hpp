@@ -65,7 +65,7 @@ class cuda_driver final : public driver {
   drv_result set_device(int device) noexcept override;
   drv_result get_device_info(int device, device_info* out) noexcept override;
   drv_result mem_get_info(int device, std::size_t* free_bytes, std::size_t* total_bytes) noexcept override;
-  drv_result malloc(int device, std::size_t bytes, void** out, bool relaxed_capture) noexcept override;
+  drv_result malloc(int device, std::size_t bytes, void** out) noexcept override;
   drv_result free(int device, void* ptr) noexcept override;
   drv_result stream_create(int device, stream_t* out) noexcept override;
   drv_result stream_destroy(int device, stream_t stream) noexcept override;

@@ -306,6 +306,9 @@ struct sim_driver::state {
   /// Result of a call that is illegal while a strict capture is active: invalidates every capture
   /// begun with stream_begin_capture, as CUDA does, and returns status::illegal_in_capture.
   [[nodiscard]] drv_result refuse_in_capture() noexcept;
+  /// True when a call that is unsafe in capture (cudaMalloc) must be refused: a strict capture is
+  /// active and the calling thread is not in relaxed capture mode (sim_graph.cpp).
+  [[nodiscard]] bool refuses_unsafe() const noexcept;
   /// True when a stream-ordered allocation call on `stream` must be refused: a strict capture is
   /// active, `stream` is not capturing, and the calling thread is not in relaxed capture mode
   /// (Note [Relaxed uncaptured calls] in sim_graph.cpp).
