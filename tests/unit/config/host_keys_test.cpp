@@ -1,5 +1,5 @@
-// tests/unit/config/host_keys_test.cpp — async_pool and the pinned_* keys of PyTorch's host
-// allocator: validated like PyTorch does (spec §1.3), then reported as unused by a warning.
+// tests/unit/config/host_keys_test.cpp — async_pool and the pinned_* keys of the pinned host
+// allocator: validated like PyTorch does, and used (no warning) beside either backend.
 //
 // Also key_used_by(), the table the warnings and the effective-config dump are built from.
 #include "config_test_support.hpp"
@@ -48,35 +48,19 @@ TEST(ConfigHostKeys, PinnedReserveSegmentSize) {
                       {"'1MB' is not an integer"});
 }
 
-TEST(ConfigHostKeys, EveryHostKeyWarnsThatItIsUnused) {
-  const allocator_config config = parse_config(
-      "pinned_use_cuda_host_register:True,pinned_num_register_threads:8,"
-      "pinned_use_background_threads:True,pinned_reserve_segment_size_mb:64");
-  ASSERT_EQ(config.warnings.size(), 4u);
-  const std::string_view expected[] = {
-      "pinned_use_cuda_host_register:True", "pinned_num_register_threads:8",
-      "pinned_use_background_threads:True", "pinned_reserve_segment_size_mb:64"};
-  for (std::size_t i = 0; i < 4; ++i) {
-    EXPECT_TRUE(contains(config.warnings[i], expected[i]));
-    EXPECT_TRUE(contains(config.warnings[i], "pinned host allocator"));
-    EXPECT_TRUE(contains(config.warnings[i], "does not use it"));
+TEST(ConfigHostKeys, HostKeysAreHonouredWithoutWarnings) {
+  // The pinned host allocator (src/host) uses every pinned_* key, beside either backend.
+  for (const char* backend : {"native", "cudaMallocAsync"}) {
+    const allocator_config config = parse_config(
+        std::string("backend:") + backend +
+        ",pinned_use_cuda_host_register:True,pinned_num_register_threads:8,"
+        "pinned_use_background_threads:True,pinned_reserve_segment_size_mb:64");
+    EXPECT_TRUE(config.warnings.empty()) << backend << ": " << (config.warnings.empty() ? "" : config.warnings[0]);
+    EXPECT_TRUE(config.pinned_use_cuda_host_register);
+    EXPECT_EQ(config.pinned_num_register_threads, 8u);
+    EXPECT_TRUE(config.pinned_use_background_threads);
+    EXPECT_EQ(config.pinned_reserve_segment_size_mb, 64u);
   }
-  // The value is still stored and validated.
-  EXPECT_EQ(config.pinned_num_register_threads, 8u);
-}
-
-TEST(ConfigHostKeys, HipAliasWarnsUnderTheCanonicalName) {
-  const allocator_config config = parse_config("pinned_use_hip_host_register:False");
-  ASSERT_EQ(config.warnings.size(), 1u);
-  EXPECT_TRUE(contains(config.warnings[0], "pinned_use_cuda_host_register:False"));
-}
-
-TEST(ConfigHostKeys, HostKeysWarnOnBothBackends) {
-  const allocator_config config =
-      parse_config("backend:cudaMallocAsync,pinned_use_background_threads:True");
-  ASSERT_EQ(config.warnings.size(), 1u);
-  EXPECT_TRUE(contains(config.warnings[0], "pinned_use_background_threads"));
-  EXPECT_FALSE(contains(config.warnings[0], "ignores"));  // not a backend-ignores warning
 }
 
 TEST(ConfigKeyUse, KeyUsedByFollowsTheSpecTable) {
@@ -100,8 +84,8 @@ TEST(ConfigKeyUse, KeyUsedByFollowsTheSpecTable) {
   EXPECT_TRUE(key_used_by(k::async_pool, async));
   for (const k key : {k::pinned_use_cuda_host_register, k::pinned_num_register_threads,
                       k::pinned_use_background_threads, k::pinned_reserve_segment_size_mb}) {
-    EXPECT_FALSE(key_used_by(key, native)) << key_name(key);
-    EXPECT_FALSE(key_used_by(key, async)) << key_name(key);
+    EXPECT_TRUE(key_used_by(key, native)) << key_name(key);
+    EXPECT_TRUE(key_used_by(key, async)) << key_name(key);
   }
   EXPECT_FALSE(key_used_by(k::count_, native));
 }
