@@ -76,6 +76,11 @@ class sim_driver final : public driver {
   /// Ranges handed out by host_alloc and not freed, and ranges registered and not unregistered.
   [[nodiscard]] std::size_t live_host_allocs() const;
   [[nodiscard]] std::size_t live_host_registrations() const;
+  /// Work items submitted to `stream` so far and how many of them have completed (copies,
+  /// memsets, ...), for tests that check stream order; throws streampool::error for an unknown
+  /// stream. Not counted, never injected.
+  [[nodiscard]] std::uint64_t submitted_work(stream_t stream) const;
+  [[nodiscard]] std::uint64_t completed_work(stream_t stream) const;
 
   // --- driver ----------------------------------------------------------------------------------------
   [[nodiscard]] std::string_view name() const noexcept override { return "sim"; }

@@ -6,6 +6,7 @@
 #include <iterator>
 
 #include "driver/sim_state.hpp"
+#include "streampool/errors.hpp"
 
 namespace streampool {
 
@@ -115,6 +116,20 @@ drv_result sim_driver::memcpy_async(void* dst, const void* src, std::size_t byte
     state_->submit(index);
     return drv_result{};
   });
+}
+
+std::uint64_t sim_driver::submitted_work(stream_t stream) const {
+  const std::lock_guard lock(state_->mutex_);
+  const std::uint32_t index = state_->find_stream(stream);
+  if (index == sim::no_stream) throw error("sim_driver::submitted_work: not a live stream of this sim");
+  return state_->streams_[index].submitted;
+}
+
+std::uint64_t sim_driver::completed_work(stream_t stream) const {
+  const std::lock_guard lock(state_->mutex_);
+  const std::uint32_t index = state_->find_stream(stream);
+  if (index == sim::no_stream) throw error("sim_driver::completed_work: not a live stream of this sim");
+  return state_->streams_[index].completed;
 }
 
 std::size_t sim_driver::host_bytes_pinned() const {
