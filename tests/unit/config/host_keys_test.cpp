@@ -31,6 +31,11 @@ TEST(ConfigHostKeys, PinnedNumRegisterThreads) {
         "pinned_num_register_threads:" + std::string(bad), "pinned_num_register_threads", 0,
         {"value " + std::string(bad) + " is out of range", "a power of two <= 128"});
   }
+  // PyTorch's messages are part of ours.
+  expect_config_error("pinned_num_register_threads:3", "pinned_num_register_threads", 0,
+                      {"Number of register threads has to be power of 2"});
+  expect_config_error("pinned_num_register_threads:256", "pinned_num_register_threads", 0,
+                      {"Number of register threads should be less than or equal to 128"});
   expect_config_error("pinned_num_register_threads:four", "pinned_num_register_threads", 0,
                       {"'four' is not an integer"});
   expect_config_error("pinned_num_register_threads:99999999999999999999",
