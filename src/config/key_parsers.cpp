@@ -256,7 +256,8 @@ void apply_value(allocator_config& config, config_key key, const config_value& v
     case k::pinned_reserve_segment_size_mb: {
       const std::uint64_t mb = require_uint(value, key, value.text);
       if (mb == 0) {
-        fail_range(value, key);
+        fail_value(value, key,
+                   "value " + value.text + " is out of range (Pinned reserve segment size has to be greater than 0)");
       }
       config.pinned_reserve_segment_size_mb = static_cast<std::size_t>(mb);
       break;

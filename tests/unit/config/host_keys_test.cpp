@@ -48,7 +48,8 @@ TEST(ConfigHostKeys, PinnedReserveSegmentSize) {
   EXPECT_EQ(parse_config("pinned_reserve_segment_size_mb:4096").pinned_reserve_segment_size_mb,
             4096u);
   expect_config_error("pinned_reserve_segment_size_mb:0", "pinned_reserve_segment_size_mb", 0,
-                      {"value 0 is out of range", "an integer > 0 (MiB)"});
+                      {"value 0 is out of range", "an integer > 0 (MiB)",
+                       "Pinned reserve segment size has to be greater than 0"});
   expect_config_error("pinned_reserve_segment_size_mb:1MB", "pinned_reserve_segment_size_mb", 0,
                       {"'1MB' is not an integer"});
 }
