@@ -56,9 +56,11 @@ int calibrate(const latency_params& params, F&& one) {
 
 /// Runs `repeats` batches of `body(thread, iterations)` on `threads` threads started together;
 /// returns per-batch {mean per-thread seconds per iteration, wall seconds}.
-template <class Prepare, class Body, class Finish>
-void run_batches(std::size_t threads, std::size_t repeats, Prepare&& prepare, Body&& body, Finish&& finish,
-                 std::vector<double>& per_iter, std::vector<double>& walls, std::string& error_text) {
+/// `prepared()` runs on the calling thread once every thread has prepared, before the first batch.
+template <class Prepare, class Prepared, class Body, class Finish>
+void run_batches(std::size_t threads, std::size_t repeats, Prepare&& prepare, Prepared&& prepared, Body&& body,
+                 Finish&& finish, std::vector<double>& per_iter, std::vector<double>& walls,
+                 std::string& error_text) {
   std::vector<std::vector<clock_type::time_point>> starts(repeats, std::vector<clock_type::time_point>(threads));
   auto ends = starts;
   std::vector<std::vector<double>> each(repeats, std::vector<double>(threads, 0.0));
@@ -103,6 +105,7 @@ void run_batches(std::size_t threads, std::size_t repeats, Prepare&& prepare, Bo
   }
   for (std::size_t r = 0; r < repeats; ++r) {
     while (ready.load() < threads * (r + 1)) std::this_thread::yield();
+    if (r == 0) prepared();
     go.store(r + 1, std::memory_order_release);
     while (done.load() < threads * (r + 1)) std::this_thread::yield();
   }
@@ -147,13 +150,14 @@ host_latency_result measure_host_latency(const backend_spec& spec, const driver_
       const int iterations = pairs.iterations;
       std::vector<std::vector<void*>> live(threads);
       std::vector<double> per_pair, walls;
-      const std::int64_t before = peer->driver_allocations();
+      std::int64_t before = 0;
       run_batches(
           threads, repeats,
           [&](std::size_t t) {
             for (int i = 0; i < params.depth; ++i) live[t].push_back(peer->allocate(params.size));
             for (int i = 0; i < std::min(iterations, 1000); ++i) peer->deallocate(peer->allocate(params.size));
           },
+          [&] { before = peer->driver_allocations(); },
           [&](std::size_t) {
             const auto start = clock_type::now();
             for (int i = 0; i < iterations; ++i) peer->deallocate(peer->allocate(params.size));
@@ -185,10 +189,10 @@ host_latency_result measure_host_latency(const backend_spec& spec, const driver_
       };
       const int iterations = calibrate(params, [&] { one(0); });
       check(drv, drv.stream_synchronize(0, streams[0]), "latency: stream_synchronize");
-      std::vector<double> per_iter, walls, host_only;
-      const std::int64_t before = peer->driver_allocations();
+      std::vector<double> per_iter, walls;
+      std::int64_t before = 0;
       run_batches(
-          threads, repeats, [&](std::size_t) {},
+          threads, repeats, [&](std::size_t) {}, [&] { before = peer->driver_allocations(); },
           [&](std::size_t t) {
             const auto start = clock_type::now();
             for (int i = 0; i < iterations; ++i) one(t);

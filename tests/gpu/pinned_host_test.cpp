@@ -119,14 +119,16 @@ TEST_P(gpu_pinned, ACopyLoopThatFreesBuffersInFlightDeliversEveryByte) {
   EXPECT_EQ(alloc_->stats().allocation.current, 0);
 }
 
+std::string config_name(const ::testing::TestParamInfo<const char*>& param) {
+  static const char* const names[] = {"host_alloc", "host_register_8_threads", "background_thread",
+                                      "reserve_segment"};
+  return names[param.index];
+}
+
 INSTANTIATE_TEST_SUITE_P(configs, gpu_pinned,
                          ::testing::Values("", "pinned_use_cuda_host_register:True,pinned_num_register_threads:8",
                                            "pinned_use_background_threads:True", "pinned_reserve_segment_size_mb:64"),
-                         [](const ::testing::TestParamInfo<const char*>& info) {
-                           const char* names[] = {"host_alloc", "host_register_8_threads", "background_thread",
-                                                  "reserve_segment"};
-                           return std::string(names[info.index]);
-                         });
+                         config_name);
 
 }  // namespace
 }  // namespace streampool::testing
