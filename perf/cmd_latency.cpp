@@ -101,7 +101,8 @@ int cmd_latency(const args_t& args) {
                                      r.error.empty() ? cell(static_cast<std::int64_t>(h.cold_alloc_us)) : cell(),
                                      copy_ok && !no_copy_loop ? cell(h.copy_ns_per_iter) : cell(),
                                      copy_ok && !no_copy_loop ? cell(h.copy_gb_per_s) : cell(),
-                                     h.copy_driver_allocations, h.copy_error.empty() ? r.error : h.copy_error});
+                                     copy_ok && !no_copy_loop ? cell(h.copy_driver_allocations) : cell(),
+                                     h.copy_error.empty() ? r.error : h.copy_error});
         }
         const bool ok = r.error.empty();
         if (!ok || r.leak != "ok") status = exit_failed;

@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/hybrid_mutex.hpp"
 #include "host/host_block.hpp"
 #include "host/pinned_source.hpp"
 #include "host/stream_events.hpp"
@@ -59,7 +60,10 @@ class host_cache {
   const std::shared_ptr<driver> driver_;
   pinned_source source_;
   stream_events events_;
-  mutable std::mutex mutex_;
+  /// Guards the tables below (and events_'s queues). A hybrid_mutex: the cache-hit path takes it
+  /// twice per alloc+free pair with no call into pthreads when uncontended (Note [Hybrid mutex in
+  /// core], src/core/hybrid_mutex.hpp).
+  mutable detail::hybrid_mutex mutex_;
   std::array<std::vector<host_block*>, size_class_count> free_;  ///< cached blocks, LIFO per class
   std::unordered_map<const void*, std::unique_ptr<host_block>> blocks_;  ///< every block by address
   stat allocation_;
