@@ -91,6 +91,12 @@ void c_api_install(std::unique_ptr<allocator> alloc) {
   s.alloc = std::move(alloc);
 }
 
+int c_api_set_last(int status, std::string message) noexcept {
+  last_status = status;
+  last_message = std::move(message);
+  return status;
+}
+
 std::unique_ptr<allocator> c_api_uninstall() noexcept {
   c_api_state& s = state();
   std::lock_guard lock(s.mutex);

@@ -77,6 +77,25 @@ STREAMPOOL_API int streampool_device_count(int* count);
  * never dereference them. */
 STREAMPOOL_API int streampool_init_sim(const char* config, size_t capacity_bytes, int device_count);
 
+/* Pinned host memory: page-locked staging buffers from the pinned host caching allocator
+ * (docs/pytorch-compatibility.md "Pinned host memory"), one per process, configured by the
+ * pinned_* keys. Created on first use from the environment on the real GPU, or explicitly with
+ * streampool_host_init(config) (NULL = the environment; STREAMPOOL_ERROR_STATE once it exists).
+ * It lives until the process exits. streampool_host_alloc returns NULL on failure (size 0:
+ * STREAMPOOL_ERROR_INVALID_ARGUMENT). streampool_host_record_stream marks a buffer as used by
+ * copies on `stream` (a cudaStream_t): after streampool_host_free it is reused only once that
+ * stream's work submitted before the free is done. A pointer the host allocator did not hand out,
+ * a double free or a dead stream: STREAMPOOL_ERROR_INVALID_ARGUMENT. Stats use the key names of
+ * torch.cuda.host_memory_stats(); the returned text stays valid until the calling thread's next
+ * call of the same function. */
+STREAMPOOL_API int streampool_host_init(const char* config);
+STREAMPOOL_API void* streampool_host_alloc(size_t size);
+STREAMPOOL_API int streampool_host_free(void* ptr);
+STREAMPOOL_API int streampool_host_record_stream(void* ptr, void* stream);
+STREAMPOOL_API int streampool_host_empty_cache(void);
+STREAMPOOL_API const char* streampool_host_stats_json(void);
+STREAMPOOL_API const char* streampool_host_snapshot_json(void);
+
 /* Status and message of the calling thread's last failed call ("" / OK when it succeeded). */
 STREAMPOOL_API int streampool_last_status(void);
 STREAMPOOL_API const char* streampool_last_error(void);

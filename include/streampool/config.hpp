@@ -93,7 +93,7 @@ struct STREAMPOOL_API allocator_config {
   /// Checking mode for the program's own memory bugs (docs/reliability.md#checking-mode): canary
   /// bytes after each allocation verified at free, freed blocks poisoned. Off by default.
   bool debug_checks = false;
-  // Keys of PyTorch's pinned host allocator: parsed and validated, not used by streampool.
+  // Keys of the pinned host allocator (host_allocator.hpp; PyTorch's CachingHostAllocator keys).
   bool pinned_use_cuda_host_register = false;
   std::size_t pinned_num_register_threads = 1;
   bool pinned_use_background_threads = false;
@@ -136,7 +136,8 @@ struct STREAMPOOL_API allocator_config {
 [[nodiscard]] STREAMPOOL_API std::string_view to_string(config_source source) noexcept;
 
 /// Whether `backend` reads `key` (spec §1.3 "Backend" column). `backend` is used by both;
-/// the pinned_* keys (PyTorch's host allocator) by neither; `async_pool` only by cudaMallocAsync.
+/// the pinned_* keys (the pinned host allocator, beside either backend) by both; `async_pool` only
+/// by cudaMallocAsync.
 [[nodiscard]] STREAMPOOL_API bool key_used_by(config_key key, backend_kind backend) noexcept;
 
 }  // namespace streampool

@@ -121,6 +121,7 @@ enum class driver_call : std::uint8_t {
   graph_mem_trim,
   memset_async, check_bytes,
   stream_get_device,
+  host_alloc, host_free, host_register, host_unregister, memcpy_async,
   count_
 };
 inline constexpr std::size_t driver_call_count = static_cast<std::size_t>(driver_call::count_);
@@ -247,6 +248,25 @@ class STREAMPOOL_API driver {
   /// kernels (STREAMPOOL_BUILD_KERNELS=OFF).
   virtual drv_result check_bytes(int device, const void* ptr, std::size_t bytes, std::uint8_t expected,
                                  stream_t stream, byte_check* out) noexcept;
+
+  // --- pinned host memory (the host allocator, src/host; docs/pytorch-compatibility.md) -------
+  // Not pure: a driver without them inherits these, which return status::not_supported.
+  // Implemented in src/driver/cuda_host.cpp and src/driver/sim_host.cpp.
+
+  /// cudaHostAlloc(out, bytes, cudaHostAllocDefault): `bytes` (> 0) of page-locked host memory that
+  /// every device can copy from and to. status::out_of_memory when the host cannot pin that much.
+  virtual drv_result host_alloc(std::size_t bytes, void** out) noexcept;
+  /// cudaFreeHost: `ptr` must come from host_alloc (status::invalid_value otherwise). Like
+  /// cudaFreeHost, it waits for the work submitted to the devices so far. Illegal in capture.
+  virtual drv_result host_free(void* ptr) noexcept;
+  /// cudaHostRegister(ptr, bytes, cudaHostRegisterDefault): page-locks [ptr, ptr + bytes) of
+  /// ordinary host memory (bytes > 0; the range must not overlap a registered one).
+  virtual drv_result host_register(void* ptr, std::size_t bytes) noexcept;
+  /// cudaHostUnregister: `ptr` must be the start of a range given to host_register.
+  virtual drv_result host_unregister(void* ptr) noexcept;
+  /// cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream): copies `bytes` between host and
+  /// device memory (the direction follows from the addresses), ordered on `stream`. bytes 0: no-op.
+  virtual drv_result memcpy_async(void* dst, const void* src, std::size_t bytes, stream_t stream) noexcept;
 };
 
 // Note [Relaxed capture mode]

@@ -31,6 +31,8 @@ struct STREAMPOOL_API sim_options {
   bool memory_pools_supported = true;
   bool vmm_supported = true;
   std::size_t vmm_granularity = 2 * mib;
+  /// Pinned host memory the sim hands out (host_alloc) or registers (host_register), in total.
+  std::size_t host_capacity = 64 * gib;
 };
 
 class STREAMPOOL_API sim_driver final : public driver {
@@ -71,6 +73,16 @@ class STREAMPOOL_API sim_driver final : public driver {
   /// VMM pages of one device). Not counted, never injected.
   void write_bytes(void* ptr, const void* data, std::size_t bytes);
   [[nodiscard]] std::vector<std::uint8_t> read_bytes(const void* ptr, std::size_t bytes) const;
+  /// Pinned host memory held now: host_alloc'd plus host_register'ed bytes (leak checks).
+  [[nodiscard]] std::size_t host_bytes_pinned() const;
+  /// Ranges handed out by host_alloc and not freed, and ranges registered and not unregistered.
+  [[nodiscard]] std::size_t live_host_allocs() const;
+  [[nodiscard]] std::size_t live_host_registrations() const;
+  /// Work items submitted to `stream` so far and how many of them have completed (copies,
+  /// memsets, ...), for tests that check stream order; throws streampool::error for an unknown
+  /// stream. Not counted, never injected.
+  [[nodiscard]] std::uint64_t submitted_work(stream_t stream) const;
+  [[nodiscard]] std::uint64_t completed_work(stream_t stream) const;
 
   // --- driver ----------------------------------------------------------------------------------------
   [[nodiscard]] std::string_view name() const noexcept override { return "sim"; }
@@ -124,6 +136,12 @@ class STREAMPOOL_API sim_driver final : public driver {
                           stream_t stream) noexcept override;
   drv_result check_bytes(int device, const void* ptr, std::size_t bytes, std::uint8_t expected,
                          stream_t stream, byte_check* out) noexcept override;
+  // Pinned host memory (sim_host.cpp; Note [Sim pinned host memory]).
+  drv_result host_alloc(std::size_t bytes, void** out) noexcept override;
+  drv_result host_free(void* ptr) noexcept override;
+  drv_result host_register(void* ptr, std::size_t bytes) noexcept override;
+  drv_result host_unregister(void* ptr) noexcept override;
+  drv_result memcpy_async(void* dst, const void* src, std::size_t bytes, stream_t stream) noexcept override;
 
  private:
   struct STREAMPOOL_INTERNAL state;

@@ -9,6 +9,7 @@
 #include "streampool/errors.hpp"
 #include "streampool/export.h"
 #include "streampool/graph.hpp"
+#include "streampool/host_allocator.hpp"
 #include "streampool/replay.hpp"
 #include "streampool/sim_driver.hpp"
 #include "streampool/stats.hpp"

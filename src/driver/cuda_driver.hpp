@@ -109,6 +109,12 @@ class cuda_driver final : public driver {
                           stream_t stream) noexcept override;
   drv_result check_bytes(int device, const void* ptr, std::size_t bytes, std::uint8_t expected,
                          stream_t stream, byte_check* out) noexcept override;
+  // cuda_host.cpp (pinned host memory)
+  drv_result host_alloc(std::size_t bytes, void** out) noexcept override;
+  drv_result host_free(void* ptr) noexcept override;
+  drv_result host_register(void* ptr, std::size_t bytes) noexcept override;
+  drv_result host_unregister(void* ptr) noexcept override;
+  drv_result memcpy_async(void* dst, const void* src, std::size_t bytes, stream_t stream) noexcept override;
 
  private:
   /// VMM support and granularity of `device` (the driver-API part of get_device_info).

@@ -196,6 +196,11 @@ std::string sim_driver::describe(drv_result result) const {
     text += " (simulated address space exhausted)";
   } else if (reason == sim::reason_host_exception) {
     text += " (host exception inside the simulator)";
+  } else if (reason == sim::reason_host_capacity) {
+    char buffer[128];
+    std::snprintf(buffer, sizeof buffer, " (simulated host: %.2f GiB pinnable, %.2f GiB pinned)",
+                  double(options_.host_capacity) / double(gib), double(host_bytes_pinned()) / double(gib));
+    text += buffer;
   } else if (result.code == status::out_of_memory && (result.native >> 16) > 0) {
     const int device = (result.native >> 16) - 1;
     std::size_t in_use = 0;
