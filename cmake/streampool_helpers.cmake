@@ -44,10 +44,8 @@ function(streampool_add_test name)
     target_link_libraries(${name} PRIVATE CUDA::cudart Threads::Threads)
   endif()
   target_link_libraries(${name} PRIVATE ${arg_LINK} GTest::gtest GTest::gtest_main)
-  # Where the shared reference traces live (../shared beside the checkout); tests skip if absent.
-  target_compile_definitions(${name} PRIVATE
-    STREAMPOOL_SHARED_TRACES_DIR="${PROJECT_SOURCE_DIR}/../shared/traces"
-    STREAMPOOL_CARRIED_TRACES_DIR="${PROJECT_SOURCE_DIR}/.carry/traces")
+  # The test data in the repository (tests/data: traces, see tests/data/README.md).
+  target_compile_definitions(${name} PRIVATE STREAMPOOL_TEST_DATA_DIR="${PROJECT_SOURCE_DIR}/tests/data")
   # SERIAL: the binary's tests read device-wide figures (free memory) that other test processes
   # running at the same time would disturb on a real GPU.
   if(arg_SERIAL)

@@ -7,6 +7,7 @@
 
 #include "cli_common.hpp"
 #include "commands.hpp"
+#include "isolated_run.hpp"
 #include "streampool/errors.hpp"
 
 #ifndef STREAMPOOL_BENCH_VERSION
@@ -63,6 +64,7 @@ int main(int argc, char** argv) {
     std::printf("streampool-bench %s (git %s)\n", STREAMPOOL_BENCH_VERSION, STREAMPOOL_BENCH_GIT_COMMIT);
     return exit_ok;
   }
+  enable_child_rows(argv[0]);  // replay and compare run each backend's row in a child process
   const auto it = commands().find(name);
   if (it == commands().end()) {
     std::fprintf(stderr, "streampool-bench: unknown command '%s'\n\n", name.c_str());

@@ -196,6 +196,9 @@ std::string sim_driver::describe(drv_result result) const {
     text += " (simulated address space exhausted)";
   } else if (reason == sim::reason_host_exception) {
     text += " (host exception inside the simulator)";
+  } else if (reason == sim::reason_destroyed_stream) {
+    text += " (use of a destroyed stream; the real driver answers cudaErrorDeviceUninitialized "
+            "\"invalid device context\" or crashes)";
   } else if (result.code == status::out_of_memory && (result.native >> 16) > 0) {
     const int device = (result.native >> 16) - 1;
     std::size_t in_use = 0;

@@ -241,13 +241,20 @@ void device_state::unmap_free_pages(stream_arena& a) {
       }
       if (!frees.empty() && !synchronized) {
         // Unmap and release do not synchronise: the stream's work on these pages must be done.
-        // A stream destroyed since (refused as an invalid handle) is covered by the device.
-        drv_result result = driver_->stream_synchronize(index_, a.stream());
-        if (result.code == status::invalid_value) result = driver_->device_synchronize(index_);
+        // A stream destroyed since (an invalid handle, or on the real driver "invalid device
+        // context": Note [Sim destroyed streams]) is covered by synchronising the whole device;
+        // only when that fails too is it an error. Destroying a stream whose blocks are cached is
+        // the caller's bug (Note [Replay stream lifetime]); this keeps the cache releasable.
+        const drv_result stream_result = driver_->stream_synchronize(index_, a.stream());
+        drv_result result = stream_result;
+        if (!result.ok() && result.code != status::illegal_in_capture) result = driver_->device_synchronize(index_);
         if (!result.ok()) {
-          throw cuda_error("streampool: cudaStreamSynchronize before unmapping free pages on device " +
-                               std::to_string(index_) + " failed: " + driver_->describe(result),
-                           result.native);
+          std::string what = "streampool: cudaStreamSynchronize before unmapping free pages on device " +
+                             std::to_string(index_) + " failed: " + driver_->describe(stream_result);
+          if (result.native != stream_result.native) {
+            what += "; then cudaDeviceSynchronize failed: " + driver_->describe(result);
+          }
+          throw cuda_error(what, result.native);
         }
         synchronized = true;
       }
