@@ -45,7 +45,9 @@ function(streampool_add_test name)
   endif()
   target_link_libraries(${name} PRIVATE ${arg_LINK} GTest::gtest GTest::gtest_main)
   # The test data in the repository (tests/data: traces, see tests/data/README.md).
-  target_compile_definitions(${name} PRIVATE STREAMPOOL_TEST_DATA_DIR="${PROJECT_SOURCE_DIR}/tests/data")
+  # The source tree (tests that check docs and sources against the code, e.g. the key table).
+  target_compile_definitions(${name} PRIVATE STREAMPOOL_TEST_DATA_DIR="${PROJECT_SOURCE_DIR}/tests/data"
+                                             STREAMPOOL_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
   # SERIAL: the binary's tests read device-wide figures (free memory) that other test processes
   # running at the same time would disturb on a real GPU.
   if(arg_SERIAL)

@@ -98,6 +98,7 @@ int cmd_replay(const args_t& args) {
       }
       continue;
     }
+    crash_if_asked(spec.name);  // the harness's own test of Note [Rows in child processes]
     std::vector<double> times;
     replay_outcome o;
     for (int i = 0; i < repeat && o.error.empty(); ++i) {

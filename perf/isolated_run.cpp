@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
@@ -164,6 +165,14 @@ child_rows decode_child_rows(const std::string& text) {
   }
   if (!finished) throw usage_error("child rows: no end record");
   return got;
+}
+
+void crash_if_asked(const std::string& backend) noexcept {
+  const char* name = std::getenv("STREAMPOOL_BENCH_TEST_CRASH");
+  if (name != nullptr && is_row_child() && backend == name) {
+    std::signal(SIGSEGV, SIG_DFL);
+    std::raise(SIGSEGV);
+  }
 }
 
 void send_to_parent(const child_rows& rows) noexcept {

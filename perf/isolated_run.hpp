@@ -46,6 +46,10 @@ void enable_child_rows(const char* argv0);
 /// In a child: sends `rows`, `series` and `status` to the parent. @throws nothing (best effort)
 void send_to_parent(const child_rows& rows) noexcept;
 
+/// In a child, for the harness's own tests: when STREAMPOOL_BENCH_TEST_CRASH names `backend`,
+/// the process kills itself with SIGSEGV (what a crashing peer does). Does nothing otherwise.
+void crash_if_asked(const std::string& backend) noexcept;
+
 /// The --backends text of `name` with `config` (';' for ',' so the list parser keeps it whole).
 [[nodiscard]] std::string backend_argument(const std::string& name, const std::string& config);
 

@@ -74,8 +74,16 @@ struct key_info {
   std::string_view name;
   std::string_view alias;     ///< "" when none
   std::string_view expected;  ///< the valid values, for messages ("an integer >= 20 (MiB)")
-  bool native;                ///< used by backend:native
-  bool async;                 ///< used by backend:cudaMallocAsync
+  bool native;                ///< used by backend:native (when implemented)
+  bool async;                 ///< used by backend:cudaMallocAsync (when implemented)
+  /// The allocator_config member the key sets. For an honoured key, the backends' code reads it:
+  /// tests/unit/config/key_table_test.cpp checks that their sources mention `.<field>`.
+  std::string_view field;
+  /// "" when streampool honours the key; otherwise what streampool does instead (the key is
+  /// accepted, as PyTorch has it, with a warning saying it is not implemented). See
+  /// Note [Keys accepted but not implemented] in key_table.cpp.
+  std::string_view missing;
+  [[nodiscard]] constexpr bool implemented() const noexcept { return missing.empty(); }
 };
 
 [[nodiscard]] const key_info& info_of(config_key key) noexcept;

@@ -21,10 +21,8 @@ native_allocator::native_allocator(allocator_config config, std::shared_ptr<driv
     devices_.push_back(
         std::make_unique<device_state>(device_driver(), allocator::config(), policy_, segments_, i, vmm_warned_));
   }
-  if (allocator::config().graph_capture_record_stream_reuse) {
-    warn("graph_capture_record_stream_reuse:True is not implemented by the native backend; blocks freed during a "
-         "capture with record_stream uses are reused only after the capture ends");
-  }
+  // graph_capture_record_stream_reuse is accepted but not implemented: the parser warns
+  // (Note [Keys accepted but not implemented], src/config/key_table.cpp).
 }
 
 native_allocator::~native_allocator() = default;
