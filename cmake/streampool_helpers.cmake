@@ -50,9 +50,26 @@ function(streampool_add_test name)
                                              STREAMPOOL_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
   # SERIAL: the binary's tests read device-wide figures (free memory) that other test processes
   # running at the same time would disturb on a real GPU.
+  set(properties SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]")  # a GTEST_SKIP counts as skipped in CTest
   if(arg_SERIAL)
-    gtest_discover_tests(${name} PROPERTIES LABELS "${arg_LABELS}" RUN_SERIAL TRUE DISCOVERY_TIMEOUT 60)
+    list(APPEND properties RUN_SERIAL TRUE)
+  endif()
+  # Note [Test labels]: every test that needs a device carries the `gpu` label, the others `sim`.
+  # A binary labelled only gpu needs one in every test; in the others, the instances on the real
+  # driver need one: parameterised cases named .../cuda or ..._cuda (backend_fixture.hpp, the
+  # driver contract, the multi-stream replay) and the real_device/ suites. The filter splits them.
+  set(device_tests "*/cuda:*_cuda:real_device/*")
+  set(gpu_only FALSE)
+  if("gpu" IN_LIST arg_LABELS AND NOT "sim" IN_LIST arg_LABELS)
+    set(gpu_only TRUE)
+  endif()
+  list(REMOVE_ITEM arg_LABELS sim gpu)
+  if(gpu_only)
+    gtest_discover_tests(${name} PROPERTIES LABELS "gpu;${arg_LABELS}" ${properties} DISCOVERY_TIMEOUT 60)
   else()
-    gtest_discover_tests(${name} PROPERTIES LABELS "${arg_LABELS}" DISCOVERY_TIMEOUT 60)
+    gtest_discover_tests(${name} TEST_FILTER "${device_tests}"
+                         PROPERTIES LABELS "gpu;${arg_LABELS}" ${properties} DISCOVERY_TIMEOUT 60)
+    gtest_discover_tests(${name} TEST_FILTER "-${device_tests}"
+                         PROPERTIES LABELS "sim;${arg_LABELS}" ${properties} DISCOVERY_TIMEOUT 60)
   endif()
 endfunction()

@@ -1,4 +1,4 @@
-"""streampool_torch — use streampool as PyTorch's CUDA allocator (spec §5, docs/integrations/pytorch.md).
+"""streampool_torch — use streampool as PyTorch's CUDA allocator (docs/pytorch-compatibility.md §5, docs/integrations/pytorch.md).
 
 Two routes:
 
@@ -9,7 +9,7 @@ Two routes:
   allocator; use ``stats()``, ``snapshot()``, ``empty_cache()`` from this module instead.
 * ``mempool()`` keeps PyTorch's allocator and returns ``torch.cuda.MemPool`` whose segments come
   from streampool; it works with ``torch.cuda.use_mem_pool(pool)`` and with
-  ``torch.cuda.graph(g, pool=pool.id)`` (the graph-safe route of spec §5).
+  ``torch.cuda.graph(g, pool=pool.id)`` (the graph-safe route of docs/pytorch-compatibility.md §5).
 
 streampool reads its configuration (``STREAMPOOL_ALLOC_CONF``, else ``PYTORCH_CUDA_ALLOC_CONF``,
 else ``PYTORCH_ALLOC_CONF``) on first use; ``install(config=...)`` passes one explicitly.

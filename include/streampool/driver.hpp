@@ -147,7 +147,7 @@ class driver {
 
   // --- plain device memory ---------------------------------------------------------------------
   /// cudaMalloc on `device`. With `relaxed_capture`, the call is made in relaxed capture mode so
-  /// it is legal while another stream of this thread is capturing (spec §2.3).
+  /// it is legal while another stream of this thread is capturing (docs/pytorch-compatibility.md §2.3).
   virtual drv_result malloc(int device, std::size_t bytes, void** out, bool relaxed_capture) noexcept = 0;
   /// cudaFree; `ptr` must come from malloc on `device`. Synchronises the device (as cudaFree does).
   virtual drv_result free(int device, void* ptr) noexcept = 0;

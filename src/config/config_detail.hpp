@@ -28,7 +28,7 @@ struct token {
   std::size_t position = 0;
 };
 
-/// Splits a config string into tokens (spec §1.2): `,` `:` `[` `]` are single-character tokens,
+/// Splits a config string into tokens (docs/pytorch-compatibility.md §1.2): `,` `:` `[` `]` are single-character tokens,
 /// any isspace character is dropped (also inside a word), everything else accumulates into words.
 [[nodiscard]] std::vector<token> tokenize(std::string_view text);
 
@@ -45,7 +45,7 @@ struct uint_literal {
 [[nodiscard]] uint_literal parse_uint(std::string_view text) noexcept;
 /// A finite decimal number as std::from_chars reads it; no sign prefix '+', no trailing junk.
 [[nodiscard]] std::optional<double> parse_double(std::string_view text) noexcept;
-/// Exactly `True` or `False` (spec §1.2).
+/// Exactly `True` or `False` (docs/pytorch-compatibility.md §1.2).
 [[nodiscard]] std::optional<bool> parse_bool(std::string_view text) noexcept;
 
 // ---- values as the grammar found them (built by config_parse.cpp) ------------------------------

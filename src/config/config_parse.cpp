@@ -1,6 +1,6 @@
 // src/config/config_parse.cpp — the entry points parse_config() and config_from_env().
 //
-// Walks the tokens with the grammar of spec §1.2 (separators enforced), hands each value to
+// Walks the tokens with the grammar of docs/pytorch-compatibility.md §1.2 (separators enforced), hands each value to
 // apply_value(), records where each key came from, then derives the order-independent warnings
 // (keys the backend ignores, host-allocator keys, inert garbage collection).
 #include <array>
@@ -130,7 +130,7 @@ void add_warnings(allocator_config& config, const std::array<bool, config_key_co
         "backend:native ignores async_pool:" + render_value(config, config_key::async_pool) +
         " (it selects the memory pool of backend:cudaMallocAsync)");
   }
-  // spec §2.11: garbage collection only runs when a memory fraction below 1 caps the allocator.
+  // docs/pytorch-compatibility.md §2.11: garbage collection only runs when a memory fraction below 1 caps the allocator.
   if (config.backend == backend_kind::native && is_set(config_key::garbage_collection_threshold) &&
       config.per_process_memory_fraction >= 1.0) {
     config.warnings.push_back(
@@ -220,8 +220,8 @@ allocator_config parse_config(std::string_view text, config_source source) {
 }
 
 // Note [Environment precedence]
-// DESIGN.md "Names": STREAMPOOL_ALLOC_CONF, then PYTORCH_CUDA_ALLOC_CONF, then PYTORCH_ALLOC_CONF.
-// The first variable that is *set* wins even when empty (spec §1.1: "first one that is set"), so
+// docs/config.md "Where the string comes from": STREAMPOOL_ALLOC_CONF, then PYTORCH_CUDA_ALLOC_CONF, then PYTORCH_ALLOC_CONF.
+// The first variable that is *set* wins even when empty (docs/pytorch-compatibility.md §1.1: "first one that is set"), so
 // STREAMPOOL_ALLOC_CONF= switches a PyTorch setting off for streampool. A shadowed variable with
 // different content gets a warning, since the two halves of PyTorch can disagree about it too.
 allocator_config config_from_env() {

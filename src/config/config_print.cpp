@@ -36,7 +36,7 @@ std::string render_bool(bool value) { return value ? "True" : "False"; }
 // Note [Rendering the roundup table]
 // One number when all 16 intervals agree and are non-zero (the single-value form); otherwise the
 // full list with each interval's lower bound in MiB, "[1:0,2:0,4:0,...,32768:0]", which parses
-// back to the same table (a single 0 would not parse: spec §1.4 rejects it).
+// back to the same table (a single 0 would not parse: docs/pytorch-compatibility.md §1.4 rejects it).
 std::string render_roundup(const allocator_config& config) {
   const auto& table = config.roundup_power2_divisions;
   if (table[0] != 0 &&

@@ -12,6 +12,8 @@
 //  2. fragmentation: it fits in the reserved-but-unallocated memory, but no free block is large
 //     enough (the keys that fix it are named);
 //  3. the cap: the device has the memory free, but the per-process cap refuses it;
+//  3b. not full, other stream: a free block large enough is cached, but for another stream (or
+//     in a private pool), and could not be released (during a capture nothing is released);
 //  4. not full, split: the device's free memory plus the reserved-but-unallocated memory would
 //     hold it, but neither alone does: the cached memory lies in segments that also hold live
 //     allocations (or is cached for other streams / private pools), so it cannot be released to
@@ -152,11 +154,18 @@ std::string build_oom_message(const oom_figures& f) {
     out << " The per-process cap is the limit, not the device: " << format_size(f.device_free)
         << " is free on the device, but reserving " << format_size(f.alloc_size) << " more would exceed the "
         << format_size(f.allowed) << " allowed: raise per_process_memory_fraction, or free memory.";
+  } else if (fits_in_unallocated) {
+    out << " The device is not full: a free block of " << format_size(f.largest_free_block)
+        << " is cached, but for another stream (a block is reused only on the stream it was allocated on)"
+        << (f.private_pool_free != 0 ? " or in a private pool" : "")
+        << ", and it could not be released for this request: call empty_cache() outside a capture to return "
+           "cached blocks to the device, or allocate on the stream that freed them.";
   } else if (f.device_free + unallocated >= f.alloc_size) {
     out << " The device is not full: its " << format_size(f.device_free) << " free and the "
         << format_size(unallocated) << " reserved but unallocated would hold the request together, but neither "
         << "alone does, and the unallocated memory cannot be released to make a new segment (it lies in "
-        << "segments that also hold live allocations, or is cached for other streams or private pools).";
+        << "segments that also hold live allocations, or is cached for other streams"
+        << (f.private_pool_free != 0 ? " or private pools" : "") << ").";
     if (!f.expandable_segments) {
       out << " Set STREAMPOOL_ALLOC_CONF=expandable_segments:True (segments grow page by page, so free pages "
              "anywhere can serve it), or free long-lived allocations.";

@@ -122,14 +122,14 @@ void device_state::set_fraction(double fraction) {
 }
 
 block* device_state::new_segment(stream_arena& a, std::size_t alloc_size, bool small) {
-  // The cap is checked against what we hold, without asking the driver (spec §2.3 alloc_block).
+  // The cap is checked against what we hold, without asking the driver (docs/pytorch-compatibility.md §2.3 alloc_block).
   const std::size_t allowed = allowed_bytes();
   const auto reserved = static_cast<std::size_t>(counters_.reserved_bytes[0].current);
   if (fraction() < 1.0 && reserved + alloc_size > allowed) return nullptr;
   a.reserve_blocks();
   auto seg = std::make_unique<segment>();
   void* ptr = nullptr;
-  // Relaxed mode while a capture is underway so the malloc is legal (spec §3.2).
+  // Relaxed mode while a capture is underway so the malloc is legal (docs/pytorch-compatibility.md §3.2).
   const drv_result result = driver_->malloc(index_, alloc_size, &ptr, capture_underway());
   if (result.code == status::out_of_memory) return nullptr;
   if (!result.ok()) {

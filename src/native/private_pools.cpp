@@ -1,4 +1,4 @@
-// private_pools.cpp — private memory pools for graph capture (spec §3.1–§3.2): begin/end
+// private_pools.cpp — private memory pools for graph capture (docs/pytorch-compatibility.md §3.1–§3.2): begin/end
 // allocate-to-pool with stream filters (newest first), use counts, release, and the routing of an
 // allocation to a pool arena. Memory of a released pool is returned by release_cached (release.cpp).
 #include <algorithm>

@@ -1,4 +1,4 @@
-// expandable_segments_test.cpp — expandable segments (spec §2.13) on a real GPU through the CUDA
+// expandable_segments_test.cpp — expandable segments (docs/pytorch-compatibility.md §2.13) on a real GPU through the CUDA
 // VMM calls: growth in place keeps the data written before it, empty_cache unmaps free pages and
 // the memory is reusable afterwards, an allocation larger than any free run succeeds once free
 // pages are unmapped and remapped (a small device made with set_memory_fraction), and a replay of

@@ -1,5 +1,5 @@
 // tests/unit/config/host_keys_test.cpp — async_pool and the pinned_* keys of PyTorch's host
-// allocator: validated like PyTorch does (spec §1.3), then reported as unused by a warning.
+// allocator: validated like PyTorch does (docs/pytorch-compatibility.md §1.3), then reported as unused by a warning.
 //
 // Also key_used_by(), the table the warnings and the effective-config dump are built from.
 #include "config_test_support.hpp"

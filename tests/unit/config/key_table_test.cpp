@@ -17,6 +17,7 @@
 
 #include "config/config_detail.hpp"
 #include "streampool/config.hpp"
+#include "streampool/errors.hpp"
 
 namespace streampool::config_detail {
 namespace {
@@ -138,8 +139,12 @@ TEST(KeyTable, EveryHonouredKeyIsReadByTheBackendsThatClaimIt) {
     const key_info& info = info_of(static_cast<config_key>(i));
     ASSERT_FALSE(info.field.empty()) << info.name << " names no allocator_config member";
     if (info.implemented()) {
-      if (info.native) EXPECT_TRUE(reads_member(native, info.field)) << info.name << ": no native code reads ." << info.field;
-      if (info.async) EXPECT_TRUE(reads_member(async, info.field)) << info.name << ": no async code reads ." << info.field;
+      if (info.native) {
+        EXPECT_TRUE(reads_member(native, info.field)) << info.name << ": no native code reads ." << info.field;
+      }
+      if (info.async) {
+        EXPECT_TRUE(reads_member(async, info.field)) << info.name << ": no async code reads ." << info.field;
+      }
     } else {
       EXPECT_FALSE(reads_member(native, info.field) || reads_member(async, info.field))
           << info.name << " is marked not implemented, but a backend reads ." << info.field

@@ -1,7 +1,7 @@
 // tests/unit/config/warnings_test.cpp — non-fatal findings stored in allocator_config::warnings.
 //
-// Keys the chosen backend ignores (spec §1.3), async_pool under backend:native, and an inert
-// garbage_collection_threshold (spec §2.11). All decided after the whole string is parsed.
+// Keys the chosen backend ignores (docs/pytorch-compatibility.md §1.3), async_pool under backend:native, and an inert
+// garbage_collection_threshold (docs/pytorch-compatibility.md §2.11). All decided after the whole string is parsed.
 #include "config_test_support.hpp"
 
 namespace streampool::test {

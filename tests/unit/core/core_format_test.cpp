@@ -1,4 +1,4 @@
-// core_format_test.cpp — format_size (spec §2.10), stat arithmetic, PyTorch key names of
+// core_format_test.cpp — format_size (docs/pytorch-compatibility.md §2.10), stat arithmetic, PyTorch key names of
 // memory_stats::to_map, the OOM message and the trace ring buffer.
 #include <gtest/gtest.h>
 
@@ -170,6 +170,19 @@ TEST(OomMessage, FreePlusCachedMemoryThatWouldFitIsNotFull) {
   const std::string with_expandable = detail::build_oom_message(f);
   EXPECT_TRUE(says(with_expandable, "Free long-lived allocations")) << with_expandable;
   EXPECT_FALSE(says(with_expandable, "Set STREAMPOOL_ALLOC_CONF=expandable_segments")) << with_expandable;
+}
+
+TEST(OomMessage, ABlockCachedForAnotherStreamIsNotFull) {
+  detail::oom_figures f = fragmented_figures();
+  f.largest_free_block = 60 * mib;  // >= the 30 MiB request, but on another stream
+  const std::string message = detail::build_oom_message(f);
+  EXPECT_TRUE(says(message, "The device is not full: a free block of 60.00 MiB is cached, but for another stream"))
+      << message;
+  EXPECT_TRUE(says(message, "call empty_cache()")) << message;
+  EXPECT_FALSE(says(message, "private pool")) << "no private pool holds memory: " << message;
+  EXPECT_FALSE(says(message, "is full")) << message;
+  f.private_pool_free = 60 * mib;
+  EXPECT_TRUE(says(detail::build_oom_message(f), "or in a private pool"));
 }
 
 TEST(OomMessage, FullOnlyWhenNothingWouldHoldIt) {
