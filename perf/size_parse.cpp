@@ -125,7 +125,9 @@ std::string clip_quoted(std::string_view message) {
     const std::size_t close = message.find('\'', open + 1);
     if (close == std::string_view::npos) break;
     out += message.substr(i, open - i);
-    out += quote_input(message.substr(open + 1, close - open - 1));
+    const std::string_view run = message.substr(open + 1, close - open - 1);
+    // A run quote_input cut already ends in "..." after 200 characters: keep it as it is.
+    out += run.size() <= quote_limit + 3 ? "'" + std::string(run) + "'" : quote_input(run);
     i = close + 1;
   }
   out += message.substr(i);

@@ -74,6 +74,8 @@ TEST(SizeParse, BadInputIsQuotedUpTo200Characters) {
   // Messages built elsewhere (Boost, the library) are cut at main(): every quoted run.
   const std::string message = "the argument ('" + huge + "') for option '--x' is invalid";
   EXPECT_EQ(clip_quoted(message), "the argument (" + quote_input(huge) + ") for option '--x' is invalid");
+  EXPECT_EQ(clip_quoted("--sizes: " + quote_input(huge) + " is bad"), "--sizes: " + quote_input(huge) + " is bad")
+      << "a run cut by quote_input is not cut again";
   EXPECT_EQ(clip_quoted("no quotes"), "no quotes");
   EXPECT_EQ(clip_quoted("one ' quote"), "one ' quote");
   EXPECT_LT(clip_quoted(std::string(100000, 'z')).size(), 1000u) << "an unquoted flood is cut too";

@@ -89,7 +89,9 @@ TEST(ConfigGrammar, DuplicateKeysLastWins) {
       "False");
   EXPECT_EQ(config.max_split_size, 200 * mib);
   EXPECT_FALSE(config.expandable_segments);
-  EXPECT_EQ(parse_config("backend:cudaMallocAsync,backend:native").backend, backend_kind::native);
+  // Except backend: a second one must name the same backend (Note [A second backend key]).
+  EXPECT_EQ(parse_config("backend:cudaMallocAsync,backend:cudaMallocAsync").backend, backend_kind::cuda_malloc_async);
+  EXPECT_THROW((void)parse_config("backend:cudaMallocAsync,backend:native"), config_error);
 }
 
 TEST(ConfigGrammar, ValuesAndKeysAreCaseSensitive) {

@@ -92,8 +92,7 @@ TEST(ConfigPrint, SourcesAndTheVariableAreShown) {
   EXPECT_TRUE(
       contains(api,
                "backend in effect: cudaMallocAsync; it uses backend, "
-               "graph_capture_record_stream_reuse, per_process_memory_fraction, async_pool, "
-               "debug_checks;"));
+               "per_process_memory_fraction, async_pool, debug_checks;"));
   EXPECT_TRUE(contains(api, "it ignores max_split_size_mb"));
 }
 
