@@ -4,7 +4,7 @@
 // Note [Rows in child processes]
 // A peer can crash the process: PyTorch's allocator segfaulted on an H200 when the replay's
 // streams were destroyed under it (Note [Replay stream lifetime]), and with it went every other
-// row of the table. So `replay` and `compare` run each backend's row in a child process and the
+// row of the table. So `latency`, `replay` and `compare` run each backend's rows in a child process and the
 // parent assembles the table; a child killed by a signal becomes a row "crashed (signal N: name)"
 // and the run's exit status is 1. The child is this binary re-executed (fork + exec), not a bare
 // fork: by the time rows run, the parent has initialised CUDA (choosing the driver asks the device

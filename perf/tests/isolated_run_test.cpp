@@ -92,6 +92,26 @@ TEST(ChildRows, ACompareRowThatCrashesCostsOnlyItsRow) {
   EXPECT_EQ(r.output.find("crashed", r.output.find("\ncuda,default,")), std::string::npos) << "cuda ran";
 }
 
+TEST(ChildRows, ALatencyBackendThatCrashesCostsOnlyItsRows) {
+  const run_result r = run("STREAMPOOL_BENCH_TEST_CRASH=cuda " + bench() +
+                           " latency --driver sim --backends native,cuda --sizes 512,4KiB --threads 1,2 --iterations 50"
+                           " --repeat 1 --format csv --quiet 2>/dev/null");
+  EXPECT_EQ(r.status, 1) << r.output;
+  std::size_t native_rows = 0, crashed_rows = 0;
+  for (std::size_t at = r.output.find("\nnative,"); at != std::string::npos; at = r.output.find("\nnative,", at + 1)) {
+    ++native_rows;
+  }
+  for (std::size_t at = r.output.find("crashed (signal 11"); at != std::string::npos;
+       at = r.output.find("crashed (signal 11", at + 1)) {
+    ++crashed_rows;
+  }
+  EXPECT_EQ(native_rows, 4u) << "2 sizes x 2 thread counts: " << r.output;
+  EXPECT_EQ(crashed_rows, 4u) << r.output;
+  // Table order is kept: size, then threads, then backend.
+  EXPECT_LT(r.output.find("\nnative,default,512B,512,1,"), r.output.find("\ncuda,default,512B,512,1,")) << r.output;
+  EXPECT_LT(r.output.find("\ncuda,default,512B,512,1,"), r.output.find("\nnative,default,512B,512,2,")) << r.output;
+}
+
 TEST(ChildRows, InProcessRunsWithoutChildren) {
   const std::string trace = std::string(STREAMPOOL_BENCH_TESTDATA) + "/small.trace.csv";
   const run_result r = run("STREAMPOOL_BENCH_TEST_CRASH=cuda " + bench() + " replay --driver sim --trace '" + trace +
