@@ -54,6 +54,12 @@ replay_outcome run_replay(const allocator_maker& make, const driver_instance& in
     if (std::string_view(e.what()).rfind("trace line ", 0) == 0) throw usage_error(e.what());
     outcome.error = e.what();
   }
+  // On the sim, a call given a destroyed stream is counted (Note [Sim destroyed streams]): the
+  // real driver fails it or crashes, so a replay that made one is a failed replay.
+  if (inst.sim != nullptr && inst.sim->destroyed_stream_uses() != 0 && outcome.error.empty()) {
+    outcome.error = "the replay used a destroyed stream " + std::to_string(inst.sim->destroyed_stream_uses()) +
+                    " time(s) (Note [Replay stream lifetime]): on a GPU this fails or crashes";
+  }
   return outcome;
 }
 
