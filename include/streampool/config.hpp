@@ -133,6 +133,22 @@ struct allocator_config {
 /// "default", "STREAMPOOL_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF" or "api".
 [[nodiscard]] std::string_view to_string(config_source source) noexcept;
 
+/// The oldest stock PyTorch release whose PYTORCH_CUDA_ALLOC_CONF accepts `key` ("1.10", "2.1",
+/// ...), "main" for keys only in PyTorch builds newer than 2.9, "" for streampool's own keys.
+/// docs/config.md lists the same versions.
+[[nodiscard]] std::string_view key_pytorch_since(config_key key) noexcept;
+
+/// What stock PyTorch makes of a config: whether its PYTORCH_CUDA_ALLOC_CONF accepts every key
+/// set in it, and from which release.
+struct pytorch_compatibility {
+  bool stock = true;                         ///< every key set is a stock PyTorch key
+  std::string since;                         ///< oldest release accepting them all ("" when none is set; "main" = after 2.9)
+  std::vector<std::string> streampool_only;  ///< the keys stock PyTorch rejects
+};
+/// Reads which keys `config` sets (`sources` other than default); the list form of
+/// roundup_power2_divisions (a table that is not one value) needs PyTorch 2.0.
+[[nodiscard]] pytorch_compatibility pytorch_compatibility_of(const allocator_config& config);
+
 /// Whether `backend` reads `key` (spec §1.3 "Backend" column). `backend` is used by both;
 /// the pinned_* keys (PyTorch's host allocator) by neither; `async_pool` only by cudaMallocAsync.
 [[nodiscard]] bool key_used_by(config_key key, backend_kind backend) noexcept;

@@ -76,6 +76,7 @@ struct key_info {
   std::string_view expected;  ///< the valid values, for messages ("an integer >= 20 (MiB)")
   bool native;                ///< used by backend:native
   bool async;                 ///< used by backend:cudaMallocAsync
+  std::string_view pytorch_since;  ///< oldest stock PyTorch accepting the key; "" = streampool's own (Note [Which PyTorch accepts a key])
 };
 
 [[nodiscard]] const key_info& info_of(config_key key) noexcept;

@@ -19,40 +19,48 @@ using k = config_key;
 // used by both. debug_checks (checking mode, src/check) wraps either backend, so both use it.
 // The pinned_* keys belong to PyTorch's host allocator, which streampool does not
 // have: used by neither, accepted only so a PyTorch config string keeps working.
+// Note [Which PyTorch accepts a key]
+// The last column is the oldest stock PyTorch release whose PYTORCH_CUDA_ALLOC_CONF accepts the
+// key, from PyTorch's release history: "" = streampool's own key (stock PyTorch rejects it;
+// roundup_bypass_threshold_mb existed only briefly around PyTorch 2.0 and current releases reject
+// it), "main" = only in PyTorch builds newer than 2.9 (not in a release we could confirm). The
+// list form of roundup_power2_divisions came in 2.0 (pytorch_compatibility_of() knows it).
+// `tune` reads this column to print the PYTORCH_CUDA_ALLOC_CONF line and its minimum version;
+// docs/config.md shows the same column, and a test keeps the two equal.
 constexpr std::array<key_info, config_key_count> key_table{{
-    {k::backend, "backend", "", "native or cudaMallocAsync", true, true},
-    {k::max_split_size_mb, "max_split_size_mb", "", "an integer >= 20 (MiB)", true, false},
+    {k::backend, "backend", "", "native or cudaMallocAsync", true, true, "2.0"},
+    {k::max_split_size_mb, "max_split_size_mb", "", "an integer >= 20 (MiB)", true, false, "1.10"},
     {k::max_non_split_rounding_mb, "max_non_split_rounding_mb", "", "an integer >= 20 (MiB)", true,
-     false},
+     false, "2.6"},
     {k::roundup_power2_divisions, "roundup_power2_divisions", "",
      "a power of two, or a list [K:D,...,>:D] with K a power of two (MiB) and D 0 or a power "
      "of two",
-     true, false},
+     true, false, "1.12"},
     {k::roundup_bypass_threshold_mb, "roundup_bypass_threshold_mb", "", "an integer >= 0 (MiB)",
-     true, false},
+     true, false, ""},
     {k::garbage_collection_threshold, "garbage_collection_threshold", "",
-     "a number in (0.0, 1.0), both ends excluded", true, false},
-    {k::expandable_segments, "expandable_segments", "", "True or False", true, false},
+     "a number in (0.0, 1.0), both ends excluded", true, false, "1.12"},
+    {k::expandable_segments, "expandable_segments", "", "True or False", true, false, "2.1"},
     {k::release_lock_on_cudamalloc, "release_lock_on_cudamalloc", "release_lock_on_hipmalloc",
-     "True or False", true, false},
+     "True or False", true, false, "2.2"},
     {k::graph_capture_record_stream_reuse, "graph_capture_record_stream_reuse", "", "True or False",
-     true, true},
+     true, true, "2.9"},
     {k::per_process_memory_fraction, "per_process_memory_fraction", "", "a number in [0.0, 1.0]",
-     true, true},
-    {k::large_segment_size_mb, "large_segment_size_mb", "", "an integer > 10 (MiB)", true, false},
+     true, true, "main"},
+    {k::large_segment_size_mb, "large_segment_size_mb", "", "an integer > 10 (MiB)", true, false, "main"},
     {k::expandable_segments_reserve, "expandable_segments_reserve", "",
      "a fraction of device memory in (0.0, 2.0], or <n>G with an integer n >= 1 (GiB)", true,
-     false},
-    {k::async_pool, "async_pool", "", "default or dedicated", false, true},
-    {k::debug_checks, "debug_checks", "", "True or False", true, true},
+     false, "main"},
+    {k::async_pool, "async_pool", "", "default or dedicated", false, true, ""},
+    {k::debug_checks, "debug_checks", "", "True or False", true, true, ""},
     {k::pinned_use_cuda_host_register, "pinned_use_cuda_host_register",
-     "pinned_use_hip_host_register", "True or False", false, false},
+     "pinned_use_hip_host_register", "True or False", false, false, "2.2"},
     {k::pinned_num_register_threads, "pinned_num_register_threads", "", "a power of two <= 128",
-     false, false},
+     false, false, "2.2"},
     {k::pinned_use_background_threads, "pinned_use_background_threads", "", "True or False", false,
-     false},
+     false, "2.4"},
     {k::pinned_reserve_segment_size_mb, "pinned_reserve_segment_size_mb", "",
-     "an integer > 0 (MiB)", false, false},
+     "an integer > 0 (MiB)", false, false, "2.10"},
 }};
 
 constexpr bool table_in_enum_order() {
