@@ -49,7 +49,7 @@ int cmd_latency(const args_t& args) {
                {"iterations", "iters", col_kind::count},     {"ns_per_pair", "per pair", col_kind::ns},
                {"pairs_per_second", "pairs", col_kind::rate}, {"timed_device_mallocs", "dev mallocs", col_kind::count},
                {"leak_check", "leak check", col_kind::text}, {"error", "error", col_kind::text}};
-  bar_chart chart{"alloc+free pair latency (" + std::string(choice.name()) + " driver)", "ns per pair", {}, {}, {}};
+  bar_chart chart{"alloc+free pair latency (" + std::string(choice.name()) + " driver)", "ns per pair", {}, {}, {}, false, plot_caveat(choice)};
   for (const backend_spec& spec : backends) chart.series.push_back(spec.label());
   chart.values.assign(backends.size(), {});
 
