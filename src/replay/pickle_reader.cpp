@@ -27,26 +27,14 @@
 #include <optional>
 #include <unordered_map>
 
+#include "replay/pickle_input.hpp"
 #include "replay/pickle_reader.hpp"
-#include "streampool/errors.hpp"
 
 namespace streampool::replay_detail {
 namespace {
 
-constexpr std::size_t buffer_size = 1 << 20;
 constexpr std::size_t short_string_limit = 32;  // interned, and kept even where skipped
 constexpr int max_resolve_depth = 1000;
-
-// Opcodes that would import a name, call something or fetch an external object.
-struct code_opcode {
-  std::uint8_t op;
-  const char* name;
-};
-constexpr code_opcode code_opcodes[] = {
-    {'c', "GLOBAL"},  {0x93, "STACK_GLOBAL"}, {'R', "REDUCE"}, {'b', "BUILD"},     {'i', "INST"},
-    {'o', "OBJ"},     {0x81, "NEWOBJ"},       {0x92, "NEWOBJ_EX"}, {0x82, "EXT1"},  {0x83, "EXT2"},
-    {0x84, "EXT4"},   {'P', "PERSID"},        {'Q', "BINPERSID"},
-};
 
 enum class hashability : std::uint8_t { hashable, unhashable, unknown };
 
@@ -55,7 +43,7 @@ enum class hashability : std::uint8_t { hashable, unhashable, unknown };
 class pickle_parser {
  public:
   pickle_parser(byte_source& in, std::string_view source, const role_function& role, const stream_function& stream)
-      : in_(in), source_(source), role_(role), stream_(stream), buffer_(buffer_size) {}
+      : in_(in, source), role_(role), stream_(stream) {}
 
   pickle_document run();
 
@@ -80,15 +68,12 @@ class pickle_parser {
     place first;           ///< where the first item after it goes
   };
 
-  // ---- input ----
-  bool fill(std::size_t want);
-  std::uint8_t byte();
-  void read(char* out, std::size_t n);
-  std::uint64_t little(std::size_t n);
-  std::string line();
-  /// The next opcode after `skip` bytes (the payload of the value being read) and any memo stores.
-  std::optional<std::uint8_t> peek_past_memo(std::size_t skip);
-  [[noreturn]] void fail(const std::string& what) const;
+  // ---- input (pickle_input) ----
+  std::uint8_t byte() { return in_.byte(); }
+  void read(char* out, std::size_t n) { in_.read(out, n); }
+  std::uint64_t little(std::size_t n) { return in_.little(n); }
+  std::string line() { return in_.line(); }
+  [[noreturn]] void fail(const std::string& what) const { in_.fail(what); }
 
   // ---- values ----
   pickle_value new_container(pickle_kind kind, const value_role& role);
@@ -113,8 +98,6 @@ class pickle_parser {
   std::vector<entry> pop_to_mark(const char* op);
   entry pop(const char* op);
   void build_from(pickle_kind kind, std::vector<entry> items, const char* op);
-  void integer_from_bytes(std::uint64_t n);
-  void integer_from_text(const std::string& text, bool int_opcode);
 
   // ---- memo ----
   void memo_put(std::uint64_t index);
@@ -122,14 +105,9 @@ class pickle_parser {
 
   void step(std::uint8_t op);
 
-  byte_source& in_;
-  std::string source_;
+  pickle_input in_;
   const role_function& role_;
   const stream_function& stream_;
-  std::vector<char> buffer_;
-  std::size_t pos_ = 0, end_ = 0;
-  std::uint64_t consumed_ = 0;  ///< bytes before buffer_[0]
-  std::uint64_t op_offset_ = 0;
   pickle_document doc_;
   std::vector<entry> stack_;
   std::vector<mark> marks_;
@@ -138,75 +116,6 @@ class pickle_parser {
   std::unordered_map<std::string, std::uint64_t> interned_[2];  ///< short strings, short bytes -> strings_ index
   bool stopped_ = false;
 };
-
-// ---- input -------------------------------------------------------------------------------------
-
-bool pickle_parser::fill(std::size_t want) {
-  if (end_ - pos_ >= want) return true;
-  std::memmove(buffer_.data(), buffer_.data() + pos_, end_ - pos_);
-  consumed_ += pos_;
-  end_ -= pos_;
-  pos_ = 0;
-  while (end_ < want) {
-    const std::size_t n = in_.read(buffer_.data() + end_, buffer_.size() - end_);
-    if (n == 0) return false;
-    end_ += n;
-  }
-  return true;
-}
-
-std::uint8_t pickle_parser::byte() {
-  if (!fill(1)) fail("truncated pickle: the input ends before the STOP opcode");
-  return static_cast<std::uint8_t>(buffer_[pos_++]);
-}
-
-void pickle_parser::read(char* out, std::size_t n) {
-  while (n > 0) {
-    if (!fill(1)) fail("truncated pickle: the input ends inside a value");
-    const std::size_t take = std::min(n, end_ - pos_);
-    if (out != nullptr) {
-      std::memcpy(out, buffer_.data() + pos_, take);
-      out += take;
-    }
-    pos_ += take;
-    n -= take;
-  }
-}
-
-std::uint64_t pickle_parser::little(std::size_t n) {
-  unsigned char bytes[8] = {};
-  read(reinterpret_cast<char*>(bytes), n);
-  std::uint64_t value = 0;
-  for (std::size_t i = n; i-- > 0;) value = (value << 8) | bytes[i];
-  return value;
-}
-
-std::string pickle_parser::line() {
-  std::string text;
-  for (std::uint8_t c = byte(); c != '\n'; c = byte()) {
-    if (text.size() >= 256) fail("a text argument is longer than 256 bytes");
-    text += static_cast<char>(c);
-  }
-  return text;
-}
-
-/// The next opcode after any memo stores and FRAME markers, without consuming anything.
-std::optional<std::uint8_t> pickle_parser::peek_past_memo(std::size_t skip) {
-  if (skip + 64 > buffer_size) return std::nullopt;
-  fill(skip + 64);  // best effort: a short input simply has fewer bytes
-  std::size_t at = pos_ + skip;
-  while (at < end_) {
-    const auto op = static_cast<std::uint8_t>(buffer_[at]);
-    const std::size_t length = op == 0x94 ? 1 : op == 'q' ? 2 : op == 'r' ? 5 : op == 0x95 ? 9 : 0;
-    if (length == 0) return op;
-    at += length;
-  }
-  return std::nullopt;
-}
-
-void pickle_parser::fail(const std::string& what) const {
-  throw error(source_ + ": " + what + " (at byte " + std::to_string(op_offset_) + ")");
-}
 
 // ---- values ------------------------------------------------------------------------------------
 
@@ -393,7 +302,7 @@ pickle_parser::place pickle_parser::next_place(hashability h, bool scalar, std::
   if (in_possible && !after_possible) return in;
   if (!in_possible && h == hashability::unhashable) return after;
   if (scalar && !in.dict) {
-    const std::optional<std::uint8_t> next = peek_past_memo(payload_left);
+    const std::optional<std::uint8_t> next = in_.peek_past_memo(payload_left);
     if (next.has_value()) return *next == 'a' ? in : after;
   }
   place unknown;
@@ -429,7 +338,8 @@ std::string_view pickle_parser::key_before() const {
 void pickle_parser::push_scalar(pickle_value v) { push(v, next_place(hashability::hashable, true)); }
 
 void pickle_parser::push_text(pickle_kind kind, std::uint64_t length) {
-  const place p = next_place(hashability::hashable, true, length < buffer_size ? length : buffer_size);
+  const place p = next_place(hashability::hashable, true,
+                             static_cast<std::size_t>(std::min<std::uint64_t>(length, pickle_input::buffer_size)));
   const value_role role = role_for(p, key_before());
   pickle_value v;
   v.kind = kind;
@@ -449,9 +359,9 @@ void pickle_parser::push_text(pickle_kind kind, std::uint64_t length) {
     v.kind = pickle_kind::skipped;
   } else {
     std::string text;
-    text.reserve(std::min<std::uint64_t>(length, buffer_size));
+    text.reserve(std::min<std::uint64_t>(length, pickle_input::buffer_size));
     while (text.size() < length) {
-      const std::size_t piece = std::min<std::uint64_t>(length - text.size(), buffer_size);
+      const std::size_t piece = std::min<std::uint64_t>(length - text.size(), pickle_input::buffer_size);
       const std::size_t at = text.size();
       text.resize(at + piece);
       read(text.data() + at, piece);
@@ -491,49 +401,6 @@ void pickle_parser::build_from(pickle_kind kind, std::vector<entry> items, const
   push(v, p);
 }
 
-void pickle_parser::integer_from_bytes(std::uint64_t n) {
-  // Little-endian two's complement of n bytes. It fits 64 bits when every byte past the 8th is
-  // the sign extension and bit 63 agrees with the sign.
-  std::uint64_t low = 0;
-  bool negative = false;
-  bool extension_ok = true;
-  unsigned char extension = 0;
-  for (std::uint64_t i = 0; i < n; ++i) {
-    const unsigned char b = byte();
-    if (i < 8) low |= std::uint64_t{b} << (8 * i);
-    if (i == 8) extension = b;
-    if (i >= 8 && b != extension) extension_ok = false;
-    if (i + 1 == n) negative = (b & 0x80) != 0;
-  }
-  if (n > 0 && n < 8 && negative) low |= ~std::uint64_t{0} << (8 * n);
-  bool fits = true;
-  if (n >= 8) fits = ((low >> 63) != 0) == negative;
-  if (n > 8) fits = fits && extension_ok && extension == (negative ? 0xff : 0x00);
-  pickle_value v;
-  v.kind = fits ? pickle_kind::integer : pickle_kind::big_integer;
-  v.integer = fits ? static_cast<std::int64_t>(low) : 0;
-  push_scalar(v);
-}
-
-void pickle_parser::integer_from_text(const std::string& text, bool int_opcode) {
-  pickle_value v;
-  if (int_opcode && (text == "00" || text == "01")) {
-    v.kind = pickle_kind::boolean;
-    v.integer = text == "01" ? 1 : 0;
-    push_scalar(v);
-    return;
-  }
-  std::string digits = text;
-  if (!int_opcode && !digits.empty() && digits.back() == 'L') digits.pop_back();
-  errno = 0;
-  char* end = nullptr;
-  const long long value = std::strtoll(digits.c_str(), &end, 10);
-  if (digits.empty() || end != digits.c_str() + digits.size()) fail("bad integer text '" + text + "'");
-  v.kind = errno == ERANGE ? pickle_kind::big_integer : pickle_kind::integer;
-  v.integer = value;
-  push_scalar(v);
-}
-
 // ---- memo --------------------------------------------------------------------------------------
 
 void pickle_parser::memo_put(std::uint64_t index) {
@@ -558,13 +425,7 @@ void pickle_parser::memo_get(std::uint64_t index) {
 // ---- the opcode loop ---------------------------------------------------------------------------
 
 void pickle_parser::step(std::uint8_t op) {
-  for (const code_opcode& code : code_opcodes) {
-    if (code.op == op) {
-      fail(std::string("the pickle holds opcode ") + code.name +
-           ", which would import or call code; a trace is read as data only and never executed, so this "
-           "file is refused (is it really a memory snapshot from torch.cuda.memory._dump_snapshot()?)");
-    }
-  }
+  in_.refuse_code(op);
   pickle_value v;
   switch (op) {
     case 0x80: {  // PROTO
@@ -608,34 +469,17 @@ void pickle_parser::step(std::uint8_t op) {
     case 'J': v.kind = pickle_kind::integer; v.integer = static_cast<std::int32_t>(little(4)); push_scalar(v); return;
     case 'K': v.kind = pickle_kind::integer; v.integer = static_cast<std::int64_t>(little(1)); push_scalar(v); return;
     case 'M': v.kind = pickle_kind::integer; v.integer = static_cast<std::int64_t>(little(2)); push_scalar(v); return;
-    case 0x8a: integer_from_bytes(little(1)); return;  // LONG1
-    case 0x8b: {                                         // LONG4
+    case 0x8a: push_scalar(in_.long_integer(little(1))); return;  // LONG1
+    case 0x8b: {                                                    // LONG4
       const auto n = static_cast<std::int32_t>(little(4));
       if (n < 0) fail("LONG4 with a negative length");
-      integer_from_bytes(static_cast<std::uint64_t>(n));
+      push_scalar(in_.long_integer(static_cast<std::uint64_t>(n)));
       return;
     }
-    case 'I': integer_from_text(line(), true); return;
-    case 'L': integer_from_text(line(), false); return;
-    case 'G': {  // BINFLOAT: big-endian IEEE 754 double
-      unsigned char bytes[8];
-      read(reinterpret_cast<char*>(bytes), 8);
-      std::uint64_t bits = 0;
-      for (const unsigned char b : bytes) bits = (bits << 8) | b;
-      v.kind = pickle_kind::real;
-      std::memcpy(&v.real, &bits, sizeof bits);
-      push_scalar(v);
-      return;
-    }
-    case 'F': {
-      const std::string text = line();
-      char* end = nullptr;
-      v.kind = pickle_kind::real;
-      v.real = std::strtod(text.c_str(), &end);
-      if (text.empty() || end != text.c_str() + text.size()) fail("bad float text '" + text + "'");
-      push_scalar(v);
-      return;
-    }
+    case 'I': push_scalar(in_.text_number(line(), 'I')); return;
+    case 'L': push_scalar(in_.text_number(line(), 'L')); return;
+    case 'F': push_scalar(in_.text_number(line(), 'F')); return;
+    case 'G': push_scalar(in_.binary_float()); return;  // BINFLOAT
     case 'X': push_text(pickle_kind::string, little(4)); return;       // BINUNICODE
     case 0x8c: push_text(pickle_kind::string, little(1)); return;      // SHORT_BINUNICODE
     case 0x8d: push_text(pickle_kind::string, little(8)); return;      // BINUNICODE8
@@ -710,7 +554,7 @@ void pickle_parser::step(std::uint8_t op) {
 
 pickle_document pickle_parser::run() {
   while (!stopped_) {
-    op_offset_ = consumed_ + pos_;
+    in_.start_opcode();
     step(byte());
   }
   if (!marks_.empty() || stack_.size() != 1) fail("the pickle ends with " + std::to_string(stack_.size()) + " values and " +
@@ -721,35 +565,6 @@ pickle_document pickle_parser::run() {
   }
   return std::move(doc_);
 }
-
-// ---- the document ------------------------------------------------------------------------------
-
-std::string_view pickle_document::text(const pickle_value& value) const {
-  if (value.kind != pickle_kind::string && value.kind != pickle_kind::bytes) return {};
-  return strings_[value.index];
-}
-
-bool pickle_document::alive(const pickle_value& value) const noexcept {
-  if (!value.is_container()) return false;
-  const container& c = containers_[value.index];
-  return c.live && c.generation == value.generation;
-}
-
-std::span<const pickle_value> pickle_document::items(const pickle_value& value) const {
-  if (!alive(value)) return {};
-  return containers_[value.index].items;
-}
-
-const pickle_value* pickle_document::find(const pickle_value& dict, std::string_view key) const {
-  if (dict.kind != pickle_kind::dict) return nullptr;
-  const std::span<const pickle_value> all = items(dict);
-  for (std::size_t i = 0; i + 1 < all.size(); i += 2) {
-    if (all[i].kind == pickle_kind::string && strings_[all[i].index] == key) return &all[i + 1];
-  }
-  return nullptr;
-}
-
-std::size_t pickle_document::containers_in_use() const noexcept { return containers_.size() - free_slots_.size(); }
 
 pickle_document parse_pickle(byte_source& in, std::string_view source, const role_function& role,
                              const stream_function& stream) {
