@@ -35,6 +35,7 @@ if(NOT STREAMPOOL_WITH_TORCH STREQUAL "OFF")
                  -DCMAKE_BUILD_TYPE=Release
                  -DCMAKE_CXX_COMPILER=${CMAKE_CXX_COMPILER}
                  -DCMAKE_LIBRARY_OUTPUT_DIRECTORY=${streampool_torch_peer_dir}
+                 -DCMAKE_POLICY_VERSION_MINIMUM=3.5  # Torch's CMake files predate CMake 4's policy floor
       BUILD_ALWAYS ON
       INSTALL_COMMAND "")
     set(STREAMPOOL_TORCH_PEER_PATH ${streampool_torch_peer_dir}/libstreampool_torch_peer.so CACHE INTERNAL "")
