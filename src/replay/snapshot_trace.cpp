@@ -248,8 +248,15 @@ trace_file read_snapshot(byte_source& in, std::string_view source, const trace_r
     if (counts[d] > 0) with_events += (with_events.empty() ? "" : ", ") + std::to_string(d) + " (" + std::to_string(counts[d]) + " events)";
   }
   if (total == 0) {
-    throw error(name + ": the snapshot's allocation trace is empty on every device: memory history recording was off "
-                "(or was turned on with enabled='state'); " + how_to_record);
+    std::string settings_text;
+    const pickle_value* settings = doc.find(root, "allocator_settings");
+    const bool async = settings != nullptr && settings_of(doc, *settings, &settings_text) &&
+                       settings_text.find("cudaMallocAsync") != std::string::npos;
+    throw error(name + ": the snapshot's allocation trace is empty on every device: memory history recording was off " +
+                (async ? "(PyTorch ran with backend:cudaMallocAsync, which records no history: record the run with "
+                         "PyTorch's native backend, the trace is the same program's allocations)"
+                       : "(or was turned on with enabled='state')") +
+                "; " + how_to_record);
   }
   if (options.device >= file.devices) {
     throw error(name + ": --device " + std::to_string(options.device) + " is not in the snapshot, which has " +

@@ -104,6 +104,8 @@ def main(out):
                ev("free_completed", 0x7E0000000000, 6 * MIB, 0, 0)] + base_trace()
     write("snapshot_wrapped.pickle", snapshot([wrapped]))
     write("snapshot_no_history.pickle", snapshot([[]]))  # _record_memory_history was never called
+    # PyTorch's cudaMallocAsync backend keeps no history: the trace is empty.
+    write("snapshot_async_no_history.pickle", snapshot([[]], conf="backend:cudaMallocAsync"))
     no_traces = snapshot([base_trace()])
     del no_traces["device_traces"]
     write("snapshot_no_device_traces.pickle", no_traces)

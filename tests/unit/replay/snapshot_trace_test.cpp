@@ -99,6 +99,8 @@ TEST(SnapshotTrace, BadSnapshotsGetOneClearMessage) {
   EXPECT_NE(error_of("snapshot_no_history.pickle").find("allocation trace is empty on every device: memory history recording was off"),
             std::string::npos);
   EXPECT_NE(error_of("snapshot_no_history.pickle").find("_record_memory_history(max_entries="), std::string::npos);
+  EXPECT_NE(error_of("snapshot_async_no_history.pickle").find("backend:cudaMallocAsync, which records no history"),
+            std::string::npos);
   EXPECT_NE(error_of("snapshot_no_device_traces.pickle").find("no allocation trace ('device_traces')"), std::string::npos);
   const std::string code = error_of("code.pickle");
   EXPECT_NE(code.find("which would import or call code"), std::string::npos) << code;
