@@ -12,6 +12,7 @@
 #include "peer_torch.hpp"
 #include "size_parse.hpp"
 #include "streampool/allocator.hpp"
+#include "svg_plot.hpp"
 
 namespace streampool::bench {
 namespace {
@@ -87,6 +88,7 @@ std::optional<po::variables_map> parse_command(const std::vector<std::string>& a
     }
     if (vm.count("repeat") != 0 && opts->repeat < 1) throw usage_error("--repeat: must be at least 1");
     if (!opts->out.empty()) check_writable(opts->out, "--out");
+    if (!opts->plot.empty()) check_plot_path(opts->plot);  // before creating the file: SVG only
     if (!opts->plot.empty()) check_writable(opts->plot, "--plot");
     if (!opts->torch_peer.empty()) set_torch_peer_path(opts->torch_peer);
     // --quiet also silences the library's warnings (config keys a backend ignores, fallbacks).

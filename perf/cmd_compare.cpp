@@ -61,7 +61,7 @@ int cmd_compare(const args_t& args) {
   t.columns.push_back({"random_peak_reserved_bytes", "rnd resv", col_kind::bytes});
   t.columns.push_back({"random_device_mallocs", "dev mallocs", col_kind::count});
   t.columns.push_back({"status", "status", col_kind::text});
-  bar_chart chart{"alloc+free pair latency, 1 thread (" + std::string(choice.name()) + " driver)", "ns per pair", {}, {}, {}};
+  bar_chart chart{"alloc+free pair latency, 1 thread (" + std::string(choice.name()) + " driver)", "ns per pair", {}, {}, {}, false, plot_caveat(choice)};
   for (const std::size_t size : sizes) chart.groups.push_back(size_label(size));
 
   int exit_status = exit_ok;

@@ -76,7 +76,7 @@ int cmd_latency(const args_t& args) {
                         {"copy_gb_per_s", "copy GB/s", col_kind::ratio},
                         {"copy_driver_allocations", "pinned allocs", col_kind::count},
                         {"error", "error", col_kind::text}};
-  bar_chart chart{"alloc+free pair latency (" + std::string(choice.name()) + " driver)", "ns per pair", {}, {}, {}};
+  bar_chart chart{"alloc+free pair latency (" + std::string(choice.name()) + " driver)", "ns per pair", {}, {}, {}, false, plot_caveat(choice)};
   for (const backend_spec& spec : backends) chart.series.push_back(spec.label());
   chart.values.assign(backends.size(), {});
 

@@ -13,6 +13,7 @@
 #include "report.hpp"
 #include "size_parse.hpp"
 #include "svg_plot.hpp"
+#include "trace_input.hpp"
 
 namespace streampool::bench {
 
@@ -49,20 +50,23 @@ int cmd_replay(const args_t& args) {
   common_options opts;
   std::string trace_path;
   std::size_t points = 2000;
+  int device = 0;
   po::options_description desc("replay options");
-  desc.add_options()("trace", po::value(&trace_path)->value_name("FILE"), "trace file (CSV, or .gz)")
+  desc.add_options()("trace", po::value(&trace_path)->value_name("FILE"), trace_option_help)
+      ("device", po::value(&device)->value_name("N")->default_value(0), device_option_help)
       ("plot-points", po::value(&points)->default_value(points), "stats samples per backend for --plot");
   add_common_options(desc, opts, {.plot = true, .in_process = true});
   const auto vm = parse_command(args, "usage: streampool-bench replay --trace FILE [options]\n\n"
-                                      "Replays an allocation trace (format: docs/trace-format.md) through each "
-                                      "backend.\nTimes are the median of --repeat replays (default 1). Each "
+                                      "Replays an allocation trace (CSV or a PyTorch memory snapshot; docs/trace-format.md) "
+                                      "through each\nbackend. Times are the median of --repeat replays (default 1). Each "
                                       "backend runs in a child process\n(a crash costs its row only) unless "
                                       "--in-process is given.",
                                 desc, nullptr, &opts);
   if (!vm) return exit_ok;
   const driver_choice choice = choose_driver(opts);
   const std::vector<backend_spec> backends = selected_backends(opts.backends, choice);
-  const std::vector<trace_event> events = load_trace(trace_path, opts);
+  const trace_file input = load_trace_input(trace_path, device, opts);
+  const std::vector<trace_event>& events = input.events;
   const int repeat = opts.repeat != 0 ? opts.repeat : 1;
 
   report out;
@@ -70,9 +74,13 @@ int cmd_replay(const args_t& args) {
   add_run_meta(out, choice, opts);
   out.meta.emplace_back("trace", trace_path);
   out.meta.emplace_back("trace_events", static_cast<std::int64_t>(events.size()));
+  out.meta.emplace_back("trace_format", input.format);
+  if (input.format != "csv") out.meta.emplace_back("trace_device", static_cast<std::int64_t>(device));
+  for (const std::string& warning : input.warnings) out.notes.push_back("warning: " + warning);
   table& t = out.tables.emplace_back();
   t.columns = replay_columns();
-  line_chart chart{"reserved (solid) and allocated (dashed) during " + trace_path, "trace event", "MiB", {}};
+  line_chart chart{"reserved (solid) and allocated (dashed) during " + trace_path, "trace event", "MiB", {},
+                   plot_caveat(choice)};
 
   int status = exit_ok;
   progress_line progress(opts.quiet);
@@ -111,8 +119,8 @@ int cmd_replay(const args_t& args) {
                      });
       times.push_back(o.result.seconds);
       if (i == 0 && !o.samples.empty()) {
-        line_series reserved{spec.label() + " reserved", static_cast<int>(b), false, {}};
-        line_series allocated{spec.label() + " allocated", static_cast<int>(b), true, {}};
+        line_series reserved{spec.label(), static_cast<int>(b), false, {}, true};  // one legend entry per backend
+        line_series allocated{spec.label() + " allocated", static_cast<int>(b), true, {}, /*in_legend=*/false};
         for (const replay_sample& s : o.samples) {
           reserved.points.emplace_back(s.event, s.reserved / 1048576.0);
           allocated.points.emplace_back(s.event, s.allocated / 1048576.0);

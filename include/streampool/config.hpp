@@ -135,6 +135,22 @@ struct STREAMPOOL_API allocator_config {
 /// "default", "STREAMPOOL_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF" or "api".
 [[nodiscard]] STREAMPOOL_API std::string_view to_string(config_source source) noexcept;
 
+/// The oldest stock PyTorch release whose PYTORCH_CUDA_ALLOC_CONF accepts `key` ("1.10", "2.1",
+/// ...), "main" for keys only in PyTorch builds newer than 2.9, "" for streampool's own keys.
+/// docs/config.md lists the same versions.
+[[nodiscard]] STREAMPOOL_API std::string_view key_pytorch_since(config_key key) noexcept;
+
+/// What stock PyTorch makes of a config: whether its PYTORCH_CUDA_ALLOC_CONF accepts every key
+/// set in it, and from which release.
+struct STREAMPOOL_API pytorch_compatibility {
+  bool stock = true;                         ///< every key set is a stock PyTorch key
+  std::string since;                         ///< oldest release accepting them all ("" when none is set; "main" = after 2.9)
+  std::vector<std::string> streampool_only;  ///< the keys stock PyTorch rejects
+};
+/// Reads which keys `config` sets (`sources` other than default); the list form of
+/// roundup_power2_divisions (a table that is not one value) needs PyTorch 2.0.
+[[nodiscard]] STREAMPOOL_API pytorch_compatibility pytorch_compatibility_of(const allocator_config& config);
+
 /// Whether `backend` reads `key` (docs/pytorch-compatibility.md §1.3 "Backend" column). `backend` is used by both;
 /// the pinned_* keys (the pinned host allocator, beside either backend) by both; `async_pool` only
 /// by cudaMallocAsync.

@@ -1,6 +1,8 @@
-// streampool/replay.hpp — reading allocation traces (the CSV format of docs/trace-format.md,
-// plain or gzip; also what trace_to_csv() writes) and replaying them through an allocator, to
-// measure peak reserved / allocated and device mallocs for a real program's allocation sequence.
+// streampool/replay.hpp — reading allocation traces (the CSV format, plain or gzip, also what
+// trace_to_csv() writes; and PyTorch's own memory snapshot pickles, from
+// torch.cuda.memory._dump_snapshot()) and replaying them through an allocator, to measure peak
+// reserved / allocated and device mallocs for a real program's allocation sequence.
+// docs/trace-format.md describes both formats.
 #pragma once
 
 #include "streampool/export.h"
@@ -34,9 +36,37 @@ struct STREAMPOOL_API trace_event {
 /// Parses CSV text with the header "action,addr,size,stream,time_us".
 /// @throws error naming `source`, the line number and what is wrong
 [[nodiscard]] STREAMPOOL_API std::vector<trace_event> parse_trace(std::istream& in, std::string_view source);
-/// Reads a trace file; names ending in ".gz" are decompressed.
-/// @throws error when the file is missing, unreadable or malformed (with the line number)
+/// Reads a trace file of either format (read_trace_file() with the default options) and returns
+/// its events. @throws error as read_trace_file()
 [[nodiscard]] STREAMPOOL_API std::vector<trace_event> read_trace(const std::string& path);
+
+/// How read_trace_file() reads a file.
+struct STREAMPOOL_API trace_read_options {
+  int device = 0;  ///< PyTorch snapshots: the device whose trace is read (a snapshot has one per device)
+};
+
+/// A trace file as read: its events and what else the file said.
+struct STREAMPOOL_API trace_file {
+  std::vector<trace_event> events;      ///< for a snapshot, `line` is the 1-based index in its device trace
+  std::string format;                   ///< "csv" or "pytorch-snapshot"
+  std::vector<std::string> warnings;    ///< e.g. a recording that starts mid-run, and what to do about it
+  int devices = 1;                      ///< devices in a snapshot (1 for CSV)
+  bool has_allocator_settings = false;  ///< the snapshot says which config PyTorch ran with
+  std::string allocator_settings;       ///< that config, PYTORCH_CUDA_ALLOC_CONF syntax ("" = PyTorch's defaults)
+};
+
+/// Reads a trace file, its format detected by content, whatever its name: a pickle (first byte
+/// 0x80) is a PyTorch memory snapshot, anything else CSV; either may be gzip-compressed. A snapshot
+/// is read as data only, never executed, and streamed: stack frames and segments are skipped
+/// while reading, so memory follows the events of the chosen device, not the file size.
+/// @throws error (one message naming the file) when it is missing, unreadable, truncated or
+///         malformed; a pickle that would import or call code; a snapshot without an allocation
+///         trace (recording was off), without the device asked for, or with an unknown action
+[[nodiscard]] STREAMPOOL_API trace_file read_trace_file(const std::string& path, const trace_read_options& options = {});
+/// Parses a PyTorch memory snapshot pickle held in memory (`source` names it in messages).
+/// @throws error as read_trace_file()
+[[nodiscard]] STREAMPOOL_API trace_file parse_snapshot(std::string_view bytes, std::string_view source,
+                                        const trace_read_options& options = {});
 
 /// The streams a replay creates: one per stream value recorded in the trace, and "holder"
 /// streams for delayed frees on the sim driver. Destroying it destroys them.

@@ -84,6 +84,8 @@ struct key_info {
   /// Note [Keys accepted but not implemented] in key_table.cpp.
   std::string_view missing;
   [[nodiscard]] constexpr bool implemented() const noexcept { return missing.empty(); }
+  /// Oldest stock PyTorch accepting the key; "" = streampool's own (Note [Which PyTorch accepts a key]).
+  std::string_view pytorch_since;
 };
 
 [[nodiscard]] const key_info& info_of(config_key key) noexcept;

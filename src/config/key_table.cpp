@@ -35,44 +35,53 @@ using k = config_key;
 //   stream after every user. streampool defers such frees to the end of the capture
 //   (Note [Deferred frees during capture]), which uses more memory but is always safe.
 // A key's `missing` text is what the warning says happens instead.
+//
+// Note [Which PyTorch accepts a key]
+// The last column is the oldest stock PyTorch release whose PYTORCH_CUDA_ALLOC_CONF accepts the
+// key, from PyTorch's release history: "" = streampool's own key (stock PyTorch rejects it;
+// roundup_bypass_threshold_mb existed only briefly around PyTorch 2.0 and current releases reject
+// it), "main" = only in PyTorch builds newer than 2.9 (not in a release we could confirm). The
+// list form of roundup_power2_divisions came in 2.0 (pytorch_compatibility_of() knows it).
+// `tune` reads this column to print the PYTORCH_CUDA_ALLOC_CONF line and its minimum version;
+// docs/config.md shows the same column, and a test keeps the two equal.
 constexpr std::array<key_info, config_key_count> key_table{{
-    {k::backend, "backend", "", "native or cudaMallocAsync", true, true, "backend", ""},
-    {k::max_split_size_mb, "max_split_size_mb", "", "an integer >= 20 (MiB)", true, false, "max_split_size", ""},
+    {k::backend, "backend", "", "native or cudaMallocAsync", true, true, "backend", "", "2.0"},
+    {k::max_split_size_mb, "max_split_size_mb", "", "an integer >= 20 (MiB)", true, false, "max_split_size", "", "1.10"},
     {k::max_non_split_rounding_mb, "max_non_split_rounding_mb", "", "an integer >= 20 (MiB)", true,
-     false, "max_non_split_rounding", ""},
+     false, "max_non_split_rounding", "", "2.6"},
     {k::roundup_power2_divisions, "roundup_power2_divisions", "",
      "a power of two, or a list [K:D,...,>:D] with K a power of two (MiB) and D 0 or a power "
      "of two",
-     true, false, "roundup_power2_divisions", ""},
+     true, false, "roundup_power2_divisions", "", "1.12"},
     {k::roundup_bypass_threshold_mb, "roundup_bypass_threshold_mb", "", "an integer >= 0 (MiB)",
-     true, false, "roundup_bypass_threshold", ""},
+     true, false, "roundup_bypass_threshold", "", ""},
     {k::garbage_collection_threshold, "garbage_collection_threshold", "",
-     "a number in (0.0, 1.0), both ends excluded", true, false, "garbage_collection_threshold", ""},
-    {k::expandable_segments, "expandable_segments", "", "True or False", true, false, "expandable_segments", ""},
+     "a number in (0.0, 1.0), both ends excluded", true, false, "garbage_collection_threshold", "", "1.12"},
+    {k::expandable_segments, "expandable_segments", "", "True or False", true, false, "expandable_segments", "", "2.1"},
     {k::release_lock_on_cudamalloc, "release_lock_on_cudamalloc", "release_lock_on_hipmalloc",
      "True or False", true, false, "release_lock_on_cudamalloc",
      "the native backend holds its device lock, and the stream's, while it obtains a segment from the "
-     "device: other threads' cache hits on other streams proceed, everything else waits"},
+     "device: other threads' cache hits on other streams proceed, everything else waits", "2.2"},
     {k::graph_capture_record_stream_reuse, "graph_capture_record_stream_reuse", "", "True or False",
      true, false, "graph_capture_record_stream_reuse",
      "a block freed during a capture after record_stream is reused only after the capture ends (always safe, "
-     "uses more memory in the capture)"},
+     "uses more memory in the capture)", "2.9"},
     {k::per_process_memory_fraction, "per_process_memory_fraction", "", "a number in [0.0, 1.0]",
-     true, true, "per_process_memory_fraction", ""},
-    {k::large_segment_size_mb, "large_segment_size_mb", "", "an integer > 10 (MiB)", true, false, "large_segment_size", ""},
+     true, true, "per_process_memory_fraction", "", "main"},
+    {k::large_segment_size_mb, "large_segment_size_mb", "", "an integer > 10 (MiB)", true, false, "large_segment_size", "", "main"},
     {k::expandable_segments_reserve, "expandable_segments_reserve", "",
      "a fraction of device memory in (0.0, 2.0], or <n>G with an integer n >= 1 (GiB)", true,
-     false, "expandable_segments_reserve", ""},
-    {k::async_pool, "async_pool", "", "default or dedicated", false, true, "async_pool", ""},
-    {k::debug_checks, "debug_checks", "", "True or False", true, true, "debug_checks", ""},
+     false, "expandable_segments_reserve", "", "main"},
+    {k::async_pool, "async_pool", "", "default or dedicated", false, true, "async_pool", "", ""},
+    {k::debug_checks, "debug_checks", "", "True or False", true, true, "debug_checks", "", ""},
     {k::pinned_use_cuda_host_register, "pinned_use_cuda_host_register",
-     "pinned_use_hip_host_register", "True or False", true, true, "pinned_use_cuda_host_register", ""},
+     "pinned_use_hip_host_register", "True or False", true, true, "pinned_use_cuda_host_register", "", "2.2"},
     {k::pinned_num_register_threads, "pinned_num_register_threads", "", "a power of two <= 128",
-     true, true, "pinned_num_register_threads", ""},
+     true, true, "pinned_num_register_threads", "", "2.2"},
     {k::pinned_use_background_threads, "pinned_use_background_threads", "", "True or False", true,
-     true, "pinned_use_background_threads", ""},
+     true, "pinned_use_background_threads", "", "2.4"},
     {k::pinned_reserve_segment_size_mb, "pinned_reserve_segment_size_mb", "",
-     "an integer > 0 (MiB)", true, true, "pinned_reserve_segment_size_mb", ""},
+     "an integer > 0 (MiB)", true, true, "pinned_reserve_segment_size_mb", "", "2.10"},
 }};
 
 constexpr bool table_in_enum_order() {
