@@ -57,6 +57,8 @@ vmm_geometry make_vmm_geometry(const device_info& info, const allocator_config& 
 expandable_segments::expandable_segments(device_context& device, segment_map& segments, segment_counters& counters,
                                          std::atomic<bool>& vmm_warned)
     : device_(&device),
+      drv_(device.drv),
+      index_(device.index),
       segments_(&segments),
       counters_(&counters),
       vmm_warned_(&vmm_warned),
@@ -65,10 +67,10 @@ expandable_segments::expandable_segments(device_context& device, segment_map& se
 bool expandable_segments::enabled() {
   if (mode_ == vmm_mode::unknown) {
     device_info info;
-    const drv_result result = device_->drv->get_device_info(device_->index, &info);
+    const drv_result result = drv_->get_device_info(index_, &info);
     if (!result.ok()) {
-      throw cuda_error("streampool: cudaGetDeviceProperties of device " + std::to_string(device_->index) +
-                           " failed: " + device_->drv->describe(result),
+      throw cuda_error("streampool: cudaGetDeviceProperties of device " + std::to_string(index_) +
+                           " failed: " + drv_->describe(result),
                        result.native);
     }
     if (!info.vmm_supported) {
@@ -84,8 +86,8 @@ bool expandable_segments::enabled() {
 void expandable_segments::fall_back_to_normal_segments(const std::string& reason) {
   mode_ = vmm_mode::off;
   if (vmm_warned_->exchange(true)) return;
-  warn("expandable_segments:True: device " + std::to_string(device_->index) + " (" +
-       std::string(device_->drv->name()) + " driver): " + reason +
+  warn("expandable_segments:True: device " + std::to_string(index_) + " (" +
+       std::string(drv_->name()) + " driver): " + reason +
        "; the native backend uses normal segments there (fragmentation as without the option)");
 }
 
@@ -113,15 +115,15 @@ block* expandable_segments::reserve_segment(stream_arena& a, bool small, std::si
   a.reserve_blocks();
   auto seg = std::make_unique<segment>();
   void* va = nullptr;
-  const drv_result result = device_->drv->vmm_reserve(device_->index, bytes, geometry_.alignment, &va);
+  const drv_result result = drv_->vmm_reserve(index_, bytes, geometry_.alignment, &va);
   if (result.code == status::not_supported) {
-    fall_back_to_normal_segments("cuMemAddressReserve: " + device_->drv->describe(result));
+    fall_back_to_normal_segments("cuMemAddressReserve: " + drv_->describe(result));
     return nullptr;
   }
   if (result.code == status::out_of_memory) return nullptr;  // address space exhausted
   if (!result.ok()) {
     throw cuda_error("streampool: cuMemAddressReserve of " + format_size(bytes) + " on device " +
-                         std::to_string(device_->index) + " failed: " + device_->drv->describe(result),
+                         std::to_string(index_) + " failed: " + drv_->describe(result),
                      result.native);
   }
   seg->base = reinterpret_cast<std::uintptr_t>(va);
@@ -154,12 +156,12 @@ block* expandable_segments::map_pages(stream_arena& a, block* b, std::size_t byt
   const bool capture = device_->capture_underway();
   std::size_t count = take_leftovers(&seg.handles[first], wanted, page);
   drv_result result{};
-  while (count < wanted && (result = device_->drv->vmm_create(device_->index, page, &seg.handles[first + count])).ok()) ++count;
+  while (count < wanted && (result = drv_->vmm_create(index_, page, &seg.handles[first + count])).ok()) ++count;
   if (count < wanted && !(result.code == status::out_of_memory && capture && count > 0)) {
     give_back(seg, first, 0, count);
     if (result.code == status::out_of_memory) return nullptr;
-    throw cuda_error("streampool: cuMemCreate of " + format_size(page) + " on device " + std::to_string(device_->index) +
-                         " failed: " + device_->drv->describe(result),
+    throw cuda_error("streampool: cuMemCreate of " + format_size(page) + " on device " + std::to_string(index_) +
+                         " failed: " + drv_->describe(result),
                      result.native);
   }
   const bool short_of_pages = count < wanted;
@@ -167,13 +169,13 @@ block* expandable_segments::map_pages(stream_arena& a, block* b, std::size_t byt
 
   // 2. Map page by page, then grant access to what got mapped.
   std::size_t mapped = 0;
-  while (mapped < count && (result = device_->drv->vmm_map(va_of(lo + mapped * page), page, seg.handles[first + mapped])).ok()) {
+  while (mapped < count && (result = drv_->vmm_map(va_of(lo + mapped * page), page, seg.handles[first + mapped])).ok()) {
     ++mapped;
   }
   const char* what = "cuMemMap";
   std::size_t usable = mapped;
   if (mapped > 0) {
-    const drv_result access = device_->drv->vmm_set_access(va_of(lo), mapped * page, device_->index);
+    const drv_result access = drv_->vmm_set_access(va_of(lo), mapped * page, index_);
     if (!access.ok()) {
       usable = 0;
       if (result.ok()) {
@@ -202,8 +204,8 @@ block* expandable_segments::map_pages(stream_arena& a, block* b, std::size_t byt
   if (!result.ok()) {
     if (result.code == status::out_of_memory) return nullptr;
     throw cuda_error("streampool: " + std::string(what) + " of " + format_size(count * page) + " at " +
-                         detail::format_pointer(lo) + " on device " + std::to_string(device_->index) +
-                         " failed: " + device_->drv->describe(result),
+                         detail::format_pointer(lo) + " on device " + std::to_string(index_) +
+                         " failed: " + drv_->describe(result),
                      result.native);
   }
   return short_of_pages ? nullptr : merged;
@@ -215,7 +217,7 @@ void expandable_segments::count_mapping(const stream_arena& a, const segment& se
   const auto amount = static_cast<std::int64_t>(bytes);
   counters_->change_reserved(seg.small, mapped ? amount : -amount);
   ++(mapped ? counters_->num_device_alloc : counters_->num_device_free);
-  device_->trace.record(mapped ? trace_action::segment_map : trace_action::segment_unmap, device_->index, lo, bytes,
+  device_->trace.record(mapped ? trace_action::segment_map : trace_action::segment_unmap, index_, lo, bytes,
                         a.stream(), a.pool_id());
 }
 
@@ -236,11 +238,11 @@ void expandable_segments::unmap_free_pages(stream_arena& a) {
       if (!frees.empty() && !synchronized) {
         // Unmap and release do not synchronise: the stream's work on these pages must be done.
         // A stream destroyed since (refused as an invalid handle) is covered by the device.
-        drv_result result = device_->drv->stream_synchronize(device_->index, a.stream());
-        if (result.code == status::invalid_value) result = device_->drv->device_synchronize(device_->index);
+        drv_result result = drv_->stream_synchronize(index_, a.stream());
+        if (result.code == status::invalid_value) result = drv_->device_synchronize(index_);
         if (!result.ok()) {
           throw cuda_error("streampool: cudaStreamSynchronize before unmapping free pages on device " +
-                               std::to_string(device_->index) + " failed: " + device_->drv->describe(result),
+                               std::to_string(index_) + " failed: " + drv_->describe(result),
                            result.native);
         }
         synchronized = true;
@@ -265,11 +267,11 @@ void expandable_segments::unmap_block(stream_arena& a, segment& seg, block* b) {
   const char* what = "cuMemRelease";
   for (std::size_t i = first; i < last; ++i, ++done) {
     if (seg.handles[i] != released_handle) {
-      result = device_->drv->vmm_release(seg.handles[i]);
+      result = drv_->vmm_release(seg.handles[i]);
       if (!result.ok()) break;
       seg.handles[i] = released_handle;
     }
-    result = device_->drv->vmm_unmap(va_of(seg.base + i * page), page);
+    result = drv_->vmm_unmap(va_of(seg.base + i * page), page);
     if (!result.ok()) {
       what = "cuMemUnmap";
       break;
@@ -286,18 +288,18 @@ void expandable_segments::unmap_block(stream_arena& a, segment& seg, block* b) {
     (void)a.mark_unmapped(b, lo, len);
   }
   if (!result.ok()) {
-    throw cuda_error(std::string("streampool: ") + what + " of a free page on device " + std::to_string(device_->index) +
-                         " failed: " + device_->drv->describe(result) + "; the page stays mapped until an empty_cache succeeds",
+    throw cuda_error(std::string("streampool: ") + what + " of a free page on device " + std::to_string(index_) +
+                         " failed: " + drv_->describe(result) + "; the page stays mapped until an empty_cache succeeds",
                      result.native);
   }
 }
 
 void expandable_segments::destroy(stream_arena& a, segment* seg) {
-  const drv_result result = device_->drv->vmm_free(va_of(seg->base), seg->size);
+  const drv_result result = drv_->vmm_free(va_of(seg->base), seg->size);
   if (!result.ok()) {
     throw cuda_error("streampool: cuMemAddressFree of " + format_size(seg->size) + " at " +
-                         detail::format_pointer(seg->base) + " on device " + std::to_string(device_->index) +
-                         " failed: " + device_->drv->describe(result),
+                         detail::format_pointer(seg->base) + " on device " + std::to_string(index_) +
+                         " failed: " + drv_->describe(result),
                      result.native);
   }
   a.detach_expandable(seg);
@@ -321,11 +323,11 @@ bool expandable_segments::retire(leftover_page& page) noexcept {
   // Unmap and release are illegal while a capture is underway (they could invalidate it).
   if (device_->capture_underway()) return false;
   if (!page.released) {
-    if (!device_->drv->vmm_release(page.handle).ok()) return false;
+    if (!drv_->vmm_release(page.handle).ok()) return false;
     page.released = true;  // a mapped page's memory goes with its mapping
   }
   if (page.va != 0) {
-    if (!device_->drv->vmm_unmap(va_of(page.va), page.bytes).ok()) return false;
+    if (!drv_->vmm_unmap(va_of(page.va), page.bytes).ok()) return false;
     page.va = 0;
   }
   return true;
@@ -364,7 +366,7 @@ bool expandable_segments::leftover_in(std::uintptr_t lo, std::size_t bytes) cons
 void expandable_segments::append_leftovers(std::vector<leftover_page_info>& out) const {
   // Pages counted in reserved_bytes that no segment lists (Note [Leftover pages]).
   for (const leftover_page& page : leftovers_) {
-    out.push_back({device_->index, page.va, page.bytes, !page.small});
+    out.push_back({index_, page.va, page.bytes, !page.small});
   }
 }
 
@@ -373,8 +375,8 @@ void expandable_segments::append_leftovers(std::vector<leftover_page_info>& out)
 void expandable_segments::release_at_exit(const segment& seg) noexcept {
   // Status form: the allocator is going away. Unmap does not synchronise; wait for the device
   // (the arena's stream may be gone by now, the device is always valid).
-  driver& drv = *device_->drv;
-  if (seg.mapped_pages != 0) (void)drv.device_synchronize(device_->index);
+  driver& drv = *drv_;
+  if (seg.mapped_pages != 0) (void)drv.device_synchronize(index_);
   for (std::size_t i = 0; i < seg.handles.size(); ++i) {
     if (seg.handles[i] == 0) continue;
     (void)drv.vmm_unmap(va_of(seg.base + i * seg.page), seg.page);

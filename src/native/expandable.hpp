@@ -150,6 +150,8 @@ class expandable_segments {
   [[nodiscard]] bool leftover_in(std::uintptr_t lo, std::size_t bytes) const noexcept;
 
   device_context* device_;
+  driver* drv_;
+  int index_;
   segment_map* segments_;
   segment_counters* counters_;
   std::atomic<bool>* vmm_warned_;
