@@ -114,8 +114,9 @@ class device_peaks {
 /// The hot statistics of one arena (arena lock held for every change).
 class arena_counters {
  public:
-  /// Joins the device's peaks list.
-  explicit arena_counters(device_peaks& peaks) noexcept : peaks_(&peaks) { peaks.link(*this); }
+  /// Counters whose peaks raise those of `peaks`; the owner links them into its list once it is
+  /// fully built (device_peaks::link).
+  explicit arena_counters(device_peaks& peaks) noexcept : peaks_(&peaks) {}
   arena_counters(const arena_counters&) = delete;
   arena_counters& operator=(const arena_counters&) = delete;
 

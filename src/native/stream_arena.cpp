@@ -19,7 +19,9 @@ std::size_t reach(const block* b) noexcept {
 }  // namespace
 
 stream_arena::stream_arena(device_context& device, stream_t stream, private_pool* pool, mempool_id pool_id)
-    : device_(&device), stream_(stream), pool_(pool), pool_id_(pool_id), events_(device), stats_(device.peaks) {}
+    : stats_(device.peaks), device_(&device), stream_(stream), pool_(pool), pool_id_(pool_id), events_(device) {
+  device.peaks.link(stats_);  // the device's statistics see this arena from now on (device mutex held)
+}
 
 stream_arena::~stream_arena() = default;
 

@@ -165,6 +165,9 @@ class stream_arena {
   block* new_block() noexcept { return blocks_.take(this); }  // reserve_blocks() ran before
   void recycle(block* b) noexcept { blocks_.recycle(b); }
 
+  // First member: the cold calls of the inlined statistics updates (peak raising) then need no
+  // address of their own on the hot path (Note [Hot path layout]).
+  arena_counters stats_;
   device_context* device_;
   stream_t stream_;
   private_pool* pool_;
@@ -180,7 +183,6 @@ class stream_arena {
   std::vector<block*> deferred_;
   block_pool blocks_;
   block_map live_;  // allocated blocks by pointer (Note [Pointer lookup])
-  arena_counters stats_;
 };
 
 }  // namespace streampool::native
