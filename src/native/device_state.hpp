@@ -6,7 +6,6 @@
 // (spec §3).
 #pragma once
 
-#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
