@@ -102,7 +102,7 @@ TEST(SimHost, HostFreeWaitsForEveryStreamLikeCudaFreeHost) {
   void* host = nullptr;
   void* device = nullptr;
   ASSERT_TRUE(sim.host_alloc(4096, &host).ok());
-  ASSERT_TRUE(sim.malloc(0, 4096, &device, false).ok());
+  ASSERT_TRUE(sim.malloc(0, 4096, &device).ok());
   event_t event = nullptr;
   ASSERT_TRUE(sim.event_create(0, &event).ok());
   ASSERT_TRUE(sim.memcpy_async(device, host, 4096, stream).ok());
