@@ -32,10 +32,9 @@ namespace streampool::native {
 // trace-ring and capture router's deferred-free mutexes are leaves. Only the holder of the device
 // mutex may hold more than one arena lock, and nobody waits for the device mutex while holding an
 // arena lock (an allocation that misses drops its arena lock, takes the device mutex, then
-// re-locks the arena). So the
-// slow paths (new segment, GC, OOM release, empty_cache, snapshot, routing during capture) can
-// lock any set of arenas in any order without deadlock, and the hot path never touches the device
-// mutex.
+// re-locks the arena). So the slow paths (new segment, GC, OOM release, empty_cache, snapshot,
+// routing during capture) can lock any set of arenas in any order without deadlock, and the hot
+// path never touches the device mutex.
 
 /// Device-wide counters of the OOM ladder, changed only under the device mutex (the segment and
 /// reserved statistics are the segment source's).

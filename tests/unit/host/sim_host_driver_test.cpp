@@ -141,7 +141,7 @@ TEST(DriverDefaults, HostCallsAreNotSupportedByADriverThatPredatesThem) {
     drv_result set_device(int) noexcept override { return {}; }
     drv_result get_device_info(int, device_info*) noexcept override { return {}; }
     drv_result mem_get_info(int, std::size_t*, std::size_t*) noexcept override { return {}; }
-    drv_result malloc(int, std::size_t, void**, bool) noexcept override { return {}; }
+    drv_result malloc(int, std::size_t, void**) noexcept override { return {}; }
     drv_result free(int, void*) noexcept override { return {}; }
     drv_result stream_create(int, stream_t*) noexcept override { return {}; }
     drv_result stream_destroy(int, stream_t) noexcept override { return {}; }
