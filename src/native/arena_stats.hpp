@@ -1,12 +1,11 @@
 // arena_stats.hpp — the hot-path statistics of one stream arena (docs/pytorch-compatibility.md §2.14: allocation, active,
 // inactive_split, allocated/active/inactive_split/requested bytes, oversize_allocations), kept per
-// pool kind (small/large); "all" is their sum, except its peak, which the arena tracks too.
-// Written only by the holder of the arena lock, read by stats() of any thread (relaxed atomics:
-// plain loads and stores on x86). Device-wide peaks: Note [Device peaks] in device_state.hpp.
-// Active and active_bytes are derived from allocation and allocated_bytes plus the frees still
-// pending (Note [Derived active counters] in stream_arena.hpp): their slots hold the pending part.
+// pool kind (small/large); "all" is their sum, except its peak, which the arena tracks too. Written
+// only by the holder of the arena lock, read by stats() of any thread (relaxed atomics: plain loads
+// and stores on x86). Also the device-wide peaks over every arena of a device (Note [Device peaks]).
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -48,6 +47,156 @@ struct arena_counter {
     offset.store(now(), std::memory_order_relaxed);
     freed.store(0, std::memory_order_relaxed);
   }
+};
+
+class arena_counters;
+
+// Note [Device peaks]
+// current/allocated/freed of the per-arena statistics are summed exactly by stats(). A device-wide
+// peak is the maximum over time of a sum over arenas, which cannot be maintained exactly without
+// a shared counter written on every call (the very contention arenas avoid). Rule: whenever an
+// arena's own current exceeds its own high-water mark, the device peak is raised to the sum of
+// all arenas' currents at that moment; stats() also raises it to the current sum. Consequences:
+// with one arena active since the last reset (one stream, no capture) peaks are exact; with
+// several, a device peak is missed only when the streams' sums exceed it while
+// each stream stays below its own earlier high-water mark — the reported peak is then a lower
+// bound. (While streams are busy, one stats() call may add up per-stream values read a few
+// nanoseconds apart, like any unlocked read of sharded counters.) The segment/reserved
+// statistics are device-wide and exact (segment_source).
+
+/// The device-wide peaks of the arena statistics, over a lock-free list of every arena's
+/// counters of the device (linked under the device mutex, never unlinked: arenas live as long as
+/// the device).
+class device_peaks {
+ public:
+  /// Adds `c` to the list (device mutex held).
+  void link(arena_counters& c) noexcept;
+  /// Raises peak `index` to the current sum over every arena. Any thread.
+  void raise(std::size_t index) noexcept;
+  /// Adds every arena's current/allocated/freed into `out` and sets the peaks (device mutex).
+  void collect(memory_stats& out) noexcept;
+  /// Every arena's own peaks and the device peaks restart from the current values (device mutex
+  /// and every arena lock held).
+  void reset() noexcept;
+  /// Every arena's accumulated counters restart from zero (device mutex and every arena lock).
+  void reset_accumulated() noexcept;
+
+ private:
+  [[nodiscard]] std::int64_t current_sum(std::size_t index) const noexcept;
+
+  std::array<std::atomic<std::int64_t>, arena_stat_count> peaks_{};
+  std::atomic<arena_counters*> first_{nullptr};
+};
+
+// Note [Derived active counters]
+// A block is active from its allocation until its free completes; in between it may wait for
+// the events of record_stream uses or for a capture to end ("pending"). So active = allocation +
+// pending, and active_bytes = allocated_bytes + pending bytes. The hot path therefore updates
+// only allocation and allocated_bytes; the counters_ slots of active and active_bytes hold the
+// pending block count and bytes (changed only when a free starts or ends waiting, which is not
+// a cache hit), while their `peak` fields are active's own peaks. Readers derive (current(),
+// add_to, reset_peaks): current = base + pending; allocated (accumulated) = allocation's,
+// since every allocation makes one block active; freed = base.freed - pending + pending at the
+// last reset_accumulated (the pending slot's offset). Peaks: active rises only when an
+// allocation rises; with nothing pending active equals allocation and its peak is at least
+// allocation's, so it can only pass its peak where allocation passes its own (add calls
+// raise_active_peaks there); with something pending (has_pending()) every allocation
+// checks. A cache-hit pair makes four counter updates fewer than when active was kept apart.
+
+// Note [Hot statistics]
+// A cache-hit pair changes up to ten counters (allocation and its bytes, requested bytes,
+// inactive_split when a block is split or merged; active is derived, Note [Derived active
+// counters]). Each change is written out for its
+// sign: an increase checks this arena's peak of the pool kind and of "all" (Note [Device peaks]),
+// a decrease only adds to `freed`. The arena is the only writer, so the counters are read back
+// with plain (relaxed) loads; add and sub below are what the hot path inlines.
+
+/// The hot statistics of one arena (arena lock held for every change).
+class arena_counters {
+ public:
+  /// Counters whose peaks raise those of `peaks`; the owner links them into its list once it is
+  /// fully built (device_peaks::link).
+  explicit arena_counters(device_peaks& peaks) noexcept : peaks_(&peaks) {}
+  arena_counters(const arena_counters&) = delete;
+  arena_counters& operator=(const arena_counters&) = delete;
+
+  /// +amount (>= 0) on (kind, pool kind); "all" is implied. Not for active / active_bytes, which
+  /// are derived (Note [Derived active counters]).
+  void add(arena_stat_kind kind, bool small, std::int64_t amount) noexcept {
+    const auto k = static_cast<std::size_t>(kind);
+    auto& pair = counters_[k];
+    arena_counter& c = pair[small ? 0 : 1];
+    const std::int64_t now = c.now() + amount;
+    c.current.store(now, std::memory_order_relaxed);
+    // Active = allocation + pending can only pass its peak where allocation passes its own.
+    const bool drives_active = kind == arena_stat_kind::allocation || kind == arena_stat_kind::allocated_bytes;
+    if (now > c.peak) [[unlikely]] {
+      c.peak = now;
+      raise_device_peak(stat_index(kind, small ? stat_pool::small_pool : stat_pool::large_pool));
+      if (drives_active) raise_active_peaks();
+    }
+    const std::int64_t all = pair[0].now() + pair[1].now();
+    if (all > all_peak_[k]) [[unlikely]] {
+      all_peak_[k] = all;
+      raise_device_peak(stat_index(kind, stat_pool::all));
+      if (drives_active) raise_active_peaks();
+    }
+  }
+  /// -amount (amount >= 0) on (kind, pool kind).
+  void sub(arena_stat_kind kind, bool small, std::int64_t amount) noexcept {
+    arena_counter& c = counters_[static_cast<std::size_t>(kind)][small ? 0 : 1];
+    c.current.store(c.now() - amount, std::memory_order_relaxed);
+    c.freed.store(c.freed.load(std::memory_order_relaxed) + amount, std::memory_order_relaxed);
+  }
+  /// +amount or -amount on (kind, pool kind of the block).
+  void change(arena_stat_kind kind, bool small, std::int64_t amount) noexcept {
+    if (amount < 0) sub(kind, small, -amount);
+    else add(kind, small, amount);
+  }
+  /// A freed block starts (+1, +bytes) or ends (-1, -bytes) waiting for its events or its capture.
+  /// Active is unchanged by the start (allocation falls by as much), so no peak can move.
+  void change_pending(bool small, std::int64_t blocks, std::int64_t bytes) noexcept {
+    arena_counter& n = counters_[static_cast<std::size_t>(arena_stat_kind::active)][small ? 0 : 1];
+    arena_counter& b = counters_[static_cast<std::size_t>(arena_stat_kind::active_bytes)][small ? 0 : 1];
+    n.current.store(n.now() + blocks, std::memory_order_relaxed);
+    b.current.store(b.now() + bytes, std::memory_order_relaxed);
+    pending_blocks_ = static_cast<std::size_t>(static_cast<std::int64_t>(pending_blocks_) + blocks);
+  }
+  void change_oversize(std::int64_t amount) noexcept {
+    const std::int64_t now = oversize_.now() + amount;
+    oversize_.current.store(now, std::memory_order_relaxed);
+    if (amount < 0) {
+      oversize_.freed.store(oversize_.freed.load(std::memory_order_relaxed) - amount, std::memory_order_relaxed);
+    } else if (now > oversize_.peak) {
+      oversize_.peak = now;
+      raise_device_peak(oversize_allocations_index);
+    }
+  }
+  /// True while freed blocks wait for events or a capture (both pool kinds).
+  [[nodiscard]] bool has_pending() const noexcept { return pending_blocks_ != 0; }
+  /// Raises this arena's active / active_bytes peaks (and the device's) to their current values.
+  void raise_active_peaks() noexcept;
+
+  /// Current value of device-peak index `index` (kind * 3 + pool, or oversize). Any thread.
+  [[nodiscard]] std::int64_t current(std::size_t index) const noexcept;
+  /// Adds current/allocated/freed values into `out` (no peaks). Any thread.
+  void add_to(memory_stats& out) const noexcept;
+  void reset_peaks() noexcept;
+  void reset_accumulated() noexcept;
+
+  /// The device's list of every arena's counters (device_peaks).
+  std::atomic<arena_counters*> next{nullptr};
+
+ private:
+  /// Active (allocation + pending) and active bytes of pool kind `pool` (0 small, 1 large).
+  [[nodiscard]] std::int64_t active_now(arena_stat_kind kind, std::size_t pool) const noexcept;
+  void raise_device_peak(std::size_t index) noexcept { peaks_->raise(index); }
+
+  device_peaks* peaks_;
+  std::array<std::array<arena_counter, 2>, arena_stat_kinds> counters_{};  // [kind][small, large]
+  std::array<std::int64_t, arena_stat_kinds> all_peak_{};
+  std::size_t pending_blocks_ = 0;  // freed blocks waiting for events or a capture (both pool kinds)
+  arena_counter oversize_;
 };
 
 }  // namespace streampool::native

@@ -8,6 +8,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "streampool/driver.hpp"
@@ -89,6 +90,8 @@ struct block {
   [[nodiscard]] bool is_split() const noexcept { return prev != nullptr || next != nullptr; }
   /// Free for expandable growth (docs/pytorch-compatibility.md §2.13): unmapped, or mapped and in the free list.
   [[nodiscard]] bool growable() const noexcept { return !mapped || in_free_list; }
+  /// The whole of a malloc'd segment (never part of an expandable one): what release can free.
+  [[nodiscard]] bool whole_segment() const noexcept;
 };
 
 struct segment {
@@ -104,6 +107,56 @@ struct segment {
   std::size_t page = 0;                ///< bytes per physical handle
   std::vector<vmm_handle_t> handles;   ///< per page from base, 0 = unmapped; trailing zeros trimmed
   std::size_t mapped_pages = 0;
+};
+
+inline bool block::whole_segment() const noexcept { return !is_split() && !seg->expandable; }
+
+// Note [Block recycling]
+// Block objects are created on split and dropped on merge, i.e. on almost every hot-path call.
+// Each arena keeps dropped objects on an intrusive list (linked through block::left) and refills
+// it 64 objects at a time, so the steady state allocates no host memory; the chunks live as long
+// as the arena (arenas of dead private pools are recycled, not destroyed).
+
+/// The block objects of one arena (Note [Block recycling]); inline, it is on every cache-hit path.
+class block_pool {
+ public:
+  /// Makes sure the next two take() find an object (a split, or a new segment and its rest).
+  /// @throws std::bad_alloc, so callers run it before changing anything
+  void reserve() {
+    if (spare_ == nullptr || spare_->left == nullptr) add_chunk();
+  }
+  /// A clean block owned by `owner`; reserve() ran before.
+  [[nodiscard]] block* take(stream_arena* owner) noexcept {
+    block* b = spare_;
+    spare_ = b->left;
+    b->left = nullptr;
+    b->arena = owner;
+    return b;
+  }
+  void recycle(block* b) noexcept {
+    b->ptr = 0;
+    b->size = b->requested_size = 0;
+    b->prev = b->next = b->right = nullptr;
+    b->seg = nullptr;
+    b->event_count = 0;
+    b->allocated = b->in_free_list = b->deferred = false;
+    b->mapped = true;
+    b->uses.clear();
+    b->left = spare_;
+    spare_ = b;
+  }
+
+ private:
+  [[gnu::noinline]] void add_chunk() {
+    constexpr std::size_t chunk = 64;
+    chunks_.reserve(chunks_.size() + 1);
+    auto objects = std::make_unique<block[]>(chunk);
+    for (std::size_t i = 0; i < chunk; ++i) recycle(&objects[i]);
+    chunks_.push_back(std::move(objects));
+  }
+
+  block* spare_ = nullptr;
+  std::vector<std::unique_ptr<block[]>> chunks_;
 };
 
 }  // namespace streampool::native

@@ -1,7 +1,8 @@
 // expandable.cpp — the driver side of expandable segments (Note [Expandable segments] in
 // expandable.hpp): the page geometry, probing VMM support (with the fallback to normal segments),
-// reserving, mapping pages for the OOM ladder's new-segment step, and unmapping the free pages of
-// an arena for release_cached. Everything runs under the device mutex and the arena's lock.
+// reserving, mapping pages for the OOM ladder's new-segment step, unmapping the free pages of an
+// arena for release_cached, the leftover pages (Note [Leftover pages]) and the teardown. Everything
+// runs under the device mutex and the arena's lock.
 #include "native/expandable.hpp"
 
 #include <algorithm>
@@ -12,7 +13,7 @@
 #include <string>
 
 #include "core/format.hpp"
-#include "native/device_state.hpp"
+#include "native/stream_arena.hpp"
 #include "streampool/allocator.hpp"
 #include "streampool/errors.hpp"
 
@@ -53,48 +54,46 @@ vmm_geometry make_vmm_geometry(const device_info& info, const allocator_config& 
 
 // --- mode -------------------------------------------------------------------------------------------
 
-bool device_state::expandable_on() {
-  if (vmm_ == vmm_mode::unknown) {
+expandable_segments::expandable_segments(device_context& device, segment_map& segments, segment_counters& counters,
+                                         std::atomic<bool>& vmm_warned)
+    : device_(&device),
+      drv_(device.drv),
+      index_(device.index),
+      segments_(&segments),
+      counters_(&counters),
+      vmm_warned_(&vmm_warned),
+      mode_(device.config->expandable_segments ? vmm_mode::unknown : vmm_mode::off) {}
+
+bool expandable_segments::enabled() {
+  if (mode_ == vmm_mode::unknown) {
     device_info info;
-    const drv_result result = driver_->get_device_info(index_, &info);
+    const drv_result result = drv_->get_device_info(index_, &info);
     if (!result.ok()) {
       throw cuda_error("streampool: cudaGetDeviceProperties of device " + std::to_string(index_) +
-                           " failed: " + driver_->describe(result),
+                           " failed: " + drv_->describe(result),
                        result.native);
     }
     if (!info.vmm_supported) {
       fall_back_to_normal_segments("the device reports no virtual memory management support");
     } else {
-      geometry_ = make_vmm_geometry(info, *config_);
-      vmm_ = vmm_mode::on;
+      geometry_ = make_vmm_geometry(info, *device_->config);
+      mode_ = vmm_mode::on;
     }
   }
-  return vmm_ == vmm_mode::on;
+  return mode_ == vmm_mode::on;
 }
 
-void device_state::fall_back_to_normal_segments(const std::string& reason) {
-  vmm_ = vmm_mode::off;
+void expandable_segments::fall_back_to_normal_segments(const std::string& reason) {
+  mode_ = vmm_mode::off;
   if (vmm_warned_->exchange(true)) return;
-  warn("expandable_segments:True: device " + std::to_string(index_) + " (" + std::string(driver_->name()) + " driver): " +
-       reason + "; the native backend uses normal segments there (fragmentation as without the option)");
-}
-
-block* device_state::grow(stream_arena& a, std::size_t rounded, bool small) {
-  const std::size_t alloc_size = policy_->allocation_size(rounded);
-  if (vmm_ != vmm_mode::off && expandable_on()) {
-    block* b = grow_expandable(a, rounded, alloc_size, small);
-    if (b != nullptr || vmm_ == vmm_mode::on) return b;  // else vmm_reserve said not_supported just now
-  }
-  return new_segment(a, alloc_size, small);
+  warn("expandable_segments:True: device " + std::to_string(index_) + " (" +
+       std::string(drv_->name()) + " driver): " + reason +
+       "; the native backend uses normal segments there (fragmentation as without the option)");
 }
 
 // --- growth -----------------------------------------------------------------------------------------
 
-block* device_state::grow_expandable(stream_arena& a, std::size_t rounded, std::size_t alloc_size, bool small) {
-  // The cap is checked with get_allocation_size, as for a cudaMalloc (docs/pytorch-compatibility.md §2.13), whatever gets
-  // mapped in the end.
-  const auto reserved = static_cast<std::size_t>(counters_.reserved_bytes[0].current);
-  if (fraction() < 1.0 && reserved + alloc_size > allowed_bytes()) return nullptr;
+block* expandable_segments::grow(stream_arena& a, std::size_t rounded, bool small) {
   block* c = a.find_growable(small, rounded);
   if (c == nullptr) c = reserve_segment(a, small, rounded);
   if (c == nullptr) return nullptr;
@@ -111,20 +110,20 @@ block* device_state::grow_expandable(stream_arena& a, std::size_t rounded, std::
   return c;
 }
 
-block* device_state::reserve_segment(stream_arena& a, bool small, std::size_t rounded) {
+block* expandable_segments::reserve_segment(stream_arena& a, bool small, std::size_t rounded) {
   const std::size_t bytes = geometry_.reservation(small, rounded);
   a.reserve_blocks();
   auto seg = std::make_unique<segment>();
   void* va = nullptr;
-  const drv_result result = driver_->vmm_reserve(index_, bytes, geometry_.alignment, &va);
+  const drv_result result = drv_->vmm_reserve(index_, bytes, geometry_.alignment, &va);
   if (result.code == status::not_supported) {
-    fall_back_to_normal_segments("cuMemAddressReserve: " + driver_->describe(result));
+    fall_back_to_normal_segments("cuMemAddressReserve: " + drv_->describe(result));
     return nullptr;
   }
   if (result.code == status::out_of_memory) return nullptr;  // address space exhausted
   if (!result.ok()) {
     throw cuda_error("streampool: cuMemAddressReserve of " + format_size(bytes) + " on device " +
-                         std::to_string(index_) + " failed: " + driver_->describe(result),
+                         std::to_string(index_) + " failed: " + drv_->describe(result),
                      result.native);
   }
   seg->base = reinterpret_cast<std::uintptr_t>(va);
@@ -136,7 +135,7 @@ block* device_state::reserve_segment(stream_arena& a, bool small, std::size_t ro
   return seg.release()->head;
 }
 
-block* device_state::map_pages(stream_arena& a, block* b, std::size_t bytes) {
+block* expandable_segments::map_pages(stream_arena& a, block* b, std::size_t bytes) {
   segment& seg = *b->seg;
   const std::size_t page = seg.page;
   const std::size_t first = (b->ptr - seg.base) / page;
@@ -154,15 +153,15 @@ block* device_state::map_pages(stream_arena& a, block* b, std::size_t bytes) {
   // 1. One physical handle per page: leftover pages first, then new ones. On out-of-memory the
   // pages of this call go back and the ladder goes on (docs/pytorch-compatibility.md §2.13) — except during a capture,
   // where giving back is illegal: what was obtained is mapped and kept as free memory.
-  const bool capture = capture_underway();
+  const bool capture = device_->capture_underway();
   std::size_t count = take_leftovers(&seg.handles[first], wanted, page);
   drv_result result{};
-  while (count < wanted && (result = driver_->vmm_create(index_, page, &seg.handles[first + count])).ok()) ++count;
+  while (count < wanted && (result = drv_->vmm_create(index_, page, &seg.handles[first + count])).ok()) ++count;
   if (count < wanted && !(result.code == status::out_of_memory && capture && count > 0)) {
     give_back(seg, first, 0, count);
     if (result.code == status::out_of_memory) return nullptr;
     throw cuda_error("streampool: cuMemCreate of " + format_size(page) + " on device " + std::to_string(index_) +
-                         " failed: " + driver_->describe(result),
+                         " failed: " + drv_->describe(result),
                      result.native);
   }
   const bool short_of_pages = count < wanted;
@@ -170,13 +169,13 @@ block* device_state::map_pages(stream_arena& a, block* b, std::size_t bytes) {
 
   // 2. Map page by page, then grant access to what got mapped.
   std::size_t mapped = 0;
-  while (mapped < count && (result = driver_->vmm_map(va_of(lo + mapped * page), page, seg.handles[first + mapped])).ok()) {
+  while (mapped < count && (result = drv_->vmm_map(va_of(lo + mapped * page), page, seg.handles[first + mapped])).ok()) {
     ++mapped;
   }
   const char* what = "cuMemMap";
   std::size_t usable = mapped;
   if (mapped > 0) {
-    const drv_result access = driver_->vmm_set_access(va_of(lo), mapped * page, index_);
+    const drv_result access = drv_->vmm_set_access(va_of(lo), mapped * page, index_);
     if (!access.ok()) {
       usable = 0;
       if (result.ok()) {
@@ -206,28 +205,25 @@ block* device_state::map_pages(stream_arena& a, block* b, std::size_t bytes) {
     if (result.code == status::out_of_memory) return nullptr;
     throw cuda_error("streampool: " + std::string(what) + " of " + format_size(count * page) + " at " +
                          detail::format_pointer(lo) + " on device " + std::to_string(index_) +
-                         " failed: " + driver_->describe(result),
+                         " failed: " + drv_->describe(result),
                      result.native);
   }
   return short_of_pages ? nullptr : merged;
 }
 
-void device_state::count_mapping(stream_arena& a, const segment& seg, std::uintptr_t lo, std::size_t bytes,
-                                 bool mapped) {
+void expandable_segments::count_mapping(const stream_arena& a, const segment& seg, std::uintptr_t lo,
+                                        std::size_t bytes, bool mapped) {
   // docs/pytorch-compatibility.md §2.13: a map is a device alloc and an unmap a device free; `segment` does not change.
   const auto amount = static_cast<std::int64_t>(bytes);
-  for (const std::size_t i : {std::size_t{0}, std::size_t{seg.small ? 1u : 2u}}) {
-    if (mapped) counters_.reserved_bytes[i].increase(amount);
-    else counters_.reserved_bytes[i].decrease(amount);
-  }
-  ++(mapped ? counters_.num_device_alloc : counters_.num_device_free);
-  trace_.record(mapped ? trace_action::segment_map : trace_action::segment_unmap, index_, lo, bytes, a.stream(),
-                a.pool_id());
+  counters_->change_reserved(seg.small, mapped ? amount : -amount);
+  ++(mapped ? counters_->num_device_alloc : counters_->num_device_free);
+  device_->trace.record(mapped ? trace_action::segment_map : trace_action::segment_unmap, index_, lo, bytes,
+                        a.stream(), a.pool_id());
 }
 
 // --- shrinking ----------------------------------------------------------------------------------------
 
-void device_state::unmap_free_pages(stream_arena& a) {
+void expandable_segments::unmap_free_pages(stream_arena& a) {
   bool synchronized = false;
   std::vector<block*> frees;
   for (segment* seg = a.segments(); seg != nullptr;) {
@@ -245,27 +241,27 @@ void device_state::unmap_free_pages(stream_arena& a) {
         // context": Note [Sim destroyed streams]) is covered by synchronising the whole device;
         // only when that fails too is it an error. Destroying a stream whose blocks are cached is
         // the caller's bug (Note [Replay stream lifetime]); this keeps the cache releasable.
-        const drv_result stream_result = driver_->stream_synchronize(index_, a.stream());
+        const drv_result stream_result = drv_->stream_synchronize(index_, a.stream());
         drv_result result = stream_result;
-        if (!result.ok() && result.code != status::illegal_in_capture) result = driver_->device_synchronize(index_);
+        if (!result.ok() && result.code != status::illegal_in_capture) result = drv_->device_synchronize(index_);
         if (!result.ok()) {
           std::string what = "streampool: cudaStreamSynchronize before unmapping free pages on device " +
-                             std::to_string(index_) + " failed: " + driver_->describe(stream_result);
+                             std::to_string(index_) + " failed: " + drv_->describe(stream_result);
           if (result.native != stream_result.native) {
-            what += "; then cudaDeviceSynchronize failed: " + driver_->describe(result);
+            what += "; then cudaDeviceSynchronize failed: " + drv_->describe(result);
           }
           throw cuda_error(what, result.native);
         }
         synchronized = true;
       }
       for (block* b : frees) unmap_block(a, *seg, b);
-      if (seg->mapped_pages == 0 && !leftover_in(seg->base, seg->size)) destroy_expandable(a, seg);
+      if (seg->mapped_pages == 0 && !leftover_in(seg->base, seg->size)) destroy(a, seg);
     }
     seg = next;
   }
 }
 
-void device_state::unmap_block(stream_arena& a, segment& seg, block* b) {
+void expandable_segments::unmap_block(stream_arena& a, segment& seg, block* b) {
   // Per page: release the handle (legal while mapped: the memory goes with the mapping), then
   // unmap. A refused call leaves that page and the ones after it mapped, as they were; a page
   // whose handle is already released is marked so the next attempt only unmaps it.
@@ -278,11 +274,11 @@ void device_state::unmap_block(stream_arena& a, segment& seg, block* b) {
   const char* what = "cuMemRelease";
   for (std::size_t i = first; i < last; ++i, ++done) {
     if (seg.handles[i] != released_handle) {
-      result = driver_->vmm_release(seg.handles[i]);
+      result = drv_->vmm_release(seg.handles[i]);
       if (!result.ok()) break;
       seg.handles[i] = released_handle;
     }
-    result = driver_->vmm_unmap(va_of(seg.base + i * page), page);
+    result = drv_->vmm_unmap(va_of(seg.base + i * page), page);
     if (!result.ok()) {
       what = "cuMemUnmap";
       break;
@@ -300,21 +296,100 @@ void device_state::unmap_block(stream_arena& a, segment& seg, block* b) {
   }
   if (!result.ok()) {
     throw cuda_error(std::string("streampool: ") + what + " of a free page on device " + std::to_string(index_) +
-                         " failed: " + driver_->describe(result) + "; the page stays mapped until an empty_cache succeeds",
+                         " failed: " + drv_->describe(result) + "; the page stays mapped until an empty_cache succeeds",
                      result.native);
   }
 }
 
-void device_state::destroy_expandable(stream_arena& a, segment* seg) {
-  const drv_result result = driver_->vmm_free(va_of(seg->base), seg->size);
+void expandable_segments::destroy(stream_arena& a, segment* seg) {
+  const drv_result result = drv_->vmm_free(va_of(seg->base), seg->size);
   if (!result.ok()) {
     throw cuda_error("streampool: cuMemAddressFree of " + format_size(seg->size) + " at " +
                          detail::format_pointer(seg->base) + " on device " + std::to_string(index_) +
-                         " failed: " + driver_->describe(result),
+                         " failed: " + drv_->describe(result),
                      result.native);
   }
   a.detach_expandable(seg);
   delete seg;
+}
+
+// --- leftover pages (Note [Leftover pages]) ----------------------------------------------------------
+
+void expandable_segments::give_back(segment& seg, std::size_t first, std::size_t mapped, std::size_t count) noexcept {
+  // leftovers_ has room for `count` more (reserved before the growth's first driver call).
+  for (std::size_t i = 0; i < count; ++i) {
+    const std::uintptr_t va = i < mapped ? seg.base + (first + i) * seg.page : 0;
+    leftover_page page{seg.handles[first + i], seg.page, seg.small, va, false};
+    seg.handles[first + i] = 0;
+    if (!retire(page)) keep_leftover(page);
+  }
+  while (!seg.handles.empty() && seg.handles.back() == 0) seg.handles.pop_back();
+}
+
+bool expandable_segments::retire(leftover_page& page) noexcept {
+  // Unmap and release are illegal while a capture is underway (they could invalidate it).
+  if (device_->capture_underway()) return false;
+  if (!page.released) {
+    if (!drv_->vmm_release(page.handle).ok()) return false;
+    page.released = true;  // a mapped page's memory goes with its mapping
+  }
+  if (page.va != 0) {
+    if (!drv_->vmm_unmap(va_of(page.va), page.bytes).ok()) return false;
+    page.va = 0;
+  }
+  return true;
+}
+
+std::size_t expandable_segments::take_leftovers(vmm_handle_t* handles, std::size_t wanted, std::size_t page) noexcept {
+  std::size_t taken = 0;
+  std::erase_if(leftovers_, [&](const leftover_page& p) {
+    if (taken == wanted || p.va != 0 || p.released || p.bytes != page) return false;
+    handles[taken++] = p.handle;
+    counters_->change_reserved(p.small, -static_cast<std::int64_t>(p.bytes));  // counted again when mapped
+    return true;
+  });
+  return taken;
+}
+
+void expandable_segments::keep_leftover(const leftover_page& page) noexcept {
+  leftovers_.push_back(page);  // the caller reserved the room
+  counters_->change_reserved(page.small, static_cast<std::int64_t>(page.bytes));
+}
+
+void expandable_segments::release_leftovers() noexcept {
+  std::erase_if(leftovers_, [this](leftover_page& page) {
+    if (!retire(page)) return false;
+    counters_->change_reserved(page.small, -static_cast<std::int64_t>(page.bytes));
+    return true;
+  });
+}
+
+bool expandable_segments::leftover_in(std::uintptr_t lo, std::size_t bytes) const noexcept {
+  return std::any_of(leftovers_.begin(), leftovers_.end(), [&](const leftover_page& page) {
+    return page.va != 0 && page.va < lo + bytes && lo < page.va + page.bytes;
+  });
+}
+
+void expandable_segments::append_leftovers(std::vector<leftover_page_info>& out) const {
+  // Pages counted in reserved_bytes that no segment lists (Note [Leftover pages]).
+  for (const leftover_page& page : leftovers_) {
+    out.push_back({index_, page.va, page.bytes, !page.small});
+  }
+}
+
+// --- teardown ---------------------------------------------------------------------------------------
+
+void expandable_segments::release_at_exit(const segment& seg) noexcept {
+  // Status form: the allocator is going away. Unmap does not synchronise; wait for the device
+  // (the arena's stream may be gone by now, the device is always valid).
+  driver& drv = *drv_;
+  if (seg.mapped_pages != 0) (void)drv.device_synchronize(index_);
+  for (std::size_t i = 0; i < seg.handles.size(); ++i) {
+    if (seg.handles[i] == 0) continue;
+    (void)drv.vmm_unmap(va_of(seg.base + i * seg.page), seg.page);
+    if (seg.handles[i] != released_handle) (void)drv.vmm_release(seg.handles[i]);
+  }
+  (void)drv.vmm_free(va_of(seg.base), seg.size);
 }
 
 }  // namespace streampool::native

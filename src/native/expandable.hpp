@@ -1,14 +1,22 @@
 // expandable.hpp — expandable segments of the native backend (docs/pytorch-compatibility.md §2.13, `expandable_segments:True`):
-// the design note, and the page geometry of a device (page sizes, reservation size) derived from
-// its VMM granularity and the config. The block logic is in expandable_blocks.cpp (stream_arena),
-// the driver calls in expandable.cpp (device_state).
+// the design notes, the page geometry of a device, and `expandable_segments`, the part of a
+// device's segment source that reserves address ranges and maps and unmaps their pages (with the
+// leftover pages of Note [Leftover pages]). The block side is stream_arena's (mark_mapped, ...).
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <string>
+#include <vector>
 
+#include "native/block.hpp"
+#include "native/device_context.hpp"
+#include "native/segment_counters.hpp"
+#include "native/segment_map.hpp"
 #include "streampool/config.hpp"
 #include "streampool/driver.hpp"
+#include "streampool/stats.hpp"
 
 namespace streampool::native {
 
@@ -96,5 +104,60 @@ struct vmm_geometry {
 /// of the VMM granularity and 2 MiB, so that every page boundary is a 2 MiB granule boundary of
 /// the segment map (Note [Pointer lookup]).
 [[nodiscard]] vmm_geometry make_vmm_geometry(const device_info& info, const allocator_config& config) noexcept;
+
+/// The expandable segments of one device: whether the device has VMM (probed at first use, with
+/// the fallback to normal segments), growth in place, shrinking, and the leftover pages. Device
+/// mutex (and the lock of the arena concerned) held for everything.
+class expandable_segments {
+ public:
+  /// `vmm_warned` is the allocator's "expandable segments fell back" warning flag (one warning).
+  expandable_segments(device_context& device, segment_map& segments, segment_counters& counters,
+                      std::atomic<bool>& vmm_warned);
+
+  /// True while the device uses expandable segments; the first call probes the device (a device
+  /// without VMM falls back to normal segments for good, with one warning).
+  /// @throws cuda_error when the device cannot be queried
+  [[nodiscard]] bool enabled();
+  /// Growth for a request of `rounded` bytes (the new-segment step of the OOM ladder): a free
+  /// block of >= `rounded` bytes in no list, nullptr when out of memory — or when vmm_reserve
+  /// said not_supported just now, after which enabled() is false. The caller checked the cap.
+  /// @throws cuda_error on other driver errors (Note [Leftover pages] for what is kept)
+  [[nodiscard]] block* grow(stream_arena& a, std::size_t rounded, bool small);
+  /// Gives back every wholly free page of the arena's expandable segments (release_cached) and
+  /// frees reservations left with nothing mapped. @throws cuda_error (the page stays mapped)
+  void unmap_free_pages(stream_arena& a);
+  /// Gives back the leftover pages the driver takes now (Note [Leftover pages]).
+  void release_leftovers() noexcept;
+  /// Allocator teardown: unmaps, releases and frees a reservation (status form).
+  void release_at_exit(const segment& seg) noexcept;
+  /// The leftover pages, for a snapshot.
+  void append_leftovers(std::vector<leftover_page_info>& out) const;
+
+ private:
+  enum class vmm_mode : std::uint8_t { unknown, on, off };
+
+  void fall_back_to_normal_segments(const std::string& reason);
+  [[nodiscard]] block* reserve_segment(stream_arena& a, bool small, std::size_t rounded);
+  [[nodiscard]] block* map_pages(stream_arena& a, block* b, std::size_t bytes);
+  void unmap_block(stream_arena& a, segment& seg, block* b);
+  void destroy(stream_arena& a, segment* seg);
+  void count_mapping(const stream_arena& a, const segment& seg, std::uintptr_t lo, std::size_t bytes, bool mapped);
+  // leftover pages (Note [Leftover pages])
+  void give_back(segment& seg, std::size_t first, std::size_t mapped, std::size_t count) noexcept;
+  [[nodiscard]] bool retire(leftover_page& page) noexcept;
+  [[nodiscard]] std::size_t take_leftovers(vmm_handle_t* handles, std::size_t wanted, std::size_t page) noexcept;
+  void keep_leftover(const leftover_page& page) noexcept;
+  [[nodiscard]] bool leftover_in(std::uintptr_t lo, std::size_t bytes) const noexcept;
+
+  device_context* device_;
+  driver* drv_;
+  int index_;
+  segment_map* segments_;
+  segment_counters* counters_;
+  std::atomic<bool>* vmm_warned_;
+  vmm_mode mode_;
+  vmm_geometry geometry_;
+  std::vector<leftover_page> leftovers_;
+};
 
 }  // namespace streampool::native

@@ -15,9 +15,11 @@ namespace streampool::native {
 // them (register saves and restores, the call, and no inlining across it), and the pair used to
 // make six such calls (allocator -> arena -> best fit -> split, free -> merge). So the functions of
 // the hit path live here together: alloc_found and free_block are always inlined (their cold
-// callers elsewhere go through allocate_block and free_block_out_of_line), and try_allocate and
+// callers elsewhere go through allocate_block and complete_pending), and try_allocate and
 // free_request are inlined into do_allocate and do_deallocate. The slow entry, events and
-// deferred frees stay in native_allocator.cpp and stream_arena.cpp.
+// deferred frees stay in native_allocator.cpp, event_queues.cpp and stream_arena.cpp; the hot
+// statistics are inline in arena_stats.hpp, and the arena reaches its device's policy, trace and
+// counters through one pointer (device_context), as it did when they were device_state's.
 
 // --- stream_arena ------------------------------------------------------------------------------------
 
@@ -27,7 +29,7 @@ inline block* stream_arena::alloc_found(block* b, std::size_t rounded, std::size
   const bool small = seg->small;
   const bool counts_split = !seg->expandable;  // inactive_split ignores expandable blocks (§2.14)
   const bool was_split = b->is_split();
-  if (device_->policy().should_split(small || seg->expandable, b->size, rounded)) {
+  if (device_->policy->should_split(small || seg->expandable, b->size, rounded)) {
     block* rest = new_block();
     rest->ptr = b->ptr + rounded;
     rest->size = b->size - rounded;
@@ -39,31 +41,31 @@ inline block* stream_arena::alloc_found(block* b, std::size_t rounded, std::size
     b->size = rounded;
     insert_free(rest);
     if (counts_split && was_split) {
-      sub_stat(arena_stat_kind::inactive_split_bytes, small, static_cast<std::int64_t>(rounded));
+      stats_.sub(arena_stat_kind::inactive_split_bytes, small, static_cast<std::int64_t>(rounded));
     } else if (counts_split) {
-      add_stat(arena_stat_kind::inactive_split, small, 1);
-      add_stat(arena_stat_kind::inactive_split_bytes, small, static_cast<std::int64_t>(rest->size));
+      stats_.add(arena_stat_kind::inactive_split, small, 1);
+      stats_.add(arena_stat_kind::inactive_split_bytes, small, static_cast<std::int64_t>(rest->size));
     }
   } else if (was_split && counts_split) {
-    sub_stat(arena_stat_kind::inactive_split, small, 1);
-    sub_stat(arena_stat_kind::inactive_split_bytes, small, static_cast<std::int64_t>(b->size));
+    stats_.sub(arena_stat_kind::inactive_split, small, 1);
+    stats_.sub(arena_stat_kind::inactive_split_bytes, small, static_cast<std::int64_t>(b->size));
   }
   b->allocated = true;
   b->requested_size = requested;
   const auto size = static_cast<std::int64_t>(b->size);
-  add_stat(arena_stat_kind::allocation, small, 1);
-  add_stat(arena_stat_kind::allocated_bytes, small, size);
+  stats_.add(arena_stat_kind::allocation, small, 1);
+  stats_.add(arena_stat_kind::allocated_bytes, small, size);
   // Active is derived; with frees pending it may pass its peak here (Note [Derived active counters]).
-  if (pending_blocks_ != 0) [[unlikely]] raise_active_peaks();
-  add_stat(arena_stat_kind::requested_bytes, small, static_cast<std::int64_t>(requested));
-  if (device_->policy().is_oversize(b->size)) [[unlikely]] change_oversize(1);
+  if (stats_.has_pending()) [[unlikely]] stats_.raise_active_peaks();
+  stats_.add(arena_stat_kind::requested_bytes, small, static_cast<std::int64_t>(requested));
+  if (device_->policy->is_oversize(b->size)) [[unlikely]] stats_.change_oversize(1);
   live_.insert(b->ptr, b);
-  device_->trace().record(trace_action::alloc, device_->index(), b->ptr, requested, stream_, pool_id_);
+  device_->trace.record(trace_action::alloc, device_->index, b->ptr, requested, stream_, pool_id_);
   return b;
 }
 
 inline void stream_arena::free_block(block* b) {
-  device_->trace().record(trace_action::free_completed, device_->index(), b->ptr, b->requested_size, stream_,
+  device_->trace.record(trace_action::free_completed, device_->index, b->ptr, b->requested_size, stream_,
                           pool_id_);
   const bool small = b->seg->small;
   const auto requested = static_cast<std::int64_t>(b->requested_size);
@@ -85,11 +87,11 @@ inline void stream_arena::free_block(block* b) {
     split_bytes += static_cast<std::int64_t>(b->size);
   }
   if (!b->seg->expandable) {  // inactive_split ignores expandable blocks (docs/pytorch-compatibility.md §2.14)
-    if (split_blocks != 0) change(arena_stat_kind::inactive_split, small, split_blocks);
-    if (split_bytes != 0) change(arena_stat_kind::inactive_split_bytes, small, split_bytes);
+    if (split_blocks != 0) stats_.change(arena_stat_kind::inactive_split, small, split_blocks);
+    if (split_bytes != 0) stats_.change(arena_stat_kind::inactive_split_bytes, small, split_bytes);
   }
   // Active falls with allocation (free_request) or with pending (complete_pending).
-  sub_stat(arena_stat_kind::requested_bytes, small, requested);
+  stats_.sub(arena_stat_kind::requested_bytes, small, requested);
 }
 
 inline block* stream_arena::try_allocate_inline(std::size_t rounded, std::size_t requested) {
@@ -98,10 +100,12 @@ inline block* stream_arena::try_allocate_inline(std::size_t rounded, std::size_t
     b = small_.find(rounded);
     if (b != nullptr && b->seg->expandable) b = prefer_without_tail(b, true);
   } else {
-    if (device_->gc_enabled()) device_->gc_clock.fetch_add(1, std::memory_order_relaxed);  // docs/pytorch-compatibility.md §2.6
+    if (device_->gc_enabled.load(std::memory_order_relaxed)) {
+      device_->gc_clock.fetch_add(1, std::memory_order_relaxed);  // docs/pytorch-compatibility.md §2.6
+    }
     b = large_.lower_bound(rounded);
     if (b != nullptr && b->seg->expandable) b = prefer_without_tail(b, false);
-    if (b != nullptr && !device_->policy().may_reuse(b->size, rounded)) b = nullptr;
+    if (b != nullptr && !device_->policy->may_reuse(b->size, rounded)) b = nullptr;
   }
   if (b == nullptr) return nullptr;
   reserve_blocks();
@@ -123,7 +127,7 @@ inline void stream_arena::free_request(block* b) {
   // Note [Failed frees]: events first, so that a failure leaves the block allocated.
   if (!b->uses.empty() && !device_->capture_underway()) [[unlikely]] {
     try {
-      record_events(b);
+      events_.record(b);
     } catch (...) {
       live_.insert(b->ptr, b);  // back where take_live found it (its slot is still free: no allocation)
       throw;
@@ -131,27 +135,27 @@ inline void stream_arena::free_request(block* b) {
   }
   const bool small = b->seg->small;
   const auto size = static_cast<std::int64_t>(b->size);
-  sub_stat(arena_stat_kind::allocation, small, 1);
-  sub_stat(arena_stat_kind::allocated_bytes, small, size);
-  if (device_->policy().is_oversize(b->size)) [[unlikely]] change_oversize(-1);
-  device_->trace().record(trace_action::free_requested, device_->index(), b->ptr, b->requested_size, stream_,
+  stats_.sub(arena_stat_kind::allocation, small, 1);
+  stats_.sub(arena_stat_kind::allocated_bytes, small, size);
+  if (device_->policy->is_oversize(b->size)) [[unlikely]] stats_.change_oversize(-1);
+  device_->trace.record(trace_action::free_requested, device_->index, b->ptr, b->requested_size, stream_,
                           pool_id_);
   b->allocated = false;
   if (b->event_count == 0 && b->uses.empty()) [[likely]] {
     free_block(b);
     return;
   }
-  change_pending(small, 1, size);  // still active (Note [Derived active counters])
+  stats_.change_pending(small, 1, size);  // still active (Note [Derived active counters])
   if (b->event_count != 0) return;  // waits for the events recorded above
   {
     // Note [Deferred frees during capture] in native_allocator.hpp.
-    device_->captures().defer(b);
+    device_->captures->defer(b);
     b->deferred = true;
   }
 }
 
 void stream_arena::complete_pending(block* b) {
-  change_pending(b->seg->small, -1, -static_cast<std::int64_t>(b->size));
+  stats_.change_pending(b->seg->small, -1, -static_cast<std::int64_t>(b->size));
   free_block(b);
 }
 

@@ -72,7 +72,7 @@ void native_allocator::check_stream_device(const stream_arena& a, const block& b
   int device = -1;
   const drv_result result = device_driver().stream_get_device(stream, &device);
   if (result.code == status::not_supported) return;
-  const int owner = a.device().index();
+  const int owner = a.device().index;
   if (result.ok() && device == owner) [[likely]] return;
   const std::string head = "streampool: record_stream(" + detail::format_pointer(b.ptr) + ", " +
                            detail::format_pointer(stream) + "): ";
@@ -176,7 +176,7 @@ int native_allocator::pool_use_count(mempool_id pool, int device) const {
   return devices_.at(static_cast<std::size_t>(device))->pool_use_count(pool);
 }
 std::uint64_t native_allocator::pending_events(int device) const {
-  return devices_.at(static_cast<std::size_t>(device))->pending_events.load(std::memory_order_relaxed);
+  return devices_.at(static_cast<std::size_t>(device))->pending_events();
 }
 std::size_t native_allocator::events_created(int device) const {
   return devices_.at(static_cast<std::size_t>(device))->events().created();

@@ -1,7 +1,11 @@
 // oom_ladder.cpp — an allocation that found no free block (docs/pytorch-compatibility.md §2.3 steps 4–5): garbage
 // collection, a new segment (or expandable growth), release of oversize blocks, release of
 // everything cached and a retry, and finally the out-of-memory error with the figures of Note
-// [OOM message] (plus Note [OOM during capture] when a capture is underway).
+// [OOM message] (plus Note [OOM during capture] when a capture is underway). Also empty_cache,
+// the same release of everything cached (docs/pytorch-compatibility.md §2.12), which ends with the deletion of dead private
+// pools (capture_arenas.cpp).
+// The segment source carries each step out; this file decides the order and holds the locks.
+#include <algorithm>
 #include <map>
 #include <string>
 
@@ -14,45 +18,72 @@ namespace streampool::native {
 
 block* device_state::allocate_slow(stream_arena& a, std::size_t rounded, std::size_t requested) {
   const bool small = size_policy::is_small(rounded);
-  const std::size_t alloc_size = policy_->allocation_size(rounded);
   // Note [Deferred frees during capture]: while a capture is underway nothing may cudaFree or
   // query/synchronise events, so the steps that release memory are skipped (PyTorch skips only
   // the last one; its GC and oversize release would call cudaFree during the capture).
   const bool capture = capture_underway();
-  if (!capture && gc_enabled()) garbage_collect(&a);
+  if (!capture && context_.gc_enabled.load(std::memory_order_relaxed)) {
+    if (const std::size_t target = source_.gc_target(); target != 0) {  // docs/pytorch-compatibility.md §2.11
+      auto locks = lock_arenas(&a);
+      source_.garbage_collect(arenas_, target);
+    }
+  }
   // grow(): a new segment, or expandable growth (Note [Expandable segments] in expandable.hpp).
-  block* b = grow(a, rounded, small);
-  if (b == nullptr && !capture && !small && policy_->max_split_set() && release_available(a, rounded)) {
-    b = grow(a, rounded, small);
+  block* b = source_.grow(a, rounded, small);
+  if (b == nullptr && !capture && !small && context_.policy->max_split_set() && source_.release_available(a, rounded)) {
+    b = source_.grow(a, rounded, small);
   }
   if (b == nullptr && !capture) {
     release_cached(&a);
     ++counters_.num_alloc_retries;
-    b = grow(a, rounded, small);
+    b = source_.grow(a, rounded, small);
   }
-  if (b == nullptr) throw_oom(a, requested, rounded, alloc_size);
+  if (b == nullptr) throw_oom(a, requested, rounded, context_.policy->allocation_size(rounded));
   return a.allocate_block(b, rounded, requested);
+}
+
+void device_state::release_cached(const stream_arena* held) {
+  process_deferred(held);
+  synchronize_all_events(held);
+  source_.release_leftovers();  // Note [Leftover pages] in expandable.hpp
+  for (auto& a : arenas_) {
+    std::unique_lock<hybrid_mutex> lock;
+    if (a.get() != held) lock = std::unique_lock(a->mutex());
+    if (a->pool() != nullptr && !a->pool()->freeable()) continue;
+    source_.release_free(*a);
+  }
+  delete_dead_pools();
+}
+
+bool device_state::empty_cache() {
+  std::lock_guard lock(mutex_);
+  // Note [Deferred frees during capture]: no event sync or cudaFree while a capture is underway.
+  if (capture_underway()) return false;
+  release_cached(nullptr);
+  return true;
 }
 
 void device_state::throw_oom(stream_arena& a, std::size_t requested, std::size_t rounded, std::size_t alloc_size) {
   detail::oom_figures f;
+  driver& drv = *context_.drv;
   f.device = index_;
   f.requested = requested;
   f.alloc_size = alloc_size;
-  if (!driver_->mem_get_info(index_, &f.device_free, &f.device_total).ok()) {
+  if (!drv.mem_get_info(index_, &f.device_free, &f.device_total).ok()) {
     f.device_free = 0;
-    f.device_total = total_memory_;
+    f.device_total = source_.known_total_memory();
   }
-  f.allowed = allowed_bytes();
-  f.reserved = static_cast<std::size_t>(counters_.reserved_bytes[0].current);
-  f.expandable_segments = config_->expandable_segments;
-  f.max_split_size_set = policy_->max_split_set();
+  f.allowed = source_.allowed_bytes();
+  f.reserved = source_.counters().reserved();
+  f.expandable_segments = context_.config->expandable_segments;
+  f.max_split_size_set = context_.policy->max_split_set();
   f.backend = "native";
   {
     auto locks = lock_arenas(&a);
     std::map<stream_t, std::size_t> per_stream;
     for (auto& arena : arenas_) {
-      f.allocated += static_cast<std::size_t>(arena->current(stat_index(arena_stat_kind::allocated_bytes, stat_pool::all)));
+      f.allocated += static_cast<std::size_t>(
+          arena->counters().current(stat_index(arena_stat_kind::allocated_bytes, stat_pool::all)));
       if (arena->pool() != nullptr) f.private_pool_free += arena->free_bytes();
       if (arena->free_bytes() != 0) per_stream[arena->stream()] += arena->free_bytes();
       if (const block* largest = arena->largest_free()) {
@@ -61,7 +92,7 @@ void device_state::throw_oom(stream_arena& a, std::size_t requested, std::size_t
     }
     f.cached_per_stream.assign(per_stream.begin(), per_stream.end());
   }
-  trace_.record(trace_action::oom, index_, f.device_free, rounded, a.stream(), a.pool_id());
+  context_.trace.record(trace_action::oom, index_, f.device_free, rounded, a.stream(), a.pool_id());
   ++counters_.num_ooms;
   std::string message = detail::build_oom_message(f);
   if (capture_underway()) message += capture_oom_note(a);

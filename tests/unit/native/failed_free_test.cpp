@@ -1,5 +1,5 @@
 // A deallocate that throws leaves the state unchanged (allocator.hpp; Note [Failed frees] in
-// src/native/stream_arena.cpp): when the events of a record_stream'ed block cannot be created or
+// src/native/event_queues.cpp): when the events of a record_stream'ed block cannot be created or
 // recorded, the block stays allocated, nothing is counted as freed, no event is left pending, and
 // the free succeeds when retried. Formerly known_bugs.NativeDeallocateThatThrowsLeavesTheBlockLive.
 #include <gtest/gtest.h>
