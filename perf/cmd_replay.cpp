@@ -10,6 +10,7 @@
 #include "commands.hpp"
 #include "replay_run.hpp"
 #include "report.hpp"
+#include "sim_pool_estimate.hpp"
 #include "size_parse.hpp"
 #include "svg_plot.hpp"
 
@@ -29,7 +30,8 @@ std::vector<column> replay_columns() {
           {"replayed", "replayed", col_kind::count, false},
           {"skipped_frees", "skipped frees", col_kind::count, false},
           {"leak_check", "leak check", col_kind::text},
-          {"error", "error", col_kind::text}};
+          {"error", "error", col_kind::text},
+          estimate_column()};
 }
 
 std::vector<cell> replay_row(const std::string& backend, const std::string& config, const replay_outcome& o,
@@ -39,7 +41,8 @@ std::vector<cell> replay_row(const std::string& backend, const std::string& conf
   const double ratio = r.peak_allocated > 0 ? static_cast<double>(r.peak_reserved) / static_cast<double>(r.peak_allocated) : 0.0;
   return {backend, config, static_cast<std::int64_t>(r.peak_requested), static_cast<std::int64_t>(r.peak_allocated),
           static_cast<std::int64_t>(r.peak_reserved), ratio, r.device_mallocs, seconds,
-          static_cast<std::int64_t>(r.replayed), static_cast<std::int64_t>(r.skipped_frees), o.leak, o.error};
+          static_cast<std::int64_t>(r.replayed), static_cast<std::int64_t>(r.skipped_frees), o.leak, o.error,
+          estimate_cell(o.estimate)};
 }
 
 }  // namespace
@@ -74,6 +77,7 @@ int cmd_replay(const args_t& args) {
   int status = exit_ok;
   progress_line progress(opts.quiet);
   replay_result recorded;
+  bool estimates_noted = false;
   for (std::size_t b = 0; b < backends.size(); ++b) {
     const backend_spec& spec = backends[b];
     std::vector<double> times;
@@ -102,6 +106,8 @@ int cmd_replay(const args_t& args) {
     if (!o.error.empty() || o.leak != "ok") status = exit_failed;
     if (o.error.empty()) recorded = o.result;
     t.rows.push_back(replay_row(spec.name, spec.config_label(), o, times[times.size() / 2]));
+    if (o.estimate && !estimates_noted) out.notes.push_back(estimate_note());
+    estimates_noted = estimates_noted || o.estimate;
   }
   progress.finish();
 

@@ -1,0 +1,24 @@
+// sim_pool_estimate.hpp — which replay figures come from the sim's model of CUDA's stream-ordered
+// pool (the cudaMallocAsync backend and the async-raw peer on the sim driver), and how the reports
+// mark them: an estimate within sim_pool_peak_error of the real pool (Note [Sim pool model]).
+#pragma once
+
+#include <string>
+
+#include "report.hpp"
+#include "streampool/allocator.hpp"
+
+namespace streampool::bench {
+
+/// True for allocators whose device memory is a stream-ordered pool (cudaMallocAsync, async-raw).
+[[nodiscard]] bool uses_stream_ordered_pool(const allocator& alloc);
+
+/// The column that carries the mark: "peak_reserved_error", the relative bound of the peak
+/// reserved figure (0.06 for a sim pool estimate, 0 for a figure that is not one), shown "±6%" / "-".
+[[nodiscard]] column estimate_column();
+/// Its cell for a figure that is (or is not) a sim pool estimate.
+[[nodiscard]] cell estimate_cell(bool estimate);
+/// The note printed above a table holding sim pool estimates.
+[[nodiscard]] std::string estimate_note();
+
+}  // namespace streampool::bench
