@@ -28,7 +28,7 @@ namespace streampool {
 // What the H200 (driver 580, CUDA 13.0) shows, from a probe that replays alloc/free sequences
 // through cudaMallocAsync on the default pool (release threshold UINT64_MAX) and prints the
 // pool's reserved bytes and the allocation's offset whenever reserved changes (five training
-// traces and controlled sequences; tests/data/driver/pool/README.md):
+// traces; tests/data/driver/pool/README.md):
 //  - blocks are 512 B aligned and packed; used_mem counts the exact bytes requested;
 //  - reserved grows in 32 MiB units, and one request can straddle them: 10 MiB, 10 MiB, then
 //    30.3 MiB gives reserved 32, 32, 64 MiB with the third block at offset 20.2 MiB, i.e. the
@@ -42,13 +42,15 @@ namespace streampool {
 //    split, when it fits, rather than into the best-fitting block (four traces show 256 B-168 KiB
 //    requests landing there while a smaller hole was free);
 //  - otherwise the best-fitting free block (smallest, then lowest address) is used.
-// The sim follows exactly these rules. The real pool has more we could not pin down (its growth
-// points drift from these rules after some hundred operations, and it sometimes maps granules
-// in the middle of the range), so the sim's peak reserved is an estimate: the error measured on
-// each probed trace is in docs/benchmarks.md and pool_model_error (sim_pool_model.hpp users:
-// the harness marks these figures as estimates). Trimming (release threshold, pool_trim_to,
-// destroyed pools) unmaps granules that hold no live byte and no pending free, highest first;
-// a free block at the end whose granules are all unmapped goes back to the unused tail.
+// The sim follows exactly these rules. The real pool has more that the measurements do not pin
+// down (its growth points drift from these rules after tens to hundreds of operations, and it
+// sometimes grows while placing a block in the middle of the range), so the sim's peak reserved
+// is an estimate: -5.4% to +4.1% on the five probed traces (docs/benchmarks.md); the bound
+// sim_pool_peak_error (streampool/sim_driver.hpp) is what the harness prints with these figures
+// and what tests/unit/pool_model checks. Trimming (release threshold, pool_trim_to, destroyed
+// pools) unmaps granules that hold no live byte and no pending free, highest first (the probes
+// kept everything, so this part is not measured); a free block at the end whose granules are
+// all unmapped goes back to the unused tail.
 namespace {
 
 constexpr std::size_t granule = sim::pool_chunk_unit;
