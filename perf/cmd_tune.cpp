@@ -13,7 +13,6 @@
 #include "sim_pool_estimate.hpp"
 #include "size_parse.hpp"
 #include "streampool/errors.hpp"
-#include "streampool/sim_driver.hpp"
 
 namespace streampool::bench {
 namespace {
@@ -42,34 +41,6 @@ struct candidate {
 std::string env_line(const std::string& text) {
   const bool plain = text.find_first_of("[]>*?;&|<$ '\"") == std::string::npos;
   return "STREAMPOOL_ALLOC_CONF=" + (plain ? text : "'" + text + "'");
-}
-
-/// Note [Ranking on estimates]: a candidate on the sim pool has an estimated peak reserved
-/// (±sim_pool_peak_error); where that band overlaps the recommendation's figure, the order of the
-/// two is not known, and the footer says so.
-std::vector<std::string> estimate_ranking_notes(const std::vector<candidate*>& ranked, const candidate* best) {
-  std::vector<std::string> lines;
-  const auto band = [](const candidate* c) {
-    const double peak = static_cast<double>(c->outcome.result.peak_reserved);
-    const double error = c->outcome.estimate ? sim_pool_peak_error : 0.0;
-    return std::pair{peak * (1.0 - error), peak * (1.0 + error)};
-  };
-  const auto label = [](const candidate* c) { return c->text.empty() ? std::string("(default)") : c->text; };
-  const auto [best_low, best_high] = band(best);
-  for (const candidate* c : ranked) {
-    if (!c->outcome.error.empty() || (!c->outcome.estimate && !best->outcome.estimate) || c == best) continue;
-    const auto [low, high] = band(c);
-    if (low <= best_high && best_low <= high) {
-      lines.push_back("note: " + label(c) + " and the recommendation " + label(best) +
-                      " are within the sim pool's estimate error (±" + fixed(sim_pool_peak_error * 100.0, 0) +
-                      "%): which of the two reserves less is not certain");
-    }
-  }
-  if (best->outcome.estimate) {
-    lines.push_back("note: the recommended config's peak reserved is a sim pool estimate (±" +
-                    fixed(sim_pool_peak_error * 100.0, 0) + "%); confirm it on the device with replay --driver cuda");
-  }
-  return lines;
 }
 
 }  // namespace
@@ -201,9 +172,14 @@ int cmd_tune(const args_t& args) {
     }
     out.meta.emplace_back("recommended_config", best->text);
     out.meta.emplace_back("recommended_peak_reserved_error", estimate_cell(best->outcome.estimate));
-    for (const std::string& line : estimate_ranking_notes(ranked, best)) out.footer.push_back(line);
     out.footer.push_back(best->text.empty() ? "recommended: the default config (leave STREAMPOOL_ALLOC_CONF unset)"
                                             : "recommended: " + env_line(best->text) + versus);
+    std::vector<ranked_figure> figures;
+    for (const candidate* c : ranked) {
+      if (!c->outcome.error.empty()) continue;
+      figures.push_back({c->text.empty() ? "(default)" : c->text, c->outcome.result.peak_reserved, c->outcome.estimate});
+    }
+    for (std::string& line : estimate_ranking_notes(figures)) out.footer.push_back(std::move(line));
   }
   emit(out, opts);
   return status;

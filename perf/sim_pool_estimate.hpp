@@ -3,7 +3,9 @@
 // mark them: an estimate within sim_pool_peak_error of the real pool (Note [Sim pool model]).
 #pragma once
 
+#include <cstddef>
 #include <string>
+#include <vector>
 
 #include "report.hpp"
 #include "streampool/allocator.hpp"
@@ -20,5 +22,18 @@ namespace streampool::bench {
 [[nodiscard]] cell estimate_cell(bool estimate);
 /// The note printed above a table holding sim pool estimates.
 [[nodiscard]] std::string estimate_note();
+
+/// One ranked candidate's figure, best (lowest peak reserved) first.
+struct ranked_figure {
+  std::string label;
+  std::size_t peak_reserved = 0;
+  bool estimate = false;
+};
+
+/// Note [Ranking on estimates]: footer notes for a ranking whose first entry is the recommendation.
+/// An estimate's true figure lies within ±sim_pool_peak_error; each candidate whose band overlaps
+/// the recommendation's gets a note that their order is not certain, and a recommendation that is
+/// itself an estimate gets one saying how to confirm it.
+[[nodiscard]] std::vector<std::string> estimate_ranking_notes(const std::vector<ranked_figure>& ranked);
 
 }  // namespace streampool::bench

@@ -71,5 +71,22 @@ TEST(SimPoolEstimate, TableAndJsonCarryTheBound) {
   EXPECT_NE(json.find("\"peak_reserved_error\": 0}"), std::string::npos) << json;
 }
 
+TEST(SimPoolEstimate, RankingNotesWhereAnEstimateOverlapsTheRecommendation) {
+  const std::size_t mib = std::size_t{1} << 20;
+  const std::size_t near = static_cast<std::size_t>(1000.0 * (1.0 + sim_pool_peak_error / 2)) * mib;
+  const std::size_t far = static_cast<std::size_t>(1000.0 * (1.0 + sim_pool_peak_error * 3)) * mib;
+  auto notes = estimate_ranking_notes({{"A", 1000 * mib, false}, {"pool", near, true}, {"B", near, false}});
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find("pool and the recommendation A"), std::string::npos) << notes[0];
+  EXPECT_TRUE(estimate_ranking_notes({{"A", 1000 * mib, false}, {"pool", far, true}}).empty())
+      << "an estimate well behind the recommendation changes nothing";
+  notes = estimate_ranking_notes({{"pool", 1000 * mib, true}, {"A", near, false}, {"B", far, false}});
+  ASSERT_EQ(notes.size(), 2u);
+  EXPECT_NE(notes[0].find("A and the recommendation pool"), std::string::npos) << notes[0];
+  EXPECT_NE(notes[1].find("confirm it on the device"), std::string::npos) << notes[1];
+  EXPECT_TRUE(estimate_ranking_notes({{"A", 1000 * mib, false}, {"B", 1001 * mib, false}}).empty());
+  EXPECT_TRUE(estimate_ranking_notes({}).empty());
+}
+
 }  // namespace
 }  // namespace streampool::bench
