@@ -229,16 +229,20 @@ void sim_driver::state::trim(sim::pool_rec& pool, std::size_t keep, bool force) 
   if (last == nullptr || !last->free || !(force || last->settled || stream_done(last->stream, last->target))) {
     return;
   }
-  const std::size_t keep_end = sim::round_up(last->addr - range.base, granule);
-  for (std::size_t g = keep_end / granule; g < range.mapped.size(); ++g) {
+  const std::size_t start = last->addr - range.base;
+  const std::size_t cut = sim::round_up(start, granule);  // where its first whole granule begins
+  if (cut >= range.size) {
+    return;
+  }
+  for (std::size_t g = cut / granule; g < range.mapped.size(); ++g) {
     if (range.mapped[g]) {
       return;
     }
   }
   remove_free(pool, last);
-  if (keep_end > last->addr - range.base) {
-    last->size = keep_end - (last->addr - range.base);
-    range.size = keep_end;
+  if (cut > start) {
+    last->size = cut - start;
+    range.size = cut;
     insert_free(pool, last);
     return;
   }

@@ -220,6 +220,29 @@ TEST_F(sim_pool, trim_to_releases_idle_completed_chunks_only) {
   EXPECT_EQ(reserved(), 0u);
 }
 
+TEST_F(sim_pool, trimming_gives_an_unmapped_end_back_to_the_unused_tail) {
+  keep_everything();
+  void* live = alloc(10 * mib, s1_);
+  void* end = alloc(40 * mib, s1_);  // [10, 50) MiB: granules 0 and 1
+  release(end, s1_);
+  sim().complete(s1_);
+  ASSERT_TRUE(ok(sim().pool_trim_to(pool_, 0)));
+  EXPECT_EQ(reserved(), 32 * mib) << "granule 1 held only free bytes";
+  EXPECT_EQ(alloc(20 * mib, s1_), end) << "the part of the free end block in granule 0 stays a free block";
+  EXPECT_EQ(reserved(), 32 * mib);
+  void* next = alloc(4 * mib, s1_);  // [30, 34) MiB
+  EXPECT_EQ(address(next), address(end) + 20 * mib) << "the range went on from there";
+  EXPECT_EQ(reserved(), 64 * mib) << "granule 1 mapped again";
+  release(end, s1_);
+  release(next, s1_);
+  release(live, s1_);
+  sim().complete(s1_);
+  ASSERT_TRUE(ok(sim().pool_trim_to(pool_, 0)));
+  EXPECT_EQ(reserved(), 0u);
+  EXPECT_EQ(alloc(mib, s1_), live) << "with everything unmapped the range starts over";
+  EXPECT_EQ(reserved(), 32 * mib);
+}
+
 TEST_F(sim_pool, attributes_follow_the_cuda_rules) {
   EXPECT_EQ(attr(pool_, pool_attr::release_threshold), 0u);
   for (const pool_attr flag : {pool_attr::reuse_follow_event_dependencies, pool_attr::reuse_allow_opportunistic,
