@@ -1,7 +1,8 @@
 // pool_probe_replay_test.cpp — replays the pool probe's op sequences (tests/data/driver/pool/)
 // through the real driver's default pool, as the probe did, and checks that the device prints
 // exactly the growth lines committed there: the measurement the sim pool is checked against
-// (tests/unit/pool_model) is reproducible through streampool's driver layer. Skips (with the
+// (tests/unit/pool_model) is reproducible through streampool's driver layer (growth lines for
+// one-stream sequences, the peaks for all). Skips (with the
 // reason) without a device, on a device other than an H200, or when the default pool holds
 // memory it cannot give back.
 #include <gtest/gtest.h>
@@ -60,15 +61,22 @@ class gpu_pool_probe : public ::testing::TestWithParam<std::string> {
 TEST_P(gpu_pool_probe, DeviceGrowsExactlyAsMeasured) {
   const std::string base = pool_probe::data_dir() + "/" + GetParam();
   const pool_probe::measured expected = pool_probe::read_growth(base + ".growth.txt");
-  const pool_probe::measured device = pool_probe::replay(*driver_, pool_, streams_, pool_probe::read_ops(base + ".ops.gz"));
+  const std::vector<pool_probe::op> ops = pool_probe::read_ops(base + ".ops.gz");
+  const pool_probe::measured device = pool_probe::replay(*driver_, pool_, streams_, ops);
   const std::size_t prefix = pool_probe::agreeing_prefix(device, expected);
   std::printf("%-16s committed peak %llu, device peak %llu; %zu of %zu growth lines identical\n", GetParam().c_str(),
               static_cast<unsigned long long>(expected.peak_reserved),
               static_cast<unsigned long long>(device.peak_reserved), prefix, expected.lines.size());
   EXPECT_EQ(device.peak_reserved, expected.peak_reserved);
   EXPECT_EQ(device.peak_used, expected.peak_used);
-  EXPECT_EQ(device.lines.size(), expected.lines.size());
-  EXPECT_EQ(prefix, expected.lines.size()) << "first difference at growth line " << prefix + 1;
+  // With one stream the pool's decisions depend on the sequence only. With several, reuse across
+  // streams depends on when the driver sees a free complete, so only the peak is compared.
+  bool one_stream = true;
+  for (const pool_probe::op& o : ops) one_stream = one_stream && o.stream == ops.front().stream;
+  if (one_stream) {
+    EXPECT_EQ(device.lines.size(), expected.lines.size());
+    EXPECT_EQ(prefix, expected.lines.size()) << "first difference at growth line " << prefix + 1;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(H200, gpu_pool_probe, ::testing::ValuesIn(pool_probe::probed_traces()),
