@@ -13,6 +13,20 @@ bool uses_stream_ordered_pool(const allocator& alloc) {
   return alloc.backend_name() == "cudaMallocAsync" || is_raw_async_peer(alloc);
 }
 
+void mark_sim_pool_rows(report& out, table& t, const driver_choice& choice) {
+  if (!choice.sim) return;
+  bool any = false;
+  t.columns.push_back(estimate_column());
+  for (std::vector<cell>& row : t.rows) {
+    const auto* name = row.empty() ? nullptr : std::get_if<std::string>(&row.front());
+    const bool estimate = name != nullptr && (*name == "cudaMallocAsync" || *name == "async-raw");
+    row.resize(t.columns.size() - 1);
+    row.push_back(estimate_cell(estimate));
+    any = any || estimate;
+  }
+  if (any) out.notes.push_back(estimate_note());
+}
+
 column estimate_column() { return {"peak_reserved_error", "resv error", col_kind::error}; }
 
 cell estimate_cell(bool estimate) { return estimate ? sim_pool_peak_error : 0.0; }

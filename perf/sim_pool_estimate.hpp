@@ -23,6 +23,11 @@ namespace streampool::bench {
 /// The note printed above a table holding sim pool estimates.
 [[nodiscard]] std::string estimate_note();
 
+/// For tables with one row per backend (backend name in the first cell): on the sim driver, appends
+/// the estimate column (the sim pool's bound for cudaMallocAsync / async-raw rows, 0 for the others)
+/// and, when a row is an estimate, the note. Does nothing on a real device.
+void mark_sim_pool_rows(report& out, table& t, const driver_choice& choice);
+
 /// One ranked candidate's figure, best (lowest peak reserved) first.
 struct ranked_figure {
   std::string label;

@@ -71,6 +71,34 @@ TEST(SimPoolEstimate, TableAndJsonCarryTheBound) {
   EXPECT_NE(json.find("\"peak_reserved_error\": 0}"), std::string::npos) << json;
 }
 
+TEST(SimPoolEstimate, BackendRowsAreMarkedOnTheSimOnly) {
+  for (const bool sim : {true, false}) {
+    report r;
+    table& t = r.tables.emplace_back();
+    t.columns = {{"backend", "backend", col_kind::text}, {"status", "status", col_kind::text}};
+    t.rows = {{std::string("native"), std::string("ok")},
+              {std::string("cudaMallocAsync"), std::string("ok")},
+              {std::string("async-raw"), std::string("ok")},
+              {std::string("cub"), cell(), std::string("unavailable")}};
+    driver_choice choice;
+    choice.sim = sim;
+    mark_sim_pool_rows(r, t, choice);
+    if (!sim) {
+      EXPECT_EQ(t.columns.size(), 2u) << "a real device's figures are measured, not estimated";
+      EXPECT_TRUE(r.notes.empty());
+      continue;
+    }
+    ASSERT_EQ(t.columns.size(), 3u);
+    EXPECT_EQ(t.columns.back().key, "peak_reserved_error");
+    for (const auto& row : t.rows) ASSERT_EQ(row.size(), 3u);
+    EXPECT_EQ(std::get<double>(t.rows[0][2]), 0.0);
+    EXPECT_EQ(std::get<double>(t.rows[1][2]), sim_pool_peak_error);
+    EXPECT_EQ(std::get<double>(t.rows[2][2]), sim_pool_peak_error);
+    EXPECT_EQ(std::get<double>(t.rows[3][2]), 0.0);
+    ASSERT_EQ(r.notes.size(), 1u);
+  }
+}
+
 TEST(SimPoolEstimate, RankingNotesWhereAnEstimateOverlapsTheRecommendation) {
   const std::size_t mib = std::size_t{1} << 20;
   const std::size_t near = static_cast<std::size_t>(1000.0 * (1.0 + sim_pool_peak_error / 2)) * mib;
