@@ -177,7 +177,8 @@ int cmd_tune(const args_t& args) {
     std::vector<ranked_figure> figures;
     for (const candidate* c : ranked) {
       if (!c->outcome.error.empty()) continue;
-      figures.push_back({c->text.empty() ? "(default)" : c->text, c->outcome.result.peak_reserved, c->outcome.estimate});
+      const std::string label = c->text.empty() ? "(default)" : c->text;
+      figures.push_back({label, c->outcome.result.peak_reserved, c->outcome.estimate});
     }
     for (std::string& line : estimate_ranking_notes(figures)) out.footer.push_back(std::move(line));
   }
