@@ -8,6 +8,7 @@
 #include "isolated_run.hpp"
 #include "latency.hpp"
 #include "report.hpp"
+#include "sim_pool_estimate.hpp"
 #include "size_parse.hpp"
 #include "svg_plot.hpp"
 #include "workloads.hpp"
@@ -152,6 +153,7 @@ int cmd_compare(const args_t& args) {
                       std::to_string(lat.repeat) + " batches; random workload: " + std::to_string(work.count) +
                       " allocations up to 64 MiB (seed " + std::to_string(opts.seed) + ")");
   if (!opts.plot.empty()) write_file(opts.plot, render_svg(chart), "--plot");
+  mark_sim_pool_rows(out, t, choice);
   emit(out, opts);
   return exit_status;
 }

@@ -11,6 +11,7 @@
 #include "commands.hpp"
 #include "replay_run.hpp"
 #include "report.hpp"
+#include "sim_pool_estimate.hpp"
 #include "size_parse.hpp"
 #include "svg_plot.hpp"
 #include "trace_input.hpp"
@@ -31,17 +32,19 @@ std::vector<column> replay_columns() {
           {"replayed", "replayed", col_kind::count, false},
           {"skipped_frees", "skipped frees", col_kind::count, false},
           {"leak_check", "leak check", col_kind::text},
-          {"error", "error", col_kind::text}};
+          {"error", "error", col_kind::text},
+          estimate_column()};
 }
 
 std::vector<cell> replay_row(const std::string& backend, const std::string& config, const replay_outcome& o,
                              double seconds) {
   const replay_result& r = o.result;
-  if (!o.error.empty()) return {backend, config, {}, {}, {}, {}, {}, {}, {}, {}, o.leak, o.error};
+  if (!o.error.empty()) return {backend, config, {}, {}, {}, {}, {}, {}, {}, {}, o.leak, o.error, estimate_cell(false)};
   const double ratio = r.peak_allocated > 0 ? static_cast<double>(r.peak_reserved) / static_cast<double>(r.peak_allocated) : 0.0;
   return {backend, config, static_cast<std::int64_t>(r.peak_requested), static_cast<std::int64_t>(r.peak_allocated),
           static_cast<std::int64_t>(r.peak_reserved), ratio, r.device_mallocs, seconds,
-          static_cast<std::int64_t>(r.replayed), static_cast<std::int64_t>(r.skipped_frees), o.leak, o.error};
+          static_cast<std::int64_t>(r.replayed), static_cast<std::int64_t>(r.skipped_frees), o.leak, o.error,
+          estimate_cell(o.estimate)};
 }
 
 }  // namespace
@@ -85,6 +88,7 @@ int cmd_replay(const args_t& args) {
   int status = exit_ok;
   progress_line progress(opts.quiet);
   const bool children = child_rows_enabled() && !opts.in_process;  // Note [Rows in child processes]
+  bool estimates_noted = false;
   for (std::size_t b = 0; b < backends.size(); ++b) {
     const backend_spec& spec = backends[b];
     if (children) {
@@ -100,6 +104,10 @@ int cmd_replay(const args_t& args) {
       }
       if (child.got.status != exit_ok) status = exit_failed;
       for (auto& row : child.got.rows) t.rows.push_back(std::move(row));
+      // The child marked its rows; the note above the table is the parent's (sim pool rows only).
+      const bool estimate = choice.sim && (spec.name == "cudaMallocAsync" || spec.name == "async-raw");
+      if (estimate && !estimates_noted) out.notes.push_back(estimate_note());
+      estimates_noted = estimates_noted || estimate;
       for (line_series& series : child.got.series) {
         series.color = static_cast<int>(b);
         chart.series.push_back(std::move(series));
@@ -132,6 +140,8 @@ int cmd_replay(const args_t& args) {
     std::sort(times.begin(), times.end());
     if (!o.error.empty() || o.leak != "ok") status = exit_failed;
     t.rows.push_back(replay_row(spec.name, spec.config_label(), o, times[times.size() / 2]));
+    if (o.estimate && !estimates_noted) out.notes.push_back(estimate_note());
+    estimates_noted = estimates_noted || o.estimate;
   }
   progress.finish();
   if (is_row_child()) {  // a row's child process: the parent prints the report

@@ -16,6 +16,7 @@
 #include "commands.hpp"
 #include "replay_run.hpp"
 #include "report.hpp"
+#include "sim_pool_estimate.hpp"
 #include "size_parse.hpp"
 #include "streampool/errors.hpp"
 #include "trace_input.hpp"
@@ -219,7 +220,11 @@ int cmd_tune(const args_t& args) {
                {"reserved_over_allocated", "resv/alloc", col_kind::ratio},
                {"device_mallocs", "dev mallocs", col_kind::count},
                {"seconds", "time", col_kind::seconds},
-               {"status", "status", col_kind::text}};
+               {"status", "status", col_kind::text},
+               estimate_column()};
+  if (std::any_of(candidates.begin(), candidates.end(), [](const candidate& c) { return c.outcome.estimate; })) {
+    out.notes.push_back(estimate_note());
+  }
   std::int64_t rank = 0;
   for (const candidate* c : ranked) {
     const replay_outcome& o = c->outcome;
@@ -235,7 +240,8 @@ int cmd_tune(const args_t& args) {
     t.rows.push_back({++rank, label, backend, stock, static_cast<std::int64_t>(r.peak_requested),
                       static_cast<std::int64_t>(r.peak_allocated), static_cast<std::int64_t>(r.peak_reserved),
                       r.peak_allocated > 0 ? static_cast<double>(r.peak_reserved) / static_cast<double>(r.peak_allocated) : 0.0,
-                      r.device_mallocs, r.seconds, o.leak == "ok" ? std::string("ok") : o.leak});
+                      r.device_mallocs, r.seconds, o.leak == "ok" ? std::string("ok") : o.leak,
+                      estimate_cell(o.estimate)});
   }
   int status = exit_ok;
   const candidate* best = ranked.front()->ok() ? ranked.front() : nullptr;
@@ -284,6 +290,14 @@ int cmd_tune(const args_t& args) {
         out.meta.emplace_back("pytorch_min_version", (*stock)->pytorch.since);
       }
     }
+    out.meta.emplace_back("recommended_peak_reserved_error", estimate_cell(best->outcome.estimate));
+    std::vector<ranked_figure> figures;
+    for (const candidate* c : ranked) {
+      if (!c->outcome.error.empty()) continue;
+      const std::string label = c->text.empty() ? "(default)" : c->text;
+      figures.push_back({label, c->outcome.result.peak_reserved, c->outcome.estimate});
+    }
+    for (std::string& line : estimate_ranking_notes(figures)) out.footer.push_back(std::move(line));
   }
   emit(out, opts);
   return status;

@@ -7,6 +7,7 @@
 #include "cli_common.hpp"
 #include "commands.hpp"
 #include "report.hpp"
+#include "sim_pool_estimate.hpp"
 #include "size_parse.hpp"
 #include "workloads.hpp"
 
@@ -143,6 +144,7 @@ int cmd_workload(const args_t& args) {
     t.rows.push_back(workload_row(spec, name, r, graphloop));
   }
   progress.finish();
+  mark_sim_pool_rows(out, t, choice);
   emit(out, opts);
   return status;
 }

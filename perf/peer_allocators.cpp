@@ -121,4 +121,6 @@ std::unique_ptr<allocator> make_raw_async_peer(const backend_spec&, std::shared_
   return std::make_unique<raw_async_peer>(std::move(drv));
 }
 
+bool is_raw_async_peer(const allocator& alloc) { return dynamic_cast<const raw_async_peer*>(&alloc) != nullptr; }
+
 }  // namespace streampool::bench

@@ -12,5 +12,7 @@ namespace streampool::bench {
 
 [[nodiscard]] std::unique_ptr<allocator> make_raw_device_peer(const backend_spec& spec, std::shared_ptr<driver> drv);
 [[nodiscard]] std::unique_ptr<allocator> make_raw_async_peer(const backend_spec& spec, std::shared_ptr<driver> drv);
+/// True when `alloc` is an `async-raw` peer.
+[[nodiscard]] bool is_raw_async_peer(const allocator& alloc);
 
 }  // namespace streampool::bench

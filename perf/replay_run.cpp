@@ -16,6 +16,7 @@
 #include <unordered_map>
 
 #include "backend_registry.hpp"
+#include "sim_pool_estimate.hpp"
 
 namespace streampool::bench {
 
@@ -35,6 +36,9 @@ replay_outcome run_replay(const allocator_maker& make, const driver_instance& in
     replay_options options;
     options.sim = inst.sim;
     options.streams = &*streams;
+    // Replayed as on a real device (Note [Replaying delayed frees]); on the sim an estimate.
+    options.defer_delayed_frees = uses_stream_ordered_pool(*alloc);
+    outcome.estimate = inst.sim != nullptr && options.defer_delayed_frees;
     const std::size_t total = std::max<std::size_t>(events.size(), 1);
     options.progress_every = samples > 0 ? std::max<std::size_t>(1, total / samples)
                                          : std::max<std::size_t>(1000, total / 100);

@@ -23,6 +23,7 @@ struct replay_outcome {
   std::vector<replay_sample> samples;  ///< empty unless sampling was asked for
   std::string leak = "ok";
   std::string error;                   ///< non-empty: the allocator failed (e.g. not implemented, OOM)
+  bool estimate = false;               ///< peak reserved from the sim's pool model (sim_pool_estimate.hpp)
 };
 
 using allocator_maker = std::function<std::unique_ptr<allocator>(const driver_instance&)>;

@@ -43,10 +43,18 @@ std::string display(const cell& value, col_kind kind) {
     case col_kind::seconds: return fixed(number, 3);
     case col_kind::ratio: return fixed(number, 3);
     case col_kind::rate: return rate_text(number);
+    case col_kind::error: return number == 0.0 ? std::string("-") : "±" + fixed(number * 100.0, 0) + "%";
     case col_kind::count:
     case col_kind::text: break;
   }
   return std::holds_alternative<std::int64_t>(value) ? std::to_string(std::get<std::int64_t>(value)) : fixed(number, 2);
+}
+
+/// Columns a text takes in a terminal: UTF-8 continuation bytes take none ("±").
+std::size_t display_width(const std::string& text) {
+  return static_cast<std::size_t>(std::count_if(text.begin(), text.end(), [](char c) {
+    return (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+  }));
 }
 
 std::string heading(const column& col) {
@@ -141,18 +149,18 @@ std::string render_table(const report& in) {
     }
     std::vector<std::size_t> width(shown.size(), 0);
     for (const auto& line : text) {
-      for (std::size_t i = 0; i < line.size(); ++i) width[i] = std::max(width[i], line[i].size());
+      for (std::size_t i = 0; i < line.size(); ++i) width[i] = std::max(width[i], display_width(line[i]));
     }
     for (std::size_t r = 0; r < text.size(); ++r) {
       std::string line;
       for (std::size_t i = 0; i < shown.size(); ++i) {
         const bool left = t.columns[shown[i]].kind == col_kind::text;
-        const std::string pad(width[i] - text[r][i].size(), ' ');
+        const std::string pad(width[i] - display_width(text[r][i]), ' ');
         line += (i == 0 ? "" : "  ") + (left ? text[r][i] + pad : pad + text[r][i]);
       }
       while (!line.empty() && line.back() == ' ') line.pop_back();
       out += line + "\n";
-      if (r == 0) out += std::string(line.size(), '-') + "\n";  // as long as the headings
+      if (r == 0) out += std::string(display_width(line), '-') + "\n";  // as long as the headings
     }
   }
   if (!in.footer.empty()) out += "\n";

@@ -23,6 +23,7 @@ enum class col_kind : std::uint8_t {
   seconds,  ///< three decimals
   ratio,    ///< three decimals
   rate,     ///< per second: "1.06M"
+  error,    ///< relative error bound of an estimate: "±6%"; 0 (not an estimate) shows "-"
 };
 
 struct column {

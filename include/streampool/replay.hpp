@@ -112,6 +112,11 @@ struct STREAMPOOL_API replay_options {
   /// after free_requested) are replayed by deferring the free; with a sim driver they are
   /// replayed faithfully with record_stream on a holder stream completed at free_completed.
   sim_driver* sim = nullptr;
+  /// Defer delayed frees on the sim driver too, as a replay on a real device does. For
+  /// stream-ordered pool backends (cudaMallocAsync, async-raw) the holder-stream replay lets the
+  /// freeing stream reuse the block at once (CUDA's stream order allows it) while a real-device
+  /// replay cannot; deferring makes the sim's figures comparable with the device's.
+  bool defer_delayed_frees = false;
   /// Called every `progress_every` events with (done, total); empty = no progress.
   std::function<void(std::size_t, std::size_t)> progress;
   std::size_t progress_every = 10000;

@@ -1,6 +1,6 @@
 // sim_state.hpp (internal) — the simulated device's state, `sim_driver::state`, shared by the
 // sim_*.cpp files: devices and their fake address spaces, streams and events with submitted /
-// completed counters, stream-ordered pools (chunks split into blocks), VMM reservations and
+// completed counters, stream-ordered pools (an address range split into blocks), VMM reservations and
 // physical handles, and fault injection. One mutex guards all of it; see sim_driver.cpp.
 #pragma once
 
@@ -25,6 +25,9 @@ inline constexpr std::size_t malloc_alignment = 512;         ///< cudaMalloc's s
 inline constexpr std::size_t large_malloc_threshold = 2 * mib;  ///< from here on, 2 MiB aligned
 inline constexpr std::size_t pool_block_unit = 512;          ///< pool allocations round to this
 inline constexpr std::size_t pool_chunk_unit = 32 * mib;     ///< pools reserve in these (H200)
+/// Requests below this take the rest of the block the previous request split, when it fits
+/// (Note [Sim pool model] in sim_pool.cpp).
+inline constexpr std::size_t pool_small_request = 1 * mib;
 inline constexpr int max_devices = 64;
 inline constexpr std::uint32_t no_stream = UINT32_MAX;  ///< also "no such handle"
 
@@ -120,13 +123,14 @@ struct exec_rec {
 struct pool_rec;
 struct chunk_rec;
 
-/// A range of a pool chunk, live (handed out) or free. Free blocks freed on a stream whose work
-/// up to the free is not yet observed are "pending" (!settled): see Note [Pool reuse rules].
+/// A range of a pool's address range, live (handed out) or free. Free blocks freed on a stream
+/// whose work up to the free is not yet observed are "pending" (!settled): see Note [Pool reuse
+/// rules] in sim_pool.cpp.
 struct block_rec {
   std::uintptr_t addr = 0;
   std::size_t size = 0;
   chunk_rec* chunk = nullptr;
-  block_rec* prev = nullptr;  ///< address neighbours inside the chunk
+  block_rec* prev = nullptr;  ///< address neighbours inside the range
   block_rec* next = nullptr;
   std::size_t requested = 0;  ///< bytes asked for, while live (used_mem counts these)
   bool free = true;
@@ -135,12 +139,19 @@ struct block_rec {
   std::uint64_t target = 0;          ///< its item that must complete
 };
 
+/// A pool's address range (one per pool, made at its first allocation; Note [Sim pool model]):
+/// blocks cover [base, base + size) without gaps, `size` being the high-water end of what was
+/// handed out; beyond it up to `span` nothing was ever allocated. Memory is mapped (reserved) per
+/// pool_chunk_unit granule of the range.
 struct chunk_rec {
   std::uintptr_t base = 0;
   std::size_t size = 0;
+  std::size_t span = 0;  ///< address space held for the range
   std::size_t live = 0;  ///< live blocks
   block_rec* first = nullptr;
+  block_rec* last = nullptr;
   pool_rec* pool = nullptr;
+  std::vector<bool> mapped;  ///< per granule of [base, base + span)
   ~chunk_rec();
 };
 
@@ -164,10 +175,10 @@ struct pool_rec {
   bool allow_internal_dependencies = true;
   std::uint64_t peers = 0;  ///< bitmask of devices granted access
   std::size_t reserved = 0, reserved_high = 0, used = 0, used_high = 0;
-  std::size_t idle_chunks = 0;  ///< chunks with no live block
-  std::map<std::uintptr_t, std::unique_ptr<chunk_rec>> chunks;
+  std::map<std::uintptr_t, std::unique_ptr<chunk_rec>> chunks;  ///< the address range, once made
   std::set<block_rec*, block_order> free_blocks;
   std::unordered_set<block_rec*> pending;
+  block_rec* remainder = nullptr;  ///< free rest of the block the last request split, if any
 };
 
 struct mapping_rec {
@@ -343,10 +354,10 @@ struct sim_driver::state {
   [[nodiscard]] std::uint32_t add_pool(int device, bool is_default);
   /// Host observed completion: pending frees whose stream reached their target become settled.
   void settle_pending(sim::pool_rec& pool);
-  /// Releases idle chunks, newest first, until reserved <= keep. Without `force` only chunks whose
-  /// frees are settled or completed go; with it (destroyed pools) every idle chunk does.
+  /// Unmaps idle granules (no live byte, no free byte whose free is still pending unless `force`),
+  /// highest first, until reserved <= keep; then gives a wholly unmapped free end back to the
+  /// unused part of the range. `force` (destroyed pools) ignores pending frees.
   void trim(sim::pool_rec& pool, std::size_t keep, bool force);
-  void release_chunk(sim::pool_rec& pool, std::uintptr_t base);
 
   // --- memory contents (sim_check_ops.cpp) ---
   /// The device whose memory holds all of [addr, addr + bytes) (malloc'd, a pool chunk or mapped

@@ -7,7 +7,10 @@
 // completes (sim_driver::complete) at the free_completed line, so the allocator keeps the block
 // unusable exactly as long as PyTorch did. On a real device we cannot hold a stream's work at will,
 // so the free itself is deferred to the free_completed line: reserved memory is the same, and
-// allocated_bytes counts the block a little longer.
+// allocated_bytes counts the block a little longer. For stream-ordered pools it is not the same:
+// after record_stream the free is ordered on the allocation stream, which may reuse the block at
+// once; so replay_options::defer_delayed_frees makes the sim defer too, and sim and device replays
+// of those backends drive the pool with the same sequence.
 #include <algorithm>
 #include <chrono>
 #include <unordered_map>
@@ -135,7 +138,7 @@ replay_result replay_with(allocator& alloc, const std::vector<trace_event>& even
     }
   }
   const std::vector<bool> delayed = find_delayed_frees(events);
-  sim_driver* sim = options.sim;
+  sim_driver* sim = options.defer_delayed_frees ? nullptr : options.sim;  // holder streams only without deferral
   if (sim != nullptr) sim->set_eager(false);
 
   std::unordered_map<std::uint64_t, live_block> live;

@@ -3,7 +3,8 @@
 // could hold the request the message says so and what releases it — fragmentation of the pool
 // after a trim, empty_cache() outside a capture, empty_cache() when the trim was not possible —
 // otherwise the device is full, naming memory held outside the pool. Never native-only keys.
-// The sim pool reserves 32 MiB chunks and never grows one in place, which makes the pieces exact.
+// The sim pool maps 32 MiB granules of one address range (Note [Sim pool model]), which makes the
+// pieces exact.
 #include <functional>
 #include <string>
 
@@ -34,48 +35,69 @@ class async_oom_advice : public async_fixture {
 
 TEST_F(async_oom_advice, cache_in_pieces_after_a_trim_is_fragmentation_of_the_pool) {
   make_with_capacity(64 * mib);
-  void* a = alloc_->allocate(20 * mib);  // chunk 1: 20 MiB used, 12 MiB cached
-  void* b = alloc_->allocate(20 * mib);  // chunk 2: the same; the device is now fully reserved
+  // 10 MiB live, 12 free, 10 live, 12 free, 10 live, 10 free: both granules (the whole device)
+  // are mapped, 34 MiB are cached in pieces of 12, 12 and 10 MiB, and no granule is idle.
+  void* live[3];
+  void* freed[3];
+  for (int i = 0; i < 3; ++i) {
+    live[i] = alloc_->allocate(10 * mib);
+    freed[i] = alloc_->allocate(i < 2 ? 12 * mib : 10 * mib);
+  }
+  for (void* ptr : freed) alloc_->deallocate(ptr);
   const std::string message = message_of([&] { (void)alloc_->allocate(16 * mib); });
   EXPECT_EQ(alloc_->stats(0).num_alloc_retries, 1);  // trimmed (nothing idle to release) and retried
-  EXPECT_TRUE(contains(message, "still caches 24.00 MiB (reserved but unused) after it was trimmed")) << message;
+  EXPECT_TRUE(contains(message, "still caches 34.00 MiB (reserved but unused) after it was trimmed")) << message;
   EXPECT_TRUE(contains(message, "fragmentation of the pool")) << message;
   EXPECT_TRUE(contains(message, "free long-lived allocations")) << message;
   EXPECT_TRUE(contains(message, "The device was synchronised and the pool trimmed")) << message;
   expect_no_native_keys(message);
-  alloc_->deallocate(b);
-  alloc_->deallocate(alloc_->allocate(16 * mib));  // fits once chunk 2 is free
-  alloc_->deallocate(a);
+  alloc_->deallocate(live[2]);
+  alloc_->deallocate(alloc_->allocate(16 * mib));  // fits once the last granule's pieces merge
+  alloc_->deallocate(live[0]);
+  alloc_->deallocate(live[1]);
 }
 
-TEST_F(async_oom_advice, cache_held_during_a_capture_points_to_empty_cache_outside_it) {
-  void* a = alloc_->allocate(20 * mib);
-  alloc_->deallocate(alloc_->allocate(20 * mib));  // chunk 2 is idle: 44 MiB cached, 32 MiB free
+/// 32 MiB live, an idle 32 MiB granule, 8 MiB live after it: 96 MiB reserved of 112, 56 cached;
+/// a 48 MiB request must map a fourth granule, which only fits once the idle one is released.
+class async_oom_advice_idle_granule : public async_oom_advice {
+ protected:
+  void SetUp() override {
+    make_with_capacity(112 * mib);
+    first_ = alloc_->allocate(32 * mib);
+    void* middle = alloc_->allocate(32 * mib);
+    last_ = alloc_->allocate(8 * mib);
+    alloc_->deallocate(middle);
+  }
+  void TearDown() override {
+    alloc_->deallocate(first_);
+    alloc_->deallocate(last_);
+  }
+  void* first_ = nullptr;
+  void* last_ = nullptr;
+};
+
+TEST_F(async_oom_advice_idle_granule, cache_held_during_a_capture_points_to_empty_cache_outside_it) {
   const mempool_id pool = allocator::create_pool_id();
   alloc_->begin_allocate_to_pool(pool, [](stream_t) { return false; });
-  const std::string message = message_of([&] { (void)alloc_->allocate(40 * mib); });  // needs a 64 MiB chunk
+  const std::string message = message_of([&] { (void)alloc_->allocate(48 * mib); });
   EXPECT_EQ(sim_->calls(driver_call::pool_trim_to), 0u);  // illegal during a capture
-  EXPECT_TRUE(contains(message, "caches 44.00 MiB (reserved but unused), enough for this request")) << message;
+  EXPECT_TRUE(contains(message, "caches 56.00 MiB (reserved but unused), enough for this request")) << message;
   EXPECT_TRUE(contains(message, "call empty_cache() before beginning the capture")) << message;
   expect_no_native_keys(message);
   alloc_->end_allocate_to_pool(pool);
-  alloc_->empty_cache();  // what the message advises: the idle chunk goes back to the device
-  alloc_->deallocate(alloc_->allocate(40 * mib));
-  alloc_->deallocate(a);
+  alloc_->empty_cache();  // what the message advises: the idle granule goes back to the device
+  alloc_->deallocate(alloc_->allocate(48 * mib));
 }
 
-TEST_F(async_oom_advice, cache_not_trimmed_points_to_empty_cache) {
-  void* a = alloc_->allocate(20 * mib);
-  alloc_->deallocate(alloc_->allocate(20 * mib));  // 44 MiB cached in all
+TEST_F(async_oom_advice_idle_granule, cache_not_trimmed_points_to_empty_cache) {
   sim_->fail_next(driver_call::device_synchronize, 1, status::other);  // so the OOM path cannot trim
-  const std::string message = message_of([&] { (void)alloc_->allocate(40 * mib); });
+  const std::string message = message_of([&] { (void)alloc_->allocate(48 * mib); });
   EXPECT_EQ(sim_->calls(driver_call::pool_trim_to), 0u);
-  EXPECT_TRUE(contains(message, "caches 44.00 MiB (reserved but unused), enough for this request: call "
+  EXPECT_TRUE(contains(message, "caches 56.00 MiB (reserved but unused), enough for this request: call "
                                 "empty_cache() to trim the pool")) << message;
   expect_no_native_keys(message);
   alloc_->empty_cache();
-  alloc_->deallocate(alloc_->allocate(40 * mib));
-  alloc_->deallocate(a);
+  alloc_->deallocate(alloc_->allocate(48 * mib));
 }
 
 TEST_F(async_oom_advice, full_device_names_memory_held_outside_the_pool) {

@@ -70,12 +70,40 @@ TEST_F(sim_pool, small_allocations_pack_into_one_32_mib_reservation) {
   EXPECT_EQ(reserved(), 32 * mib);
   EXPECT_EQ(sim().bytes_in_use(0), 32 * mib) << "reserved memory is charged to the device";
   void* big = alloc(33 * mib, s1_);
-  EXPECT_EQ(reserved(), 32 * mib + 64 * mib) << "a miss reserves the request rounded up to 32 MiB";
-  EXPECT_EQ(attr(pool_, pool_attr::reserved_mem_high), 96 * mib);
+  EXPECT_EQ(address(big), address(b) + 1024) << "a miss extends the pool's range: the block starts in the unused tail";
+  EXPECT_EQ(reserved(), 64 * mib) << "and maps the 32 MiB granules it touches (as measured on an H200)";
+  EXPECT_EQ(attr(pool_, pool_attr::reserved_mem_high), 64 * mib);
   EXPECT_EQ(attr(pool_, pool_attr::used_mem_high), 1001u + 33 * mib);
   release(big, s1_);
   EXPECT_EQ(used(), 1001u);
   EXPECT_EQ(attr(pool_, pool_attr::used_mem_high), 1001u + 33 * mib) << "the high-water mark stays";
+}
+
+// Note [Sim pool model]: the placement rules measured on an H200.
+TEST_F(sim_pool, placement_follows_the_measured_rules) {
+  keep_everything();
+  void* wide = alloc(20 * mib, s1_);
+  void* sep1 = alloc(mib, s1_);
+  void* narrow = alloc(2 * mib, s1_);
+  void* sep2 = alloc(mib, s1_);
+  release(wide, s1_);
+  release(narrow, s1_);
+  EXPECT_EQ(alloc(10 * mib, s1_), wide) << "best fit: the 20 MiB hole is the only one that fits";
+  EXPECT_EQ(address(alloc(256, s1_)), address(wide) + 10 * mib)
+      << "a small request takes the rest of the block just split, not the better-fitting 2 MiB hole";
+  EXPECT_EQ(alloc(2 * mib, s1_), narrow) << "a request of 1 MiB or more takes the best fit";
+  EXPECT_EQ(reserved(), 32 * mib);
+  void* end = alloc(30 * mib, s1_);
+  EXPECT_EQ(address(end), address(sep2) + mib) << "the end of the range: no free block fits";
+  EXPECT_EQ(reserved(), 64 * mib) << "the block straddles the first granule and a new one";
+  release(end, s1_);
+  EXPECT_EQ(alloc(16 * mib, s1_), end) << "a freed block at the end stays a free block (best fit)";
+  EXPECT_EQ(address(alloc(512, s1_)), address(end) + 16 * mib);
+  EXPECT_EQ(reserved(), 64 * mib);
+  void* beyond = alloc(40 * mib, s1_);
+  EXPECT_EQ(address(beyond), address(end) + 16 * mib + 512) << "growth starts in the free block at the end";
+  EXPECT_EQ(reserved(), 96 * mib);
+  release(sep1, s1_);
 }
 
 TEST_F(sim_pool, a_free_is_reusable_on_its_own_stream_at_once) {
@@ -172,19 +200,47 @@ TEST_F(sim_pool, synchronisation_trims_to_the_release_threshold) {
 TEST_F(sim_pool, trim_to_releases_idle_completed_chunks_only) {
   keep_everything();
   void* live = alloc(mib, s1_);
-  void* freed = alloc(40 * mib, s1_);
+  void* freed = alloc(40 * mib, s1_);  // [1 MiB, 41 MiB): granules 0 and 1
   release(freed, s1_);
   ASSERT_TRUE(ok(sim().pool_trim_to(pool_, 0)));
-  EXPECT_EQ(reserved(), 32 * mib + 64 * mib) << "the free has not completed yet";
+  EXPECT_EQ(reserved(), 64 * mib) << "the free has not completed yet";
   sim().complete(s1_);
   ASSERT_TRUE(ok(sim().pool_trim_to(pool_, 0)));
-  EXPECT_EQ(reserved(), 32 * mib) << "the chunk holding a live block stays";
+  EXPECT_EQ(reserved(), 32 * mib) << "the granule holding a live block stays";
+  EXPECT_EQ(alloc(40 * mib, s1_), freed) << "the free block keeps its place and is mapped again";
+  EXPECT_EQ(reserved(), 64 * mib);
+  release(freed, s1_);
+  sim().complete(s1_);
+  ASSERT_TRUE(ok(sim().pool_trim_to(pool_, 0)));
   release(live, s1_);
   sim().complete(s1_);
   ASSERT_TRUE(ok(sim().pool_trim_to(pool_, 32 * mib)));
   EXPECT_EQ(reserved(), 32 * mib) << "already within keep_bytes";
   ASSERT_TRUE(ok(sim().pool_trim_to(pool_, 0)));
   EXPECT_EQ(reserved(), 0u);
+}
+
+TEST_F(sim_pool, trimming_gives_an_unmapped_end_back_to_the_unused_tail) {
+  keep_everything();
+  void* live = alloc(10 * mib, s1_);
+  void* end = alloc(40 * mib, s1_);  // [10, 50) MiB: granules 0 and 1
+  release(end, s1_);
+  sim().complete(s1_);
+  ASSERT_TRUE(ok(sim().pool_trim_to(pool_, 0)));
+  EXPECT_EQ(reserved(), 32 * mib) << "granule 1 held only free bytes";
+  EXPECT_EQ(alloc(20 * mib, s1_), end) << "the part of the free end block in granule 0 stays a free block";
+  EXPECT_EQ(reserved(), 32 * mib);
+  void* next = alloc(4 * mib, s1_);  // [30, 34) MiB
+  EXPECT_EQ(address(next), address(end) + 20 * mib) << "the range went on from there";
+  EXPECT_EQ(reserved(), 64 * mib) << "granule 1 mapped again";
+  release(end, s1_);
+  release(next, s1_);
+  release(live, s1_);
+  sim().complete(s1_);
+  ASSERT_TRUE(ok(sim().pool_trim_to(pool_, 0)));
+  EXPECT_EQ(reserved(), 0u);
+  EXPECT_EQ(alloc(mib, s1_), live) << "with everything unmapped the range starts over";
+  EXPECT_EQ(reserved(), 32 * mib);
 }
 
 TEST_F(sim_pool, attributes_follow_the_cuda_rules) {
@@ -217,6 +273,7 @@ TEST_F(sim_pool, attributes_follow_the_cuda_rules) {
 TEST_F(sim_pool, out_of_memory_when_a_reservation_does_not_fit) {
   keep_everything();
   void* first = alloc(100 * mib, s1_);  // reserves 128 MiB of 256
+  void* last = alloc(mib, s1_);          // keeps `first` from being extended once freed
   void* ptr = reinterpret_cast<void*>(0x1);
   const drv_result failed = sim().malloc_async(pool_, 200 * mib, s1_, &ptr);
   EXPECT_EQ(failed.code, status::out_of_memory);
@@ -228,7 +285,11 @@ TEST_F(sim_pool, out_of_memory_when_a_reservation_does_not_fit) {
   EXPECT_TRUE(fails(status::out_of_memory, sim().malloc_async(pool_, 200 * mib, s1_, &ptr)))
       << "the sim does not trim on its own";
   ASSERT_TRUE(ok(sim().pool_trim_to(pool_, 0)));
+  EXPECT_EQ(reserved(), 32 * mib) << "only the granule holding `last` stays";
   EXPECT_TRUE(ok(sim().malloc_async(pool_, 200 * mib, s1_, &ptr))) << "after the caller trims";
+  EXPECT_EQ(address(ptr), address(last) + mib);
+  release(ptr, s1_);
+  release(last, s1_);
 }
 
 TEST_F(sim_pool, misuse_is_rejected) {
