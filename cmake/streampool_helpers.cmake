@@ -47,7 +47,8 @@ function(streampool_add_test name)
   # Where the shared reference traces live (../shared beside the checkout); tests skip if absent.
   target_compile_definitions(${name} PRIVATE
     STREAMPOOL_SHARED_TRACES_DIR="${PROJECT_SOURCE_DIR}/../shared/traces"
-    STREAMPOOL_CARRIED_TRACES_DIR="${PROJECT_SOURCE_DIR}/.carry/traces")
+    STREAMPOOL_CARRIED_TRACES_DIR="${PROJECT_SOURCE_DIR}/.carry/traces"
+    STREAMPOOL_TEST_DATA_DIR="${PROJECT_SOURCE_DIR}/tests/data")
   # SERIAL: the binary's tests read device-wide figures (free memory) that other test processes
   # running at the same time would disturb on a real GPU.
   if(arg_SERIAL)
