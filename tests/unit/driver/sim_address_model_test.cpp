@@ -102,7 +102,7 @@ TEST_P(address_probe, sim_places_every_malloc_where_the_h200_did) {
 
 INSTANTIATE_TEST_SUITE_P(h200, address_probe,
                          ::testing::Values("synthetic1", "synthetic2", "random3", "encoder_segments"),
-                         [](const auto& info) { return std::string(info.param); });
+                         [](const ::testing::TestParamInfo<const char*>& test) { return std::string(test.param); });
 
 // The rules one at a time. Sizes above 24 MiB keep clear of the context's free ranges.
 class sim_address_rules : public sim_test {
