@@ -71,10 +71,6 @@ malloc_space::malloc_space(std::uintptr_t begin, std::uintptr_t end, sim_address
   holes_.emplace(begin, context);
 }
 
-std::size_t malloc_space::chunk_count() const noexcept {
-  return mode_ == sim_addresses::bump ? 0 : chunks_.size() - 1;
-}
-
 void malloc_space::add_free(chunk_rec& chunk, std::uintptr_t start, std::uintptr_t end) {
   auto next = chunk.free_by_start.lower_bound(start);
   if (next != chunk.free_by_start.end() && next->first == end) {

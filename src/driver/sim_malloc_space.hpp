@@ -25,9 +25,6 @@ class malloc_space {
   /// Returns [address, address + bytes), which allocate() handed out and nothing released since.
   void release(std::uintptr_t address, std::size_t bytes);
 
-  /// Virtual address chunks the driver holds besides the context's (tests and diagnostics).
-  [[nodiscard]] std::size_t chunk_count() const noexcept;
-
  private:
   /// Free ranges of one chunk: start -> end, and (length, start) for best fit.
   struct chunk_rec {
