@@ -37,10 +37,12 @@ namespace streampool::sim {
 // allocations of 2 MiB to 1 GiB, with frees, including the cudaMalloc/cudaFree sequence of a
 // PyTorch training. Absolute addresses differ (the sim's ranges are its own); only the order
 // and the distances matter to an allocator. Allocations below 2 MiB follow the same rules with
-// 512 B alignment (not measured: PyTorch never cudaMallocs below 2 MiB). A PyTorch process
-// also holds memory of other libraries (cuBLAS, cuDNN, lazily loaded kernels) in the same
-// chunks, which the sim cannot know; see tests/data/traces/README.md for how close replays of
-// real trainings come.
+// 512 B alignment (not measured: PyTorch never cudaMallocs below 2 MiB). A PyTorch process has
+// other libraries' memory in the same address space, so its layout differs in places (in the
+// recorded ResNet-50 run, later segments went into ~380 MiB of what the probe process's context
+// holds), which the sim cannot know; it changed no figure of the real trainings in
+// tests/data/traces, which the sim replays with exactly the peak reserved PyTorch reached on the
+// H200 under every config.
 namespace {
 
 constexpr std::size_t chunk_unit = 32 * mib;
