@@ -17,6 +17,9 @@ function(streampool_add_layer name)
   target_include_directories(streampool_${name}_objects SYSTEM PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
   target_compile_options(streampool_${name}_objects PRIVATE ${STREAMPOOL_WARNINGS})
   target_link_libraries(streampool_${name}_objects PUBLIC Threads::Threads)
+  # Note [Hidden visibility]: only declarations marked STREAMPOOL_API (include/streampool/export.h)
+  # leave libstreampool.so; everything else, the internal namespaces included, stays inside.
+  set_target_properties(streampool_${name}_objects PROPERTIES CXX_VISIBILITY_PRESET hidden VISIBILITY_INLINES_HIDDEN ON)
   set(STREAMPOOL_LAYERS ${STREAMPOOL_LAYERS} ${name} PARENT_SCOPE)
 endfunction()
 

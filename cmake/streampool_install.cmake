@@ -18,3 +18,7 @@ write_basic_package_version_file(${PROJECT_BINARY_DIR}/streampoolConfigVersion.c
   COMPATIBILITY SameMinorVersion)
 install(FILES ${PROJECT_BINARY_DIR}/streampoolConfig.cmake ${PROJECT_BINARY_DIR}/streampoolConfigVersion.cmake
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/streampool)
+
+# The build tree is a package too: find_package(streampool) with CMAKE_PREFIX_PATH=<build dir>
+# finds streampoolConfig.cmake here, and it includes these targets (headers from the source tree).
+export(EXPORT streampoolTargets NAMESPACE streampool:: FILE ${PROJECT_BINARY_DIR}/streampoolTargets.cmake)

@@ -4,7 +4,8 @@
 #   examples/run-gpu-checks.sh [LOG_DIR] [BUILD_DIR]      (defaults: logs/integrations, build-gpu)
 # Runs, continuing past failures: the Thrust/CUB/cuda::mr GPU tests, the PyTorch acceptance run
 # (6 allocator configurations + 2 CUDA-graph checks), the NCCL check (one rank per GPU; one rank
-# when there is a single GPU), and the CMake package check. Each writes its log under LOG_DIR;
+# when there is a single GPU), the Python package with PyTorch (record, dump_snapshot opened by
+# PyTorch's memory_viz), its pip install into a fresh venv, and the CMake package check. Each writes its log under LOG_DIR;
 # the last lines summarise, and the exit status is non-zero if any check failed.
 set -uo pipefail
 log_dir=${1:-logs/integrations}
@@ -35,6 +36,9 @@ step torch-acceptance "$log_dir/torch_acceptance.log" \
   python3 examples/torch/acceptance.py --lib "$lib" --steps 30 --out "$log_dir/torch" --timeout 300 --require-gpu
 step torch-distributed "$log_dir/torch_distributed.log" \
   python3 examples/torch/distributed_check.py --lib "$lib" --out "$log_dir/dist" --allow-single-gpu --timeout 240
+step python-package "$log_dir/python_package.log" \
+  env STREAMPOOL_LIB="$lib" python3 python/tests/gpu_package.py --out "$log_dir/package"
+step check-python "$log_dir/check_python.log" scripts/check-python "$build"
 step check-package "$log_dir/check_package.log" scripts/check-package "$build"
 
 echo

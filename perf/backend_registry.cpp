@@ -3,6 +3,7 @@
 #include "backend_registry.hpp"
 
 #include "cli_common.hpp"
+#include "host_peers.hpp"
 #include "peer_allocators.hpp"
 #include "peer_cub.hpp"
 #include "peer_torch.hpp"
@@ -44,6 +45,16 @@ std::map<std::string, backend_entry> build_registry() {
                               false, make_torch_native_peer, {}, torch_peer_why_not};
   registry["torch-async"] = {"peer: PyTorch's cudaMallocAsync allocator (c10, through the --torch-peer plugin)",
                              false, make_torch_async_peer, {}, torch_peer_why_not, /*in_defaults=*/false};
+  // Pinned host allocators (host_peers.hpp): only `latency` runs them, so they are never in the
+  // defaults and their device factory refuses with a message naming `latency`.
+  registry["pinned"] = {"streampool's pinned host caching allocator (=CONFIG: the pinned_* keys)", true,
+                        refuse_host_backend, {}, {}, /*in_defaults=*/false};
+  registry["cudaHostAlloc"] = {"peer: raw pinned host alloc/free per request (cudaHostAlloc/cudaFreeHost), through "
+                               "the driver",
+                               false, refuse_host_backend, {}, {}, /*in_defaults=*/false};
+  registry["torch-pinned"] = {"peer: PyTorch's pinned host allocator (c10's CachingHostAllocator, through the "
+                              "--torch-peer plugin)",
+                              false, refuse_host_backend, {}, torch_peer_why_not, /*in_defaults=*/false};
   return registry;
 }
 
@@ -139,18 +150,19 @@ std::vector<backend_spec> default_backends(const driver_choice& choice) {
 
 std::vector<backend_spec> selected_backends(const std::string& text, const driver_choice& choice) {
   std::vector<backend_spec> specs = text.empty() ? default_backends(choice) : parse_backend_list(text);
-  bool torch_native = false, torch_async = false;
+  bool torch_native = false, torch_async = false, torch_pinned = false;
   for (const backend_spec& spec : specs) {
     const std::string why = backend_registry().at(spec.name).why_not(choice);
     if (!why.empty()) throw usage_error("--backends: '" + spec.name + "' cannot run here: " + why);
     torch_native = torch_native || spec.name == "torch-native";
     torch_async = torch_async || spec.name == "torch-async";
+    torch_pinned = torch_pinned || spec.name == "torch-pinned";
   }
   if (torch_native && torch_async) {
     throw usage_error("--backends: torch-native and torch-async cannot run in one process (c10 picks its allocator "
                       "backend once, when it is loaded); run them in two invocations");
   }
-  if (torch_native || torch_async) load_torch_peer(torch_async ? torch_backend::cuda_malloc_async : torch_backend::native);
+  if (torch_native || torch_async || torch_pinned) load_torch_peer(torch_async ? torch_backend::cuda_malloc_async : torch_backend::native);
   return specs;
 }
 
@@ -158,7 +170,9 @@ std::vector<std::pair<std::string, std::string>> unavailable_backends(const driv
   std::vector<std::pair<std::string, std::string>> list;
   for (const auto& [name, entry] : backend_registry()) {
     std::string why = entry.why_not(choice);
-    if (why.empty() && !entry.in_defaults) {
+    if (why.empty() && !entry.in_defaults && is_host_backend(name)) {
+      why = "a pinned host allocator: run it with streampool-bench latency --backends " + name;
+    } else if (why.empty() && !entry.in_defaults) {
       why = "not in the default list (one PyTorch backend per process): run it with --backends " + name;
     }
     if (!why.empty()) list.emplace_back(name, std::move(why));

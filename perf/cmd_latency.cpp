@@ -1,8 +1,12 @@
 // cmd_latency.cpp — `streampool-bench latency`: alloc+free pair latency (median ns per pair) and
 // aggregate pairs/s for every backend x size x thread count, each thread on its own stream, with a
-// live set of --depth blocks per thread (see Note [Timing alloc+free pairs] in latency.cpp).
+// live set of --depth blocks per thread (see Note [Timing alloc+free pairs] in latency.cpp). The
+// pinned host allocators (pinned, cudaHostAlloc, torch-pinned) get the same pair rows plus a second
+// table: their cold first allocation and the copy loop (Note [Host latency runs], host_latency.cpp).
 #include "cli_common.hpp"
 #include "commands.hpp"
+#include "host_latency.hpp"
+#include "host_peers.hpp"
 #include "latency.hpp"
 #include "report.hpp"
 #include "size_parse.hpp"
@@ -14,6 +18,7 @@ int cmd_latency(const args_t& args) {
   common_options opts;
   std::string sizes_text = "512,1MiB,64MiB", threads_text = "1,2,4,8";
   latency_params params;
+  bool no_copy_loop = false;
   po::options_description desc("latency options");
   desc.add_options()
       ("sizes", po::value(&sizes_text)->value_name("LIST")->default_value(sizes_text), "request sizes (B/KiB/MiB/GiB)")
@@ -23,11 +28,15 @@ int cmd_latency(const args_t& args) {
       ("iterations", po::value(&params.iterations)->default_value(params.iterations),
        "pairs per thread per repeat (fewer when one batch would exceed --batch-seconds)")
       ("batch-seconds", po::value(&params.batch_budget)->default_value(params.batch_budget),
-       "time budget of one timed batch");
+       "time budget of one timed batch")
+      ("no-copy-loop", po::bool_switch(&no_copy_loop),
+       "pinned host allocators: skip the copy loop (cold allocation and pairs only)");
   add_common_options(desc, opts, {.plot = true});
   const auto vm = parse_command(args, "usage: streampool-bench latency [options]\n\n"
                                       "Cache-hit alloc+free pair latency (median over --repeat batches, default 5) and\n"
-                                      "aggregate pairs/s, per backend x size x threads.",
+                                      "aggregate pairs/s, per backend x size x threads. Pinned host allocators\n"
+                                      "(--backends pinned[=CONFIG],cudaHostAlloc,torch-pinned) also report their\n"
+                                      "cold first allocation and a host-to-device copy loop.",
                                 desc, nullptr, &opts);
   if (!vm) return exit_ok;
   const std::vector<std::size_t> sizes = parse_size_list(sizes_text);
@@ -42,6 +51,7 @@ int cmd_latency(const args_t& args) {
   report out;
   out.command = "latency";
   add_run_meta(out, choice, opts);
+  out.tables.reserve(2);  // t and host_table below are references into it
   table& t = out.tables.emplace_back();
   t.columns = {{"backend", "backend", col_kind::text},       {"config", "config", col_kind::text},
                {"size", "size", col_kind::text},             {"size_bytes", "size_bytes", col_kind::count, false},
@@ -49,6 +59,20 @@ int cmd_latency(const args_t& args) {
                {"iterations", "iters", col_kind::count},     {"ns_per_pair", "per pair", col_kind::ns},
                {"pairs_per_second", "pairs", col_kind::rate}, {"timed_device_mallocs", "dev mallocs", col_kind::count},
                {"leak_check", "leak check", col_kind::text}, {"error", "error", col_kind::text}};
+  table& host_table = out.tables.emplace_back();
+  host_table.name = "pinned_host";
+  host_table.title = "pinned host allocators: cold first allocation, and the copy loop (alloc, cudaMemcpyAsync "
+                     "host-to-device, record_stream, free while the copy is in flight)";
+  host_table.columns = {{"backend", "backend", col_kind::text},
+                        {"config", "config", col_kind::text},
+                        {"size", "size", col_kind::text},
+                        {"size_bytes", "size_bytes", col_kind::count, false},
+                        {"threads", "threads", col_kind::count},
+                        {"cold_alloc_us", "cold alloc us", col_kind::count},
+                        {"copy_ns_per_iteration", "copy loop/iter", col_kind::ns},
+                        {"copy_gb_per_s", "copy GB/s", col_kind::ratio},
+                        {"copy_driver_allocations", "pinned allocs", col_kind::count},
+                        {"error", "error", col_kind::text}};
   bar_chart chart{"alloc+free pair latency (" + std::string(choice.name()) + " driver)", "ns per pair", {}, {}, {}};
   for (const backend_spec& spec : backends) chart.series.push_back(spec.label());
   chart.values.assign(backends.size(), {});
@@ -65,7 +89,21 @@ int cmd_latency(const args_t& args) {
                         " (" + std::to_string(++done) + "/" + std::to_string(total) + ")");
         params.size = size;
         params.threads = threads;
-        const latency_result r = measure_latency(backends[b], choice, params);
+        const bool host = is_host_backend(backends[b].name);
+        host_latency_result h;
+        if (host) h = measure_host_latency(backends[b], choice, params, !no_copy_loop);
+        const latency_result r = host ? h.pairs : measure_latency(backends[b], choice, params);
+        if (host) {
+          const bool copy_ok = h.copy_error.empty() && r.error.empty();
+          if (!copy_ok) status = exit_failed;
+          host_table.rows.push_back({backends[b].name, backends[b].config_label(), size_label(size),
+                                     static_cast<std::int64_t>(size), std::int64_t{threads},
+                                     r.error.empty() ? cell(static_cast<std::int64_t>(h.cold_alloc_us)) : cell(),
+                                     copy_ok && !no_copy_loop ? cell(h.copy_ns_per_iter) : cell(),
+                                     copy_ok && !no_copy_loop ? cell(h.copy_gb_per_s) : cell(),
+                                     copy_ok && !no_copy_loop ? cell(h.copy_driver_allocations) : cell(),
+                                     h.copy_error.empty() ? r.error : h.copy_error});
+        }
         const bool ok = r.error.empty();
         if (!ok || r.leak != "ok") status = exit_failed;
         t.rows.push_back({backends[b].name, backends[b].config_label(), size_label(size),
@@ -77,6 +115,7 @@ int cmd_latency(const args_t& args) {
     }
   }
   progress.finish();
+  if (host_table.rows.empty()) out.tables.pop_back();
   if (!opts.plot.empty()) write_file(opts.plot, render_svg(chart), "--plot");
   emit(out, opts);
   return status;

@@ -24,7 +24,7 @@ class raw_device_peer final : public peer_base {
  private:
   void* do_allocate(int device, std::size_t bytes, stream_t stream) override {
     void* ptr = nullptr;
-    const drv_result result = device_driver().malloc(device, bytes, &ptr, false);
+    const drv_result result = device_driver().malloc(device, bytes, &ptr);
     if (!result.ok()) fail("device malloc", result, bytes, device);
     add(ptr, bytes, stream, device);
     return ptr;

@@ -1,8 +1,6 @@
 // report.cpp — run metadata and the three renderings (text table, JSON, CSV) of a report.
 #include "report.hpp"
 
-#include "core/format.hpp"
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -12,6 +10,7 @@
 #include <stdexcept>
 
 #include "size_parse.hpp"
+#include "streampool/stats.hpp"  // json_quote
 
 #ifndef STREAMPOOL_BENCH_VERSION
 #define STREAMPOOL_BENCH_VERSION "unknown"
@@ -61,7 +60,7 @@ std::string heading(const column& col) {
 
 
 std::string json_value(const cell& value) {
-  if (const auto* text = std::get_if<std::string>(&value)) return detail::json_quote(*text);
+  if (const auto* text = std::get_if<std::string>(&value)) return json_quote(*text);
   if (const auto* integer = std::get_if<std::int64_t>(&value)) return std::to_string(*integer);
   if (const auto* real = std::get_if<double>(&value)) {
     if (!std::isfinite(*real)) return "null";
@@ -156,18 +155,18 @@ std::string render_table(const report& in) {
 
 std::string render_json(const report& in) {
   std::string out = "{\n";
-  for (const auto& [key, value] : in.meta) out += "  " + detail::json_quote(key) + ": " + json_value(value) + ",\n";
+  for (const auto& [key, value] : in.meta) out += "  " + json_quote(key) + ": " + json_value(value) + ",\n";
   out += "  \"notes\": [";
-  for (std::size_t i = 0; i < in.notes.size(); ++i) out += (i ? ", " : "") + detail::json_quote(in.notes[i]);
+  for (std::size_t i = 0; i < in.notes.size(); ++i) out += (i ? ", " : "") + json_quote(in.notes[i]);
   out += "],\n  \"footer\": [";
-  for (std::size_t i = 0; i < in.footer.size(); ++i) out += (i ? ", " : "") + detail::json_quote(in.footer[i]);
+  for (std::size_t i = 0; i < in.footer.size(); ++i) out += (i ? ", " : "") + json_quote(in.footer[i]);
   out += "]";
   for (const table& t : in.tables) {
-    out += ",\n  " + detail::json_quote(t.name) + ": [";
+    out += ",\n  " + json_quote(t.name) + ": [";
     for (std::size_t r = 0; r < t.rows.size(); ++r) {
       out += r ? ",\n    {" : "\n    {";
       for (std::size_t c = 0; c < t.columns.size(); ++c) {
-        out += (c ? ", " : "") + detail::json_quote(t.columns[c].key) + ": " +
+        out += (c ? ", " : "") + json_quote(t.columns[c].key) + ": " +
                (c < t.rows[r].size() ? json_value(t.rows[r][c]) : std::string("null"));
       }
       out += "}";

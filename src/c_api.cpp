@@ -87,8 +87,14 @@ allocator& instance() {
 void c_api_install(std::unique_ptr<allocator> alloc) {
   c_api_state& s = state();
   std::lock_guard lock(s.mutex);
-  if (s.alloc) throw error("streampool C API: an allocator is already installed");
+  if (s.alloc) throw state_error("streampool C API: an allocator is already installed");
   s.alloc = std::move(alloc);
+}
+
+int c_api_set_last(int status, std::string message) noexcept {
+  last_status = status;
+  last_message = std::move(message);
+  return status;
 }
 
 std::unique_ptr<allocator> c_api_uninstall() noexcept {
@@ -97,6 +103,12 @@ std::unique_ptr<allocator> c_api_uninstall() noexcept {
   std::lock_guard records_lock(s.records_mutex);
   s.records.clear();
   return std::move(s.alloc);
+}
+
+int c_api_guarded(const std::function<void()>& body) noexcept { return guarded(body); }
+
+int c_api_with_allocator(const std::function<void(allocator&)>& body) noexcept {
+  return guarded([&] { body(instance()); });
 }
 
 }  // namespace streampool::detail

@@ -1,7 +1,6 @@
 // main.cpp — a find_package(streampool) consumer: allocates through the native and the
 // cudaMallocAsync backends on the simulated device (no GPU needed) and prints their statistics.
-#include <streampool/allocator.hpp>
-#include <streampool/sim_driver.hpp>
+#include <streampool/streampool.hpp>  // the umbrella header: the whole public C++ API
 
 #include <cstdio>
 #include <memory>

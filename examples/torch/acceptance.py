@@ -13,7 +13,7 @@ subprocess because an allocator can only be chosen before CUDA is initialised:
   sp-async               streampool, backend:cudaMallocAsync
 
 and two CUDA-graph checks, where PyTorch's allocator stays global and a torch.cuda.MemPool backed
-by streampool holds the graph's memory (spec §5's graph-safe route):
+by streampool holds the graph's memory (the route that is safe for CUDA graphs):
 
   graph-sp-native, graph-sp-async
 
@@ -42,6 +42,17 @@ from typing import Any, Dict, List, Optional, Tuple
 
 HERE = Path(__file__).resolve().parent
 sys.dont_write_bytecode = True  # no __pycache__ in the checkout
+
+
+def import_streampool():
+    """The streampool package: the installed one (pip install ./python), else this checkout's python/."""
+    try:
+        import streampool
+    except ImportError:
+        sys.path.insert(0, str(HERE.parents[1] / "python"))
+        import streampool
+    return streampool
+
 
 # name -> (kind, allocator config, description). kind: "torch" = PyTorch's allocator configured by
 # PYTORCH_CUDA_ALLOC_CONF; "streampool" = libstreampool.so installed as the pluggable allocator,
@@ -312,8 +323,7 @@ def torch_peaks() -> Dict[str, Any]:
 
 def child_train(args, name: str) -> Dict[str, Any]:
     kind = CONFIGS[name][0]
-    sys.path.insert(0, str(HERE))
-    import streampool_torch as sp  # noqa: E402 (local module)
+    sp = import_streampool()
     import torch
 
     result: Dict[str, Any] = {"name": name, "kind": kind, "torch_version": torch.__version__,
@@ -369,8 +379,7 @@ def sp_stats_or_torch(sp, kind: str) -> Dict[str, Any]:
 def child_graph(args, name: str) -> Dict[str, Any]:
     """Forward+backward captured into a CUDA graph whose memory is a MemPool backed by streampool;
     replays on new inputs must match eager execution."""
-    sys.path.insert(0, str(HERE))
-    import streampool_torch as sp  # noqa: E402
+    sp = import_streampool()
     import torch
 
     result: Dict[str, Any] = {"name": name, "kind": "graph", "torch_version": torch.__version__}
@@ -541,8 +550,7 @@ def run_parent(args) -> int:
 
     lib = None
     if any(CONFIGS[n][0] != "torch" for n in names):
-        sys.path.insert(0, str(HERE))
-        import streampool_torch as sp  # pure ctypes/pathlib at import time
+        sp = import_streampool()
 
         try:
             lib = sp.find_library(args.lib)

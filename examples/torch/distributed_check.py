@@ -27,6 +27,16 @@ HERE = Path(__file__).resolve().parent
 sys.dont_write_bytecode = True  # no __pycache__ in the checkout
 
 
+def import_streampool():
+    """The streampool package: the installed one (pip install ./python), else this checkout's python/."""
+    try:
+        import streampool
+    except ImportError:
+        sys.path.insert(0, str(HERE.parents[1] / "python"))
+        import streampool
+    return streampool
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -36,8 +46,7 @@ def free_port() -> int:
 def worker(rank: int, world: int, lib: str, port: int, out: str, config: str) -> None:
     result = {"rank": rank, "world": world, "status": "error"}
     try:
-        sys.path.insert(0, str(HERE))
-        import streampool_torch as sp
+        sp = import_streampool()
 
         os.environ["STREAMPOOL_ALLOC_CONF"] = config  # read by the library on first use
         os.environ.setdefault("TORCH_NCCL_USE_TENSOR_REGISTER_ALLOCATOR_HOOK", "0")  # needs allocator hooks
@@ -119,8 +128,7 @@ def main() -> int:
     ap.add_argument("--timeout", type=int, default=300)
     args = ap.parse_args()
 
-    sys.path.insert(0, str(HERE))
-    import streampool_torch as sp
+    sp = import_streampool()
 
     try:
         lib = sp.find_library(args.lib)

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Tests of the torch-free parts of acceptance.py and streampool_torch.py (comparison, tables, the
-parent's orchestration with faked children, library lookup and the ctypes layer). Runs without
-torch and without a GPU:  python3 examples/torch/test_acceptance_logic.py [path/to/libstreampool.so]
+"""Tests of the torch-free parts of acceptance.py (comparison, tables, the parent's orchestration
+with faked children). Runs without torch, a GPU or libstreampool.so:
+python3 examples/torch/test_acceptance_logic.py   (the streampool package's own tests: python/tests)
 """
 
 from __future__ import annotations
@@ -20,11 +20,10 @@ from unittest import mock
 HERE = Path(__file__).resolve().parent
 sys.dont_write_bytecode = True  # no __pycache__ in the checkout
 sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parents[1] / "python"))  # the streampool package of this checkout
 
 import acceptance as acc  # noqa: E402
-import streampool_torch as sp  # noqa: E402
-
-LIB = os.environ.get("STREAMPOOL_TEST_LIB")
+import streampool as sp  # noqa: E402
 
 
 class CompareLosses(unittest.TestCase):
@@ -200,39 +199,5 @@ class ParentWithFakeChildren(unittest.TestCase):
             self.assertIn("SKIPPED", (Path(d) / "summary.md").read_text())
 
 
-class LibraryLookup(unittest.TestCase):
-    def test_missing_explicit_path(self):
-        with self.assertRaises(sp.StreampoolError) as e:
-            sp.find_library("/nonexistent/libstreampool.so")
-        self.assertIn("not found", str(e.exception))
-
-    def test_env_and_directory(self):
-        with tempfile.TemporaryDirectory() as d:
-            f = Path(d) / "libstreampool.so"
-            f.write_bytes(b"")
-            with mock.patch.dict(os.environ, {"STREAMPOOL_LIB": d}):
-                self.assertEqual(sp.find_library(), str(f.resolve()))
-
-    def test_ctypes_layer_on_the_real_library(self):
-        if not LIB:
-            self.skipTest("set STREAMPOOL_TEST_LIB (or pass a path) to test the ctypes layer")
-        lib = sp.library(LIB)
-        self.assertIs(sp.library(LIB), lib)
-        # Bad input through the C API: a clear error, never a crash.
-        lib.streampool_free(0x1234, 8, 0, None)
-        self.assertNotEqual(lib.streampool_last_status(), 0)
-        with self.assertRaises(sp.StreampoolError):
-            sp.set_memory_fraction(2.0)
-        try:
-            stats = sp.stats()
-        except sp.StreampoolError as e:  # no GPU here: the allocator cannot be made on the CUDA driver
-            self.assertIn("streampool_stats_json failed", str(e))
-        else:
-            self.assertIn("reserved_bytes.all.peak", stats)
-            self.assertIn(sp.backend_name(), ("native", "cudaMallocAsync"))
-
-
 if __name__ == "__main__":
-    if len(sys.argv) > 1 and not sys.argv[1].startswith("-"):
-        LIB = os.path.abspath(sys.argv.pop(1))
     unittest.main()

@@ -5,6 +5,8 @@
 // make_allocator(); the `backend` key of the config picks the implementation.
 #pragma once
 
+#include "streampool/export.h"
+
 #include <cstddef>
 #include <memory>
 #include <string_view>
@@ -24,7 +26,7 @@ inline constexpr int current_device = -1;
 /// Requests of this size or more are refused outright (spec §2.1: 1 EiB).
 inline constexpr std::size_t max_request_bytes = std::size_t{1} << 60;
 
-class allocator {
+class STREAMPOOL_API allocator {
  public:
   virtual ~allocator();
   allocator(const allocator&) = delete;
@@ -115,16 +117,16 @@ class allocator {
 using warning_handler = void (*)(std::string_view message);
 /// Replaces the process-wide warning handler; nullptr restores the default, which prints each
 /// distinct message once to stderr prefixed "streampool: warning: ". Returns the previous handler.
-warning_handler set_warning_handler(warning_handler handler) noexcept;
+STREAMPOOL_API warning_handler set_warning_handler(warning_handler handler) noexcept;
 /// Sends `message` to the current handler.
-void warn(std::string_view message);
+STREAMPOOL_API void warn(std::string_view message);
 
 /// Builds the backend named by `config.backend` on `drv`. The config's warnings go to the
 /// warning handler.
 /// @throws error if the backend cannot run on this driver (e.g. no memory-pool support)
-[[nodiscard]] std::unique_ptr<allocator> make_allocator(allocator_config config, std::shared_ptr<driver> drv);
+[[nodiscard]] STREAMPOOL_API std::unique_ptr<allocator> make_allocator(allocator_config config, std::shared_ptr<driver> drv);
 
 /// make_allocator(config_from_env(), make_cuda_driver()).
-[[nodiscard]] std::unique_ptr<allocator> make_allocator();
+[[nodiscard]] STREAMPOOL_API std::unique_ptr<allocator> make_allocator();
 
 }  // namespace streampool

@@ -1,13 +1,16 @@
 /* streampool/c_api.h — C entry points over one process-wide allocator, for C programs and for
- * PyTorch's CUDAPluggableAllocator (spec §5): streampool_alloc / streampool_free have exactly the
+ * PyTorch's CUDAPluggableAllocator: streampool_alloc / streampool_free have exactly the
  * signatures it loads from libstreampool.so. The allocator is created on first use from
  * STREAMPOOL_ALLOC_CONF (else PYTORCH_CUDA_ALLOC_CONF, else PYTORCH_ALLOC_CONF) on the real GPU,
- * or explicitly with streampool_init(). No C++ exception ever crosses this boundary: failures
- * return NULL or a non-zero status, and streampool_last_error() says why (per thread). */
+ * or explicitly with streampool_init() (streampool_init_sim(): on the simulated device, no GPU).
+ * No C++ exception ever crosses this boundary: failures return NULL or a non-zero status, and
+ * streampool_last_error() says why (per thread). */
 #ifndef STREAMPOOL_C_API_H
 #define STREAMPOOL_C_API_H
 
 #include <stddef.h>
+
+#include "streampool/export.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -26,31 +29,76 @@ typedef enum streampool_status {
 /* Explicit initialisation with a config string (NULL = read the environment). Fails with
  * STREAMPOOL_ERROR_STATE when the allocator already exists. Optional: the first call of any other
  * function initialises from the environment. */
-int streampool_init(const char* config);
+STREAMPOOL_API int streampool_init(const char* config);
 /* Frees every cached block (live allocations stay valid) and destroys the allocator when nothing
  * is live; returns STREAMPOOL_ERROR_STATE (and keeps it) otherwise. */
-int streampool_shutdown(void);
+STREAMPOOL_API int streampool_shutdown(void);
 
 /* PyTorch CUDAPluggableAllocator signatures. `stream` is a cudaStream_t. size 0 returns NULL with
  * status OK (as cudaMalloc). On failure: NULL, and streampool_last_status()/last_error() say why. */
-void* streampool_alloc(size_t size, int device, void* stream);
+STREAMPOOL_API void* streampool_alloc(size_t size, int device, void* stream);
 /* size/device/stream are what PyTorch recorded at allocation; they are checked against ours. */
-void streampool_free(void* ptr, size_t size, int device, void* stream);
+STREAMPOOL_API void streampool_free(void* ptr, size_t size, int device, void* stream);
 
-int streampool_record_stream(void* ptr, void* stream);
-int streampool_empty_cache(void);
-int streampool_set_memory_fraction(double fraction, int device);
+STREAMPOOL_API int streampool_record_stream(void* ptr, void* stream);
+STREAMPOOL_API int streampool_empty_cache(void);
+STREAMPOOL_API int streampool_set_memory_fraction(double fraction, int device);
 /* Statistics of `device` (-1 = current) as a JSON object with PyTorch's key names; snapshot as
  * JSON in the shape of torch.cuda.memory._snapshot(). The returned text stays valid until the
  * calling thread's next call of the same function; NULL on failure. */
-const char* streampool_stats_json(int device);
-const char* streampool_snapshot_json(void);
+STREAMPOOL_API const char* streampool_stats_json(int device);
+STREAMPOOL_API const char* streampool_snapshot_json(void);
 /* "native" or "cudaMallocAsync"; NULL on failure. */
-const char* streampool_backend_name(void);
+STREAMPOOL_API const char* streampool_backend_name(void);
+
+/* --- statistics, trace and simulated device (src/c_api_trace.cpp) ---------------------------- */
+
+/* Peak values of `device`'s statistics (-1 = current device) become their current values, as
+ * torch.cuda.reset_peak_memory_stats() does. */
+STREAMPOOL_API int streampool_reset_peak_stats(int device);
+/* The cumulative counters of `device` (allocated/freed totals, num_alloc_retries, num_ooms, ...)
+ * go back to 0, as torch.cuda.reset_accumulated_memory_stats() does. */
+STREAMPOOL_API int streampool_reset_accumulated_stats(int device);
+/* Allocation trace of every device: enabled != 0 starts recording into a ring buffer that keeps
+ * the last `max_entries` events per device (max_entries must be >= 1); enabled == 0 stops and
+ * discards it. Either way what was recorded before is discarded, so read it first
+ * (streampool_snapshot_json's "device_traces", or streampool_trace_csv). */
+STREAMPOOL_API int streampool_record_history(int enabled, size_t max_entries);
+/* The trace of `device` (-1 = current), oldest first, as CSV "action,addr,size,stream,time_us"
+ * (the format `streampool-bench replay --trace` reads). Valid until the calling thread's next
+ * call of this function; NULL on failure. Empty (the header only) when recording is off. */
+STREAMPOOL_API const char* streampool_trace_csv(int device);
+/* Number of devices the allocator sees, in *count. */
+STREAMPOOL_API int streampool_device_count(int* count);
+/* Creates the allocator on streampool's simulated device instead of the GPU, for tests and for
+ * trying a config where there is no GPU: `device_count` devices (1..64) of `capacity_bytes`
+ * each (0 = 80 GiB). `config` as in streampool_init (NULL = read the environment). Fails with
+ * STREAMPOOL_ERROR_STATE when the allocator already exists. Pointers it returns are not memory:
+ * never dereference them. */
+STREAMPOOL_API int streampool_init_sim(const char* config, size_t capacity_bytes, int device_count);
+
+/* Pinned host memory: page-locked staging buffers from the pinned host caching allocator
+ * (docs/pytorch-compatibility.md "Pinned host memory"), one per process, configured by the
+ * pinned_* keys. Created on first use from the environment on the real GPU, or explicitly with
+ * streampool_host_init(config) (NULL = the environment; STREAMPOOL_ERROR_STATE once it exists).
+ * It lives until the process exits. streampool_host_alloc returns NULL on failure (size 0:
+ * STREAMPOOL_ERROR_INVALID_ARGUMENT). streampool_host_record_stream marks a buffer as used by
+ * copies on `stream` (a cudaStream_t): after streampool_host_free it is reused only once that
+ * stream's work submitted before the free is done. A pointer the host allocator did not hand out,
+ * a double free or a dead stream: STREAMPOOL_ERROR_INVALID_ARGUMENT. Stats use the key names of
+ * torch.cuda.host_memory_stats(); the returned text stays valid until the calling thread's next
+ * call of the same function. */
+STREAMPOOL_API int streampool_host_init(const char* config);
+STREAMPOOL_API void* streampool_host_alloc(size_t size);
+STREAMPOOL_API int streampool_host_free(void* ptr);
+STREAMPOOL_API int streampool_host_record_stream(void* ptr, void* stream);
+STREAMPOOL_API int streampool_host_empty_cache(void);
+STREAMPOOL_API const char* streampool_host_stats_json(void);
+STREAMPOOL_API const char* streampool_host_snapshot_json(void);
 
 /* Status and message of the calling thread's last failed call ("" / OK when it succeeded). */
-int streampool_last_status(void);
-const char* streampool_last_error(void);
+STREAMPOOL_API int streampool_last_status(void);
+STREAMPOOL_API const char* streampool_last_error(void);
 
 #ifdef __cplusplus
 }

@@ -5,6 +5,8 @@
 // newest bounds) plus streampool's own keys. See docs/config.md for every key.
 #pragma once
 
+#include "streampool/export.h"
+
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -65,10 +67,10 @@ enum class config_key : std::uint8_t {
 inline constexpr std::size_t config_key_count = static_cast<std::size_t>(config_key::count_);
 
 /// Canonical spelling of a key ("max_split_size_mb", ...).
-[[nodiscard]] std::string_view key_name(config_key key) noexcept;
+[[nodiscard]] STREAMPOOL_API std::string_view key_name(config_key key) noexcept;
 
 /// The typed configuration. Sizes are stored in bytes. Defaults equal PyTorch's.
-struct allocator_config {
+struct STREAMPOOL_API allocator_config {
   static constexpr std::size_t unlimited = std::numeric_limits<std::size_t>::max();
   static constexpr std::size_t roundup_intervals = 16;  // spec §1.4: [<2 MiB], [2,4) MiB ... [>=32 GiB]
 
@@ -91,7 +93,7 @@ struct allocator_config {
   /// Checking mode for the program's own memory bugs (docs/reliability.md#checking-mode): canary
   /// bytes after each allocation verified at free, freed blocks poisoned. Off by default.
   bool debug_checks = false;
-  // Keys of PyTorch's pinned host allocator: parsed and validated, not used by streampool.
+  // Keys of the pinned host allocator (host_allocator.hpp; PyTorch's CachingHostAllocator keys).
   bool pinned_use_cuda_host_register = false;
   std::size_t pinned_num_register_threads = 1;
   bool pinned_use_background_threads = false;
@@ -115,26 +117,27 @@ struct allocator_config {
 
 /// Parses a config string. Duplicate keys: the last one wins. Empty string = all defaults.
 /// @throws config_error naming the key, the value, the valid range and the position.
-[[nodiscard]] allocator_config parse_config(std::string_view text,
+[[nodiscard]] STREAMPOOL_API allocator_config parse_config(std::string_view text,
                                             config_source source = config_source::api);
 
 /// Reads STREAMPOOL_ALLOC_CONF, else PYTORCH_CUDA_ALLOC_CONF, else PYTORCH_ALLOC_CONF (the first
 /// that is set, even if empty) and parses it; all defaults when none is set.
 /// @throws config_error as parse_config(), with the variable name in the message.
-[[nodiscard]] allocator_config config_from_env();
+[[nodiscard]] STREAMPOOL_API allocator_config config_from_env();
 
 /// Multi-line effective configuration: every key, its value, and where it came from; then warnings.
-[[nodiscard]] std::string to_string(const allocator_config& config);
+[[nodiscard]] STREAMPOOL_API std::string to_string(const allocator_config& config);
 
 /// "native" / "cudaMallocAsync" (the spelling of the `backend` key's values).
-[[nodiscard]] std::string_view to_string(backend_kind kind) noexcept;
+[[nodiscard]] STREAMPOOL_API std::string_view to_string(backend_kind kind) noexcept;
 /// "default" / "dedicated" (the spelling of the `async_pool` key's values).
-[[nodiscard]] std::string_view to_string(async_pool_kind kind) noexcept;
+[[nodiscard]] STREAMPOOL_API std::string_view to_string(async_pool_kind kind) noexcept;
 /// "default", "STREAMPOOL_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF" or "api".
-[[nodiscard]] std::string_view to_string(config_source source) noexcept;
+[[nodiscard]] STREAMPOOL_API std::string_view to_string(config_source source) noexcept;
 
 /// Whether `backend` reads `key` (spec §1.3 "Backend" column). `backend` is used by both;
-/// the pinned_* keys (PyTorch's host allocator) by neither; `async_pool` only by cudaMallocAsync.
-[[nodiscard]] bool key_used_by(config_key key, backend_kind backend) noexcept;
+/// the pinned_* keys (the pinned host allocator, beside either backend) by both; `async_pool` only
+/// by cudaMallocAsync.
+[[nodiscard]] STREAMPOOL_API bool key_used_by(config_key key, backend_kind backend) noexcept;
 
 }  // namespace streampool

@@ -8,6 +8,8 @@
 // for (a `stream_t` is a `cudaStream_t`), so user handles pass straight through.
 #pragma once
 
+#include "streampool/export.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -48,7 +50,7 @@ struct [[nodiscard]] drv_result {
 /// Capture state of a stream (cudaStreamCaptureStatus).
 enum class capture_status : std::uint8_t { none, active, invalidated };
 
-struct capture_info {
+struct STREAMPOOL_API capture_info {
   capture_status status = capture_status::none;
   std::uint64_t id = 0;  ///< unique per capture sequence; 0 when not capturing
 };
@@ -75,7 +77,7 @@ enum class instantiate_flags : std::uint32_t {
 }
 
 /// Static facts about one device.
-struct device_info {
+struct STREAMPOOL_API device_info {
   int ordinal = 0;
   std::string name;
   std::size_t total_memory = 0;
@@ -100,7 +102,7 @@ enum class pool_attr : std::uint8_t {
 
 /// What check_bytes found in a range: how many bytes differ from the expected value, and the
 /// first of them.
-struct byte_check {
+struct STREAMPOOL_API byte_check {
   std::size_t mismatches = 0;
   std::size_t first_offset = 0;  ///< offset of the first differing byte (when mismatches > 0)
   std::uint8_t first_value = 0;  ///< the value found there
@@ -119,15 +121,16 @@ enum class driver_call : std::uint8_t {
   graph_mem_trim,
   memset_async, check_bytes,
   stream_get_device,
+  host_alloc, host_free, host_register, host_unregister, memcpy_async,
   count_
 };
 inline constexpr std::size_t driver_call_count = static_cast<std::size_t>(driver_call::count_);
-[[nodiscard]] std::string_view to_string(driver_call call) noexcept;
-[[nodiscard]] std::string_view to_string(status code) noexcept;
+[[nodiscard]] STREAMPOOL_API std::string_view to_string(driver_call call) noexcept;
+[[nodiscard]] STREAMPOOL_API std::string_view to_string(status code) noexcept;
 
 /// The device boundary. Implementations are thread-safe. Preconditions are documented per call;
 /// violating one returns status::invalid_value (never UB on the sim driver).
-class driver {
+class STREAMPOOL_API driver {
  public:
   virtual ~driver() = default;
 
@@ -146,9 +149,9 @@ class driver {
   virtual drv_result mem_get_info(int device, std::size_t* free_bytes, std::size_t* total_bytes) noexcept = 0;
 
   // --- plain device memory ---------------------------------------------------------------------
-  /// cudaMalloc on `device`. With `relaxed_capture`, the call is made in relaxed capture mode so
-  /// it is legal while another stream of this thread is capturing (spec §2.3).
-  virtual drv_result malloc(int device, std::size_t bytes, void** out, bool relaxed_capture) noexcept = 0;
+  /// cudaMalloc on `device`. Illegal while a global capture is open (it would invalidate it)
+  /// unless the calling thread is in relaxed capture mode: see relaxed_thread_scope.
+  virtual drv_result malloc(int device, std::size_t bytes, void** out) noexcept = 0;
   /// cudaFree; `ptr` must come from malloc on `device`. Synchronises the device (as cudaFree does).
   virtual drv_result free(int device, void* ptr) noexcept = 0;
 
@@ -245,16 +248,51 @@ class driver {
   /// kernels (STREAMPOOL_BUILD_KERNELS=OFF).
   virtual drv_result check_bytes(int device, const void* ptr, std::size_t bytes, std::uint8_t expected,
                                  stream_t stream, byte_check* out) noexcept;
+
+  // --- pinned host memory (the host allocator, src/host; docs/pytorch-compatibility.md) -------
+  // Not pure: a driver without them inherits these, which return status::not_supported.
+  // Implemented in src/driver/cuda_host.cpp and src/driver/sim_host.cpp.
+
+  /// cudaHostAlloc(out, bytes, cudaHostAllocDefault): `bytes` (> 0) of page-locked host memory that
+  /// every device can copy from and to. status::out_of_memory when the host cannot pin that much.
+  virtual drv_result host_alloc(std::size_t bytes, void** out) noexcept;
+  /// cudaFreeHost: `ptr` must come from host_alloc (status::invalid_value otherwise). Like
+  /// cudaFreeHost, it waits for the work submitted to the devices so far. Illegal in capture.
+  virtual drv_result host_free(void* ptr) noexcept;
+  /// cudaHostRegister(ptr, bytes, cudaHostRegisterDefault): page-locks [ptr, ptr + bytes) of
+  /// ordinary host memory (bytes > 0; the range must not overlap a registered one).
+  virtual drv_result host_register(void* ptr, std::size_t bytes) noexcept;
+  /// cudaHostUnregister: `ptr` must be the start of a range given to host_register.
+  virtual drv_result host_unregister(void* ptr) noexcept;
+  /// cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream): copies `bytes` between host and
+  /// device memory (the direction follows from the addresses), ordered on `stream`. bytes 0: no-op.
+  virtual drv_result memcpy_async(void* dst, const void* src, std::size_t bytes, stream_t stream) noexcept;
 };
 
+// Note [Relaxed capture mode]
+// While a global (or thread-local) stream capture is open, CUDA refuses the "potentially unsafe"
+// calls a thread makes in the default mode, and the refusal invalidates the capture: cudaMalloc,
+// stream-ordered allocation and free on a stream outside the capture, pool and device queries,
+// graph instantiation. With the calling thread in relaxed mode the same calls succeed and the
+// capture stays valid (measured on an H200: docs/graph-capture.md). relaxed_thread_scope is the
+// one way streampool switches a thread to relaxed mode and back: the backends engage it around
+// their cudaMalloc / cudaMallocAsync / cudaFreeAsync only while one of their captures is
+// underway, and the real driver engages it around its non-stream queries always (Note [Relaxed
+// queries] in src/driver/cuda_driver.cpp).
+
 /// Runs the rest of a scope with the calling thread in relaxed capture mode, then puts the
-/// previous mode back (driver::thread_exchange_capture_mode). `engaged` false: does nothing, so a
-/// hot path pays only a branch when no capture is open. A driver that cannot exchange modes (the
-/// default implementation) leaves the thread as it is.
-class relaxed_thread_scope {
+/// previous mode back (driver::thread_exchange_capture_mode; Note [Relaxed capture mode]).
+/// `engaged` false: does nothing, so a hot path pays only a branch when no capture is open. A
+/// driver that cannot exchange modes (status::not_supported: the default implementation) leaves
+/// the thread as it is.
+class STREAMPOOL_API relaxed_thread_scope {
  public:
   relaxed_thread_scope(driver& drv, bool engaged) noexcept : drv_(engaged ? &drv : nullptr) {
-    if (drv_ != nullptr && !drv_->thread_exchange_capture_mode(&previous_).ok()) drv_ = nullptr;
+    if (drv_ == nullptr) return;
+    const drv_result result = drv_->thread_exchange_capture_mode(&previous_);
+    if (result.ok()) return;
+    drv_ = nullptr;
+    if (result.code != status::not_supported) refusal_ = result;
   }
   ~relaxed_thread_scope() {
     if (drv_ != nullptr) (void)drv_->thread_exchange_capture_mode(&previous_);
@@ -262,17 +300,22 @@ class relaxed_thread_scope {
   relaxed_thread_scope(const relaxed_thread_scope&) = delete;
   relaxed_thread_scope& operator=(const relaxed_thread_scope&) = delete;
 
+  /// Why the thread could not be switched although the driver has capture modes; ok otherwise.
+  /// A caller whose next call would break an open capture in the thread's own mode skips it.
+  [[nodiscard]] drv_result refusal() const noexcept { return refusal_; }
+
  private:
   driver* drv_;
   capture_mode previous_ = capture_mode::relaxed;  ///< in: the mode to set; after: the caller's
+  drv_result refusal_{};
 };
 
 /// The real driver over the CUDA runtime (and the driver API, resolved at run time through
 /// cudaGetDriverEntryPointByVersion, so binaries start on machines with no NVIDIA driver).
-[[nodiscard]] std::shared_ptr<driver> make_cuda_driver();
+[[nodiscard]] STREAMPOOL_API std::shared_ptr<driver> make_cuda_driver();
 
 /// Throws cuda_error (or out_of_memory for status::out_of_memory is NOT done here: callers
 /// decide) when `result` is not ok. `what` names the operation ("cudaMalloc of 2.00 MiB").
-void check(const driver& drv, drv_result result, std::string_view what);
+STREAMPOOL_API void check(const driver& drv, drv_result result, std::string_view what);
 
 }  // namespace streampool

@@ -7,6 +7,8 @@
 //                from std::bad_alloc so generic code that catches bad_alloc keeps working.
 #pragma once
 
+#include "streampool/export.h"
+
 #include <cstddef>
 #include <new>
 #include <stdexcept>
@@ -15,13 +17,13 @@
 namespace streampool {
 
 /// Misuse of the API or bad input (unknown pointer, double free, size 0 where forbidden, ...).
-class error : public std::runtime_error {
+class STREAMPOOL_API error : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
 
 /// A config string or environment variable that does not parse or validate.
-class config_error : public error {
+class STREAMPOOL_API config_error : public error {
  public:
   config_error(std::string message, std::string key, std::size_t position)
       : error(std::move(message)), key_(std::move(key)), position_(position) {}
@@ -37,7 +39,7 @@ class config_error : public error {
 
 /// A failed driver call. `native_status()` is the cudaError_t / CUresult value (or the sim
 /// driver's code); the message carries its name and description.
-class cuda_error : public error {
+class STREAMPOOL_API cuda_error : public error {
  public:
   cuda_error(std::string message, int native_status)
       : error(std::move(message)), native_status_(native_status) {}
@@ -49,7 +51,7 @@ class cuda_error : public error {
 
 /// The request cannot be served: device exhausted, memory-fraction cap reached, or the request is
 /// absurdly large. `what()` holds the full diagnostic (see Note [OOM message] in src/core).
-class out_of_memory : public std::bad_alloc {
+class STREAMPOOL_API out_of_memory : public std::bad_alloc {
  public:
   out_of_memory(std::string message, std::size_t requested_bytes, int device)
       : message_(std::move(message)), requested_bytes_(requested_bytes), device_(device) {}

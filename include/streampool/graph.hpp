@@ -5,6 +5,8 @@
 // captured into it may replay. Rules and examples: docs/graph-capture.md.
 #pragma once
 
+#include "streampool/export.h"
+
 #include <compare>
 #include <cstdint>
 #include <functional>
@@ -16,7 +18,7 @@ namespace streampool {
 
 /// Identifier of a private memory pool (spec §3.1). {0,0} means "no pool" (the default pools).
 /// User-created ids (create_pool_id) are {0, n}; ids made for a graph without a pool are {n, 0}.
-struct mempool_id {
+struct STREAMPOOL_API mempool_id {
   std::uint64_t first = 0;
   std::uint64_t second = 0;
   friend constexpr bool operator==(mempool_id, mempool_id) = default;
@@ -31,7 +33,7 @@ using stream_filter = std::function<bool(stream_t)>;
 class allocator;  // streampool/allocator.hpp
 
 /// How a capture_scope captures and instantiates.
-struct capture_options {
+struct STREAMPOOL_API capture_options {
   /// cudaStreamCaptureMode. `global` (the default, as in PyTorch) makes any thread's unsafe CUDA
   /// call during the capture an error; the allocators never make one while a capture is underway.
   capture_mode mode = capture_mode::global;
@@ -46,7 +48,7 @@ struct capture_options {
 /// copyable. Destroying it (or reset()) destroys the executable and the graph and drops its use
 /// of the pool, so that once no graph can replay, the pool's memory is released by the next
 /// allocator::empty_cache() (spec §3.1). The allocator must outlive it.
-class captured_graph {
+class STREAMPOOL_API captured_graph {
  public:
   captured_graph() noexcept = default;
   captured_graph(captured_graph&& other) noexcept;
@@ -88,7 +90,7 @@ class captured_graph {
 /// ends the capture, ends allocate-to-pool and instantiates. If end() is never reached (an
 /// exception, e.g. out_of_memory during the capture), the destructor ends the capture, discards
 /// the graph, ends allocate-to-pool and releases the pool: the allocator stays usable.
-class capture_scope {
+class STREAMPOOL_API capture_scope {
  public:
   /// Captures into a fresh private pool (allocator::create_pool_id()).
   /// @throws error if `stream` is a default stream (nullptr, cudaStreamLegacy, cudaStreamPerThread)

@@ -3,6 +3,8 @@
 // measure peak reserved / allocated and device mallocs for a real program's allocation sequence.
 #pragma once
 
+#include "streampool/export.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -19,7 +21,7 @@ namespace streampool {
 class sim_driver;
 
 /// One line of a trace file.
-struct trace_event {
+struct STREAMPOOL_API trace_event {
   trace_action action = trace_action::alloc;
   std::uint64_t address = 0;
   std::uint64_t size = 0;
@@ -30,12 +32,12 @@ struct trace_event {
 
 /// Parses CSV text with the header "action,addr,size,stream,time_us".
 /// @throws error naming `source`, the line number and what is wrong
-[[nodiscard]] std::vector<trace_event> parse_trace(std::istream& in, std::string_view source);
+[[nodiscard]] STREAMPOOL_API std::vector<trace_event> parse_trace(std::istream& in, std::string_view source);
 /// Reads a trace file; names ending in ".gz" are decompressed.
 /// @throws error when the file is missing, unreadable or malformed (with the line number)
-[[nodiscard]] std::vector<trace_event> read_trace(const std::string& path);
+[[nodiscard]] STREAMPOOL_API std::vector<trace_event> read_trace(const std::string& path);
 
-struct replay_options {
+struct STREAMPOOL_API replay_options {
   /// When a driver other than the sim is used, delayed frees (free_completed later than right
   /// after free_requested) are replayed by deferring the free; with a sim driver they are
   /// replayed faithfully with record_stream on a holder stream completed at free_completed.
@@ -45,7 +47,7 @@ struct replay_options {
   std::size_t progress_every = 10000;
 };
 
-struct replay_result {
+struct STREAMPOOL_API replay_result {
   std::size_t events = 0;             ///< events in the trace
   std::size_t replayed = 0;           ///< alloc + free events driven through the allocator
   std::size_t skipped_frees = 0;      ///< frees of addresses allocated before recording started
@@ -61,7 +63,7 @@ struct replay_result {
 /// Replays `events` through `alloc` on its current device, freeing everything still live at the
 /// end. Peaks are measured from a reset at the start.
 /// @throws error for an inconsistent trace (double alloc of a live address, ...), with the line
-[[nodiscard]] replay_result replay_trace(allocator& alloc, const std::vector<trace_event>& events,
+[[nodiscard]] STREAMPOOL_API replay_result replay_trace(allocator& alloc, const std::vector<trace_event>& events,
                                          const replay_options& options = {});
 
 }  // namespace streampool

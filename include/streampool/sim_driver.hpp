@@ -1,12 +1,14 @@
 // streampool/sim_driver.hpp — a simulated CUDA device implementing `driver`.
 //
 // Fixed capacity, fake non-overlapping addresses (malloc places them as the real driver does,
-// 512 B or 2 MiB aligned; the VMM granularity for address reservations), streams and events whose completion the test controls
-// (or that complete eagerly), scriptable capture status, a stream-ordered pool emulating
-// cudaMallocAsync/cudaFreeAsync/trim, VMM reserve/create/map/unmap, capture sequences and fake
-// graphs, fault injection and per-call counters. CI runs every allocator test on it; trace
+// 512 B or 2 MiB aligned; the VMM granularity for address reservations), streams and events
+// whose completion the test controls (or that complete eagerly), scriptable capture status, a
+// stream-ordered pool emulating cudaMallocAsync/cudaFreeAsync/trim, VMM reserve/create/map/unmap,
+// capture sequences and fake graphs, fault injection and per-call counters. CI runs every allocator test on it; trace
 // replay uses it to predict memory use.
 #pragma once
+
+#include "streampool/export.h"
 
 #include <array>
 #include <atomic>
@@ -31,7 +33,7 @@ enum class sim_addresses {
   bump,
 };
 
-struct sim_options {
+struct STREAMPOOL_API sim_options {
   int device_count = 1;
   std::size_t capacity = 80 * gib;     ///< bytes of memory per device
   std::string device_name = "streampool simulated device";
@@ -39,10 +41,12 @@ struct sim_options {
   bool memory_pools_supported = true;
   bool vmm_supported = true;
   std::size_t vmm_granularity = 2 * mib;
+  /// Pinned host memory the sim hands out (host_alloc) or registers (host_register), in total.
+  std::size_t host_capacity = 64 * gib;
   sim_addresses malloc_addresses = sim_addresses::driver;  ///< where malloc puts allocations
 };
 
-class sim_driver final : public driver {
+class STREAMPOOL_API sim_driver final : public driver {
  public:
   explicit sim_driver(sim_options options = {});
   ~sim_driver() override;
@@ -80,6 +84,16 @@ class sim_driver final : public driver {
   /// VMM pages of one device). Not counted, never injected.
   void write_bytes(void* ptr, const void* data, std::size_t bytes);
   [[nodiscard]] std::vector<std::uint8_t> read_bytes(const void* ptr, std::size_t bytes) const;
+  /// Pinned host memory held now: host_alloc'd plus host_register'ed bytes (leak checks).
+  [[nodiscard]] std::size_t host_bytes_pinned() const;
+  /// Ranges handed out by host_alloc and not freed, and ranges registered and not unregistered.
+  [[nodiscard]] std::size_t live_host_allocs() const;
+  [[nodiscard]] std::size_t live_host_registrations() const;
+  /// Work items submitted to `stream` so far and how many of them have completed (copies,
+  /// memsets, ...), for tests that check stream order; throws streampool::error for an unknown
+  /// stream. Not counted, never injected.
+  [[nodiscard]] std::uint64_t submitted_work(stream_t stream) const;
+  [[nodiscard]] std::uint64_t completed_work(stream_t stream) const;
 
   // --- driver ----------------------------------------------------------------------------------------
   [[nodiscard]] std::string_view name() const noexcept override { return "sim"; }
@@ -89,7 +103,7 @@ class sim_driver final : public driver {
   drv_result set_device(int device) noexcept override;
   drv_result get_device_info(int device, device_info* out) noexcept override;
   drv_result mem_get_info(int device, std::size_t* free_bytes, std::size_t* total_bytes) noexcept override;
-  drv_result malloc(int device, std::size_t bytes, void** out, bool relaxed_capture) noexcept override;
+  drv_result malloc(int device, std::size_t bytes, void** out) noexcept override;
   drv_result free(int device, void* ptr) noexcept override;
   drv_result stream_create(int device, stream_t* out) noexcept override;
   drv_result stream_destroy(int device, stream_t stream) noexcept override;
@@ -133,9 +147,15 @@ class sim_driver final : public driver {
                           stream_t stream) noexcept override;
   drv_result check_bytes(int device, const void* ptr, std::size_t bytes, std::uint8_t expected,
                          stream_t stream, byte_check* out) noexcept override;
+  // Pinned host memory (sim_host.cpp; Note [Sim pinned host memory]).
+  drv_result host_alloc(std::size_t bytes, void** out) noexcept override;
+  drv_result host_free(void* ptr) noexcept override;
+  drv_result host_register(void* ptr, std::size_t bytes) noexcept override;
+  drv_result host_unregister(void* ptr) noexcept override;
+  drv_result memcpy_async(void* dst, const void* src, std::size_t bytes, stream_t stream) noexcept override;
 
  private:
-  struct state;
+  struct STREAMPOOL_INTERNAL state;
   sim_options options_;
   std::unique_ptr<state> state_;
   std::array<std::atomic<std::uint64_t>, driver_call_count> counters_{};

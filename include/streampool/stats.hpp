@@ -3,6 +3,8 @@
 // reads them unchanged: `to_map()` yields "allocated_bytes.all.current" and friends.
 #pragma once
 
+#include "streampool/export.h"
+
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -18,7 +20,7 @@
 namespace streampool {
 
 /// One statistic: current value, peak since reset, cumulative increases and decreases.
-struct stat {
+struct STREAMPOOL_API stat {
   std::int64_t current = 0;
   std::int64_t peak = 0;
   std::int64_t allocated = 0;
@@ -43,7 +45,7 @@ inline constexpr std::size_t stat_pool_count = 3;
 using stat_array = std::array<stat, stat_pool_count>;
 
 /// Per-device statistics (spec §2.14).
-struct memory_stats {
+struct STREAMPOOL_API memory_stats {
   stat_array allocation;            ///< live allocations
   stat_array segment;               ///< device mallocs held (not changed by expandable map/unmap)
   stat_array active;                ///< allocated or waiting for events
@@ -72,7 +74,7 @@ struct memory_stats {
 
 enum class block_state : std::uint8_t { active_allocated, active_pending_free, inactive };
 
-struct block_info {
+struct STREAMPOOL_API block_info {
   std::uintptr_t address = 0;
   std::size_t size = 0;
   std::size_t requested_size = 0;
@@ -80,7 +82,7 @@ struct block_info {
 };
 
 /// One segment (a device malloc, or a contiguous mapped range of an expandable segment).
-struct segment_info {
+struct STREAMPOOL_API segment_info {
   int device = 0;
   std::uintptr_t address = 0;
   std::size_t total_size = 0;
@@ -100,7 +102,7 @@ struct segment_info {
 /// pool kind given by is_large) and given back by a later growth, empty_cache or the allocator's
 /// destructor. Per device: reserved_bytes = sum of segments' total_size + sum of leftover pages'
 /// size.
-struct leftover_page_info {
+struct STREAMPOOL_API leftover_page_info {
   int device = 0;
   std::uintptr_t address = 0;  ///< still mapped there (an unmap was refused); 0 when not mapped
   std::size_t size = 0;        ///< the page size
@@ -111,9 +113,9 @@ struct leftover_page_info {
 enum class trace_action : std::uint8_t {
   alloc, free_requested, free_completed, segment_alloc, segment_free, segment_map, segment_unmap, oom, snapshot
 };
-[[nodiscard]] std::string_view to_string(trace_action action) noexcept;
+[[nodiscard]] STREAMPOOL_API std::string_view to_string(trace_action action) noexcept;
 
-struct trace_entry {
+struct STREAMPOOL_API trace_entry {
   trace_action action = trace_action::alloc;
   int device = 0;
   std::uintptr_t address = 0;  ///< for oom: device free bytes
@@ -124,7 +126,7 @@ struct trace_entry {
 };
 
 /// A snapshot of one allocator: segments sorted by address, plus the trace if recording.
-struct memory_snapshot {
+struct STREAMPOOL_API memory_snapshot {
   std::vector<segment_info> segments;
   std::vector<trace_entry> trace;
   std::string allocator_settings;  ///< the config text in effect
@@ -142,9 +144,12 @@ struct memory_snapshot {
 };
 
 /// Writes `entries` as CSV "action,addr,size,stream,time_us" (the shared trace format).
-[[nodiscard]] std::string trace_to_csv(const std::vector<trace_entry>& entries);
+[[nodiscard]] STREAMPOOL_API std::string trace_to_csv(const std::vector<trace_entry>& entries);
 
 /// "512 bytes", "1.50 KiB", "2.00 MiB", "3.25 GiB" (spec §2.10 format_size).
-[[nodiscard]] std::string format_size(std::size_t bytes);
+[[nodiscard]] STREAMPOOL_API std::string format_size(std::size_t bytes);
+
+/// `text` as a JSON string literal, quotes included (the quoting every to_json() here uses).
+[[nodiscard]] STREAMPOOL_API std::string json_quote(std::string_view text);
 
 }  // namespace streampool

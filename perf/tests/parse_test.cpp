@@ -96,10 +96,14 @@ TEST(BackendList, DefaultsOnTheSimLeaveOutTheRealGpuPeers) {
   EXPECT_EQ(specs[2].name, "cuda");
   EXPECT_EQ(specs[3].name, "async-raw");
   const auto missing = unavailable_backends(sim_choice());
-  ASSERT_EQ(missing.size(), 3u);  // cub, torch-async, torch-native (name order)
+  // Name order: cub, cudaHostAlloc, pinned, torch-async, torch-native, torch-pinned.
+  ASSERT_EQ(missing.size(), 6u);
   EXPECT_EQ(missing[0].first, "cub");
   EXPECT_NE(missing[0].second.find("needs a real GPU"), std::string::npos) << missing[0].second;
-  for (std::size_t i = 1; i < 3; ++i) {
+  for (const std::size_t i : {1u, 2u}) {  // the pinned host allocators: `latency` only
+    EXPECT_NE(missing[i].second.find("streampool-bench latency"), std::string::npos) << missing[i].second;
+  }
+  for (std::size_t i = 3; i < 6; ++i) {
     EXPECT_NE(missing[i].second.find("--torch-peer"), std::string::npos) << missing[i].second;
   }
 }

@@ -47,6 +47,19 @@ int streampool_torch_peer_free(void* ptr);
 int streampool_torch_peer_empty_cache(void);
 int streampool_torch_peer_stats_of(int device, streampool_torch_peer_stats* out);
 int streampool_torch_peer_reset_peak(int device);
+/* Pinned host memory through c10's CachingHostAllocator (the `torch-pinned` peer). Optional: the
+ * bench looks these up only for torch-pinned, so a plugin without them still serves the other
+ * peers (same ABI version). host_alloc returns the pointer and a handle (*ctx) that host_free and
+ * host_record_stream take back; host_record_stream is CachingHostAllocator_recordEvent on the
+ * cudaStream_t `stream` of the current device. host_num_alloc: cudaHostAlloc/cudaHostRegister calls
+ * so far (c10's num_host_alloc), or STREAMPOOL_TORCH_PEER_ERROR where libtorch predates HostStats. */
+int streampool_torch_peer_host_alloc(size_t bytes, void** out, void** ctx);
+int streampool_torch_peer_host_free(void* ctx);
+int streampool_torch_peer_host_record_stream(void* ptr, void* ctx, void* stream);
+int streampool_torch_peer_host_empty_cache(void);
+int streampool_torch_peer_host_num_alloc(int64_t* out);
+/* The message of this thread's last failed host_* call ("" if none). */
+const char* streampool_torch_peer_host_last_error(void);
 /* The message of this thread's last failure ("" if none). */
 const char* streampool_torch_peer_last_error(void);
 

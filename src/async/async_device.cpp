@@ -37,6 +37,7 @@ async_device::async_device(driver& drv, int device, const allocator_config& conf
       pointers_(&pointers),
       trace_(&trace),
       fraction_(config.per_process_memory_fraction),
+      captures_(device),
       events_(drv, device) {
   device_info info;
   check_pool_call(drv, drv.get_device_info(device, &info), device, "reading the device properties");
@@ -123,14 +124,14 @@ async_device::~async_device() {
 // serialise on it; the driver serialises stream-ordered pool calls as well (docs/benchmarks.md).
 void* async_device::allocate(std::size_t bytes, stream_t stream) {
   std::lock_guard lock(mutex_);
-  if (!captures_.underway() && !captures_.deferred().empty()) flush_deferred_locked();
+  if (!captures_.underway() && captures_.has_deferred()) flush_deferred_locked();
   allocation_record record;
   record.device = device_;
   record.size = bytes;
   record.stream = stream;
   if (captures_.underway()) {
-    if (const std::optional<mempool_id> pool = captures_.route(stream)) {
-      record.pool = *pool;
+    if (const capture_router::pool_type* pool = captures_.route(stream)) {
+      record.pool = pool->id;
       record.captured = true;
     }
   }
@@ -190,6 +191,20 @@ bool async_device::synchronize_and_trim_locked() noexcept {
   return true;
 }
 
+// Note [Deferred frees during capture]
+// While any capture is underway on a device, freeing an allocation that was NOT made during a
+// capture must not reach cudaFreeAsync: on a capturing stream it would become a free node of the
+// graph for memory the graph does not own (illegal), and on another stream it could let the pool
+// hand the memory to a captured allocation while work the graph will replay still reads it. Such a
+// free is accounted as requested (allocation -1, free_requested trace) and parked; the memory stays
+// "active" (active_pending_free in the snapshot). The router hands parked frees back once no
+// capture is underway on the device (Note [Parked frees] in src/capture/capture_router.hpp); they
+// are issued then — at end_allocate_to_pool of the last capture, or at the next allocate,
+// deallocate or empty_cache — and only when none of the streams involved reports an active
+// capture (a user may end the routing before ending the stream capture). Frees of captured
+// allocations go to cudaFreeAsync at once: they become graph free nodes. No event is queried at
+// any point: the record_stream handling needs only event_record and stream_wait_event, which are
+// legal under capture.
 void async_device::free(void* ptr, allocation_record& record) {
   // Note [Frees of captured allocations] (async_device_admin.cpp). Decided before locking: warn()
   // runs the user's handler, which must not run under the device mutex.
@@ -197,14 +212,17 @@ void async_device::free(void* ptr, allocation_record& record) {
   if (capture == capture_status::none) warn_uncaptured_free();
   std::lock_guard lock(mutex_);
   const bool underway = captures_.underway();
-  if (!underway && !captures_.deferred().empty()) flush_deferred_locked();
+  if (!underway && captures_.has_deferred()) flush_deferred_locked();
   const auto address = reinterpret_cast<std::uintptr_t>(ptr);
   if (underway && !record.captured) {
-    auto& deferred = captures_.deferred();
-    deferred.reserve(deferred.size() + 1);  // may throw: nothing changed yet
-    accounting_.on_free_requested(record.size);
-    trace(trace_action::free_requested, address, record.size, record.stream, record.pool);
-    captures_.defer(ptr, std::move(record));  // no throw: capacity reserved above
+    // Note [Deferred frees during capture]. Parked first: on bad_alloc nothing changed, and the
+    // record is left as it was (emplace_back allocates before it moves the record in).
+    const std::size_t size = record.size;
+    const stream_t stream = record.stream;
+    const mempool_id pool = record.pool;
+    captures_.defer(ptr, std::move(record));
+    accounting_.on_free_requested(size);
+    trace(trace_action::free_requested, address, size, stream, pool);
     return;
   }
   if (capture == capture_status::invalidated) {
@@ -284,7 +302,7 @@ void async_device::flush_deferred_locked() noexcept {
   // (routing may end before the stream capture does); a free_async outside it must not break it.
   // Parked frees are rare, so the two mode exchanges cost nothing that matters.
   const relaxed_thread_scope relaxed(*driver_, true);
-  auto& deferred = captures_.deferred();
+  std::vector<deferred_free> deferred = captures_.take_deferred();  // none while a capture is underway
   const auto capturing = [this](stream_t stream) {
     capture_info info;
     return driver_->stream_capture_info(stream, &info).ok() && info.status != capture_status::none;
@@ -310,6 +328,9 @@ void async_device::flush_deferred_locked() noexcept {
     ++kept;
   }
   deferred.resize(kept);
+  // Back to the router; every free is parked under the device mutex, held here, so nothing was
+  // parked meanwhile and this allocates nothing.
+  captures_.keep_deferred(std::move(deferred));
 }
 
 void async_device::trace_enabled(trace_action action, std::uintptr_t address, std::size_t size, stream_t stream,
@@ -324,7 +345,7 @@ void async_device::trace_enabled(trace_action action, std::uintptr_t address, st
 void async_device::empty_cache() {
   std::lock_guard lock(mutex_);
   if (captures_.underway()) return;  // synchronising would be illegal; the pool keeps its memory
-  if (!captures_.deferred().empty()) flush_deferred_locked();
+  if (captures_.has_deferred()) flush_deferred_locked();
   sample_reserved_locked();
   const drv_result result = driver_->device_synchronize(device_);
   if (!result.ok()) {
@@ -338,6 +359,7 @@ void async_device::empty_cache() {
   // trimmed (Note [Graph lifetime] in src/capture/captured_graph.cpp); not_supported: no graphs.
   (void)driver_->graph_mem_trim(device_);
   sample_reserved_locked();
+  forget_released_pools_locked();
 }
 
 }  // namespace streampool::detail

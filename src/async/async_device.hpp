@@ -1,5 +1,5 @@
 // async_device.hpp — one device of the cudaMallocAsync backend: its stream-ordered pool (set up on
-// construction), the statistics, the memory-fraction cap, the capture bookkeeping and the
+// construction), the statistics, the memory-fraction cap, the capture router (src/capture) and the
 // allocate/free paths. All public members lock the device mutex; the pointer map and the trace ring
 // are shared with the allocator and have their own locks.
 #pragma once
@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "async/async_accounting.hpp"
-#include "async/capture_book.hpp"
 #include "async/pointer_map.hpp"
+#include "capture/capture_router.hpp"
 #include "core/event_pool.hpp"
 #include "core/hybrid_mutex.hpp"
 #include "core/trace_ring.hpp"
@@ -22,6 +22,18 @@
 #include "streampool/stats.hpp"
 
 namespace streampool::detail {
+
+/// A deallocate() of an allocation made outside any capture, requested while a capture was
+/// underway on its device: it is handed to free_async only once no capture is underway (Note
+/// [Deferred frees during capture] in async_device.cpp).
+struct deferred_free {
+  void* ptr = nullptr;
+  allocation_record record;
+};
+
+/// The device's capture bookkeeping: private pools own no memory here (Note [Captures in the
+/// cudaMallocAsync backend]); parked frees are pointers with their records.
+using capture_router = capture::capture_router<capture::no_memory, deferred_free>;
 
 class async_device {
  public:
@@ -39,7 +51,8 @@ class async_device {
   /// Frees an allocation already taken out of the pointer map. On an exception nothing changed and
   /// the caller puts the record back. @throws cuda_error
   void free(void* ptr, allocation_record& record);
-  /// Device synchronise + trim the pool to 0 (skipped while a capture is underway on the device).
+  /// Device synchronise + trim the pool to 0, then forgets released pools none of whose allocations
+  /// is live (Note [Released pools]). Skipped while a capture is underway on the device.
   void empty_cache();
 
   [[nodiscard]] memory_stats stats();
@@ -66,6 +79,8 @@ class async_device {
   void release_locked(void* ptr, const allocation_record& record);
   /// Issues the deferred frees whose streams are no longer capturing (no capture underway).
   void flush_deferred_locked() noexcept;
+  /// Forgets the released pools that no live allocation was routed to (Note [Released pools]).
+  void forget_released_pools_locked();
   // Note [Frees of captured allocations] (async_device_admin.cpp):
   /// The capture status of `stream` (active when it cannot be read: the free then goes ahead).
   [[nodiscard]] capture_status capture_state(stream_t stream) const noexcept;
@@ -108,7 +123,7 @@ class async_device {
   /// Held across the driver call of an allocate / free (Note [Hot path of the cudaMallocAsync backend]).
   mutable hybrid_mutex mutex_;
   async_accounting accounting_;
-  capture_book captures_;
+  capture_router captures_;
   event_pool events_;
 };
 

@@ -4,6 +4,7 @@
 // helpers for frees of captured allocations.
 #include <cmath>
 #include <limits>
+#include <set>
 
 #include "async/async_device.hpp"
 #include "streampool/allocator.hpp"
@@ -63,10 +64,10 @@ void async_device::collect_segments(std::vector<segment_info>& out) const {
   for (const auto& [address, record] : pointers_->live_on(device_)) {
     out.push_back(one_block_segment(device_, address, record, block_state::active_allocated));
   }
-  for (const deferred_free& item : captures_.deferred()) {
+  captures_.for_each_deferred([&](const deferred_free& item) {
     out.push_back(one_block_segment(device_, reinterpret_cast<std::uintptr_t>(item.ptr), item.record,
                                     block_state::active_pending_free));
-  }
+  });
 }
 
 std::size_t async_device::active_bytes() const {
@@ -134,20 +135,49 @@ void async_device::drop_captured_locked(void* ptr, const allocation_record& reco
   trace(trace_action::segment_free, address, async_footprint(record.size), record.stream, record.pool);
 }
 
+// Note [Captures in the cudaMallocAsync backend]
+// The bookkeeping is the capture router's (Note [Capture router] in
+// src/capture/capture_router.hpp); this is what it means here. Under stream capture
+// cudaMallocAsync / cudaFreeAsync become graph memory nodes: the graph owns that memory, its
+// addresses are fixed for the graph's life, and the driver keeps it apart from the pool. So the
+// backend's private pools hold no memory of their own; begin_allocate_to_pool only marks
+// allocations whose stream passes a filter as "captured" and tags them with the pool id (for
+// snapshots and traces), and release_pool only counts uses (a released pool is forgotten at
+// empty_cache once none of its allocations is live: Note [Released pools]). PyTorch's version
+// allows one capture per process because it keeps a single "capture underway" flag and one list
+// of free streams to rejoin; here each device keeps a list of recordings with their filters
+// (routing looks at the most recent first, like the native backend), so several captures, on one
+// device or several, may run at once.
+// Rejoining: PyTorch frees on one "unifying" stream and so must make the capture stream wait on
+// it at endAllocateToPool. Here a free is issued on the allocation's own stream, so a dangling
+// free node can only sit on a side stream that allocated during the capture; capture_scope joins
+// every such stream back before it ends the capture (Note [Joining side streams] in
+// src/capture/capture_scope.cpp). end_allocate_to_pool comes after the capture has ended (spec
+// §3.2 order), too late to add graph edges, so the backend does not try. Frees of captured
+// allocations after the capture: Note [Frees of captured allocations] above.
 void async_device::begin_allocate_to_pool(mempool_id pool, stream_filter filter) {
   std::lock_guard lock(mutex_);
-  captures_.begin(device_, pool, std::move(filter));
+  (void)captures_.begin(pool, std::move(filter));
 }
 
 void async_device::end_allocate_to_pool(mempool_id pool) {
   std::lock_guard lock(mutex_);
-  captures_.end(device_, pool);
-  if (!captures_.underway() && !captures_.deferred().empty()) flush_deferred_locked();
+  captures_.end(pool);
+  if (!captures_.underway() && captures_.has_deferred()) flush_deferred_locked();
 }
 
 void async_device::release_pool(mempool_id pool) {
   std::lock_guard lock(mutex_);
-  captures_.release(device_, pool);
+  captures_.release(pool);  // forgotten at empty_cache once no allocation of it is live
+}
+
+void async_device::forget_released_pools_locked() {
+  if (!captures_.has_freeable()) return;
+  std::set<mempool_id> in_use;
+  for (const auto& [address, record] : pointers_->live_on(device_)) {
+    if (record.captured) in_use.insert(record.pool);
+  }
+  captures_.forget_released([&](const capture_router::pool_type& pool) { return in_use.count(pool.id) == 0; });
 }
 
 }  // namespace streampool::detail

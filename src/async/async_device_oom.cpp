@@ -44,9 +44,9 @@ out_of_memory async_device::oom_locked(std::size_t bytes, stream_t stream, mempo
   const std::size_t held = accounting_.held_bytes();
   figures.largest_free_block = figures.reserved > held ? figures.reserved - held : 0;
   std::map<stream_t, std::size_t> deferred_per_stream;
-  for (const deferred_free& item : captures_.deferred()) {
+  captures_.for_each_deferred([&](const deferred_free& item) {
     deferred_per_stream[item.record.stream] += async_footprint(item.record.size);
-  }
+  });
   figures.cached_per_stream.assign(deferred_per_stream.begin(), deferred_per_stream.end());
   figures.backend = "cudaMallocAsync";
   figures.stream_ordered_pool = true;

@@ -2,6 +2,8 @@
 // of side streams joined to it) to a private pool, begins and ends the stream capture in the order
 // PyTorch's CUDAGraph uses (spec §3.2), joins allocating side streams back before ending, and
 // undoes everything if the capture does not reach end(). captured_graph: captured_graph.cpp.
+// Layer: above the allocator facade (only public allocator calls and the driver), unlike the
+// capture router beside it, which sits below the backends (docs/architecture.md).
 #include <algorithm>
 #include <atomic>
 #include <cstdint>

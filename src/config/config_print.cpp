@@ -126,12 +126,15 @@ std::string to_string(const allocator_config& config) {
   std::string used;
   std::string ignored;
   std::string unused;
+  std::string host;
   for (std::size_t i = 0; i < config_key_count; ++i) {
     const auto key = static_cast<config_key>(i);
     out += "  " + pad(std::string(key_name(key)), 34) +
            pad(config_detail::render_value(config, key), 24) +
            std::string(to_string(config.source_of(key))) + "\n";
-    std::string& list = key_used_by(key, config.backend) ? used
+    const bool host_key = key_name(key).starts_with("pinned_");  // the pinned host allocator's
+    std::string& list = host_key                             ? host
+                        : key_used_by(key, config.backend) ? used
                         : (key_used_by(key, backend_kind::native) ||
                            key_used_by(key, backend_kind::cuda_malloc_async))
                             ? ignored
@@ -142,8 +145,8 @@ std::string to_string(const allocator_config& config) {
     out += "warning: " + warning + "\n";
   }
   out += "backend in effect: " + std::string(to_string(config.backend)) + "; it uses " + used +
-         "; it ignores " + ignored +
-         "; never used by streampool (PyTorch host allocator): " + unused + "\n";
+         "; it ignores " + ignored + (unused.empty() ? "" : "; never used by streampool: " + unused) +
+         "; the pinned host allocator (make_host_allocator) uses " + host + "\n";
   return out;
 }
 

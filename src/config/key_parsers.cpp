@@ -237,8 +237,15 @@ void apply_value(allocator_config& config, config_key key, const config_value& v
       break;
     case k::pinned_num_register_threads: {
       const std::uint64_t threads = require_uint(value, key, value.text);
-      if (!std::has_single_bit(threads) || threads > 128) {
-        fail_range(value, key);
+      // PyTorch's own messages, after ours (spec of the key: a power of two <= 128).
+      if (!std::has_single_bit(threads)) {
+        fail_value(value, key,
+                   "value " + value.text + " is out of range (Number of register threads has to be power of 2)");
+      }
+      if (threads > 128) {
+        fail_value(value, key,
+                   "value " + value.text +
+                       " is out of range (Number of register threads should be less than or equal to 128)");
       }
       config.pinned_num_register_threads = static_cast<std::size_t>(threads);
       break;
@@ -249,7 +256,8 @@ void apply_value(allocator_config& config, config_key key, const config_value& v
     case k::pinned_reserve_segment_size_mb: {
       const std::uint64_t mb = require_uint(value, key, value.text);
       if (mb == 0) {
-        fail_range(value, key);
+        fail_value(value, key,
+                   "value " + value.text + " is out of range (Pinned reserve segment size has to be greater than 0)");
       }
       config.pinned_reserve_segment_size_mb = static_cast<std::size_t>(mb);
       break;

@@ -17,8 +17,8 @@ using k = config_key;
 // per_process_memory_fraction (it caps what it takes from the pool) and
 // graph_capture_record_stream_reuse (capture support is shared, DESIGN.md), so those two are
 // used by both. debug_checks (checking mode, src/check) wraps either backend, so both use it.
-// The pinned_* keys belong to PyTorch's host allocator, which streampool does not
-// have: used by neither, accepted only so a PyTorch config string keeps working.
+// The pinned_* keys configure the pinned host allocator (src/host, make_host_allocator), which
+// runs beside either backend: used by both.
 constexpr std::array<key_info, config_key_count> key_table{{
     {k::backend, "backend", "", "native or cudaMallocAsync", true, true},
     {k::max_split_size_mb, "max_split_size_mb", "", "an integer >= 20 (MiB)", true, false},
@@ -46,13 +46,13 @@ constexpr std::array<key_info, config_key_count> key_table{{
     {k::async_pool, "async_pool", "", "default or dedicated", false, true},
     {k::debug_checks, "debug_checks", "", "True or False", true, true},
     {k::pinned_use_cuda_host_register, "pinned_use_cuda_host_register",
-     "pinned_use_hip_host_register", "True or False", false, false},
+     "pinned_use_hip_host_register", "True or False", true, true},
     {k::pinned_num_register_threads, "pinned_num_register_threads", "", "a power of two <= 128",
-     false, false},
-    {k::pinned_use_background_threads, "pinned_use_background_threads", "", "True or False", false,
-     false},
+     true, true},
+    {k::pinned_use_background_threads, "pinned_use_background_threads", "", "True or False", true,
+     true},
     {k::pinned_reserve_segment_size_mb, "pinned_reserve_segment_size_mb", "",
-     "an integer > 0 (MiB)", false, false},
+     "an integer > 0 (MiB)", true, true},
 }};
 
 constexpr bool table_in_enum_order() {

@@ -32,6 +32,17 @@ std::string format_pointer(std::uintptr_t address) {
 
 std::string format_pointer(const void* ptr) { return format_pointer(reinterpret_cast<std::uintptr_t>(ptr)); }
 
+std::uint64_t now_us() noexcept {
+  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                        std::chrono::system_clock::now().time_since_epoch())
+                                        .count());
+}
+
+}  // namespace detail
+}  // namespace streampool
+
+namespace streampool {
+
 std::string json_quote(std::string_view text) {
   std::string out;
   out.reserve(text.size() + 2);
@@ -57,11 +68,4 @@ std::string json_quote(std::string_view text) {
   return out;
 }
 
-std::uint64_t now_us() noexcept {
-  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
-                                        std::chrono::system_clock::now().time_since_epoch())
-                                        .count());
-}
-
-}  // namespace detail
 }  // namespace streampool

@@ -6,13 +6,15 @@
 #include <string>
 #include <string_view>
 
+#include "streampool/stats.hpp"  // json_quote is public (users build JSON around to_json output)
+
 namespace streampool::detail {
+
+using streampool::json_quote;
 
 /// "0x7f00deadbeef".
 [[nodiscard]] std::string format_pointer(const void* ptr);
 [[nodiscard]] std::string format_pointer(std::uintptr_t address);
-/// `text` as a JSON string literal, quotes included.
-[[nodiscard]] std::string json_quote(std::string_view text);
 /// Microseconds since the epoch (host clock), as in PyTorch's trace entries.
 [[nodiscard]] std::uint64_t now_us() noexcept;
 

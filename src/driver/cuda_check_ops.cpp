@@ -36,13 +36,14 @@ struct check_slot {
 
 class slot_pool {
  public:
-  drv_result take(check_slot* out) noexcept {
+  /// `drv`: the real driver, to switch the thread to relaxed capture mode for cudaHostAlloc.
+  drv_result take(driver& drv, check_slot* out) noexcept {
     const std::lock_guard lock(mutex_);
     if (free_.empty()) {
       constexpr std::size_t chunk = 64;
       void* memory = nullptr;
       void* device_memory = nullptr;
-      const relaxed_capture_scope relaxed;
+      const relaxed_thread_scope relaxed(drv, true);
       cudaError_t error =
           cudaHostAlloc(&memory, chunk * sizeof(byte_check_slot), cudaHostAllocMapped | cudaHostAllocPortable);
       if (error != cudaSuccess) return runtime_result(error);
@@ -109,7 +110,7 @@ drv_result cuda_driver::check_bytes(int device, const void* ptr, std::size_t byt
   if (capture != cudaStreamCaptureStatusNone) return {status::illegal_in_capture, 0};
 
   check_slot taken;
-  if (const drv_result got = slots().take(&taken); !got.ok()) return got;
+  if (const drv_result got = slots().take(*this, &taken); !got.ok()) return got;
   byte_check_slot* slot = taken.host;
   slot->mismatches = 0;
   slot->first_offset = 0;
@@ -121,7 +122,7 @@ drv_result cuda_driver::check_bytes(int device, const void* ptr, std::size_t byt
     result = runtime_result(static_cast<cudaError_t>(code));
   } else {
     launched = true;
-    const relaxed_capture_scope relaxed;  // Note [Check slots]
+    const relaxed_thread_scope relaxed(*this, true);  // Note [Check slots]
     result = runtime_result(cudaStreamSynchronize(native_stream));
   }
   if (result.ok()) {

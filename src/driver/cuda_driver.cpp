@@ -56,8 +56,20 @@ drv_result cuda_driver::get_device(int* device) noexcept { return runtime_result
 
 drv_result cuda_driver::set_device(int device) noexcept { return runtime_result(cudaSetDevice(device)); }
 
+// Note [Relaxed queries]
+// Pool attribute reads and writes, cudaMemGetInfo, device properties, pool creation and graph
+// instantiation/destruction are "potentially unsafe" calls: while the calling thread is in a global
+// or thread-local capture (or any thread is in a global one) they fail with
+// cudaErrorStreamCaptureUnsupported AND invalidate the capture. Seen on the H200 (2026-11-30,
+// scripts/probes/capture_rules_probe.cpp): with captures A and B open on one thread,
+// cudaGraphInstantiate of B after B ended failed and invalidated A; the same call in relaxed mode
+// succeeded and A stayed active. Pool reads for statistics, lazy per-device setup on a first
+// allocation made inside a capture, and a graph instantiated while another capture is open all hit
+// this. None of these calls is a stream operation, so they always run with this thread in relaxed
+// capture mode (relaxed_thread_scope, Note [Relaxed capture mode] in streampool/driver.hpp);
+// outside capture that costs two cheap calls, and none of them is on an allocation's hot path.
 drv_result cuda_driver::get_device_info(int device, device_info* out) noexcept {
-  const relaxed_capture_scope relaxed;  // Note [Relaxed queries]
+  const relaxed_thread_scope relaxed(*this, true);  // Note [Relaxed queries]
   cudaDeviceProp props{};
   if (const cudaError_t error = cudaGetDeviceProperties(&props, device); error != cudaSuccess) {
     return runtime_result(error);
@@ -82,35 +94,21 @@ drv_result cuda_driver::mem_get_info(int device, std::size_t* free_bytes, std::s
   if (scope.error() != cudaSuccess) {
     return runtime_result(scope.error());
   }
-  const relaxed_capture_scope relaxed;  // Note [Relaxed queries]
+  const relaxed_thread_scope relaxed(*this, true);  // Note [Relaxed queries]
   return runtime_result(cudaMemGetInfo(free_bytes, total_bytes));
 }
 
 // --- plain device memory ---------------------------------------------------------------------
 
-// Note [Relaxed cudaMalloc]
-// cudaMalloc is "potentially unsafe" under stream capture: in the default (global) capture mode
-// it fails with cudaErrorStreamCaptureUnsupported, and invalidates the capture, while any thread
-// is capturing. The allocator may still need fresh memory for a capture's private pool (spec
-// §2.3), so with relaxed_capture the call is bracketed by cudaThreadExchangeStreamCaptureMode:
-// relaxed for this thread only, then the caller's previous mode is put back, whatever the
-// outcome of cudaMalloc.
-drv_result cuda_driver::malloc(int device, std::size_t bytes, void** out, bool relaxed_capture) noexcept {
+// A caller that may allocate while a capture is open brackets this with relaxed_thread_scope
+// (Note [Relaxed capture mode] in streampool/driver.hpp).
+drv_result cuda_driver::malloc(int device, std::size_t bytes, void** out) noexcept {
   *out = nullptr;
   const device_scope scope(device);
   if (scope.error() != cudaSuccess) {
     return runtime_result(scope.error());
   }
-  if (!relaxed_capture) {
-    return runtime_result(cudaMalloc(out, bytes));
-  }
-  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
-  if (const cudaError_t error = cudaThreadExchangeStreamCaptureMode(&mode); error != cudaSuccess) {
-    return runtime_result(error);
-  }
-  const cudaError_t error = cudaMalloc(out, bytes);
-  (void)cudaThreadExchangeStreamCaptureMode(&mode);  // `mode` now holds the caller's mode
-  return runtime_result(error);
+  return runtime_result(cudaMalloc(out, bytes));
 }
 
 drv_result cuda_driver::free(int /*device*/, void* ptr) noexcept { return runtime_result(cudaFree(ptr)); }
@@ -215,7 +213,7 @@ drv_result cuda_driver::event_synchronize(event_t event) noexcept {
 // --- stream-ordered memory pools -----------------------------------------------------------------
 
 drv_result cuda_driver::pool_get_default(int device, mempool_t* out) noexcept {
-  const relaxed_capture_scope relaxed;  // Note [Relaxed queries]
+  const relaxed_thread_scope relaxed(*this, true);  // Note [Relaxed queries]
   cudaMemPool_t pool = nullptr;
   const cudaError_t error = cudaDeviceGetDefaultMemPool(&pool, device);
   *out = pool;
@@ -227,7 +225,7 @@ drv_result cuda_driver::pool_create(int device, mempool_t* out) noexcept {
   if (scope.error() != cudaSuccess) {
     return runtime_result(scope.error());
   }
-  const relaxed_capture_scope relaxed;  // Note [Relaxed queries]
+  const relaxed_thread_scope relaxed(*this, true);  // Note [Relaxed queries]
   cudaMemPoolProps props{};
   props.allocType = cudaMemAllocationTypePinned;
   props.handleTypes = cudaMemHandleTypeNone;
@@ -240,13 +238,13 @@ drv_result cuda_driver::pool_create(int device, mempool_t* out) noexcept {
 }
 
 drv_result cuda_driver::pool_destroy(mempool_t pool) noexcept {
-  const relaxed_capture_scope relaxed;  // Note [Relaxed queries]
+  const relaxed_thread_scope relaxed(*this, true);  // Note [Relaxed queries]
   return runtime_result(cudaMemPoolDestroy(static_cast<cudaMemPool_t>(pool)));
 }
 
 drv_result cuda_driver::pool_set_attr(mempool_t pool, pool_attr attr, std::uint64_t value) noexcept {
   const auto handle = static_cast<cudaMemPool_t>(pool);
-  const relaxed_capture_scope relaxed;  // Note [Relaxed queries]
+  const relaxed_thread_scope relaxed(*this, true);  // Note [Relaxed queries]
   if (is_int_attr(attr)) {
     int flag = value != 0 ? 1 : 0;
     return runtime_result(cudaMemPoolSetAttribute(handle, native_attr(attr), &flag));
@@ -257,7 +255,7 @@ drv_result cuda_driver::pool_set_attr(mempool_t pool, pool_attr attr, std::uint6
 
 drv_result cuda_driver::pool_get_attr(mempool_t pool, pool_attr attr, std::uint64_t* value) noexcept {
   const auto handle = static_cast<cudaMemPool_t>(pool);
-  const relaxed_capture_scope relaxed;  // Note [Relaxed queries]
+  const relaxed_thread_scope relaxed(*this, true);  // Note [Relaxed queries]
   if (is_int_attr(attr)) {
     int flag = 0;
     const cudaError_t error = cudaMemPoolGetAttribute(handle, native_attr(attr), &flag);
@@ -271,7 +269,7 @@ drv_result cuda_driver::pool_get_attr(mempool_t pool, pool_attr attr, std::uint6
 }
 
 drv_result cuda_driver::pool_set_access(mempool_t pool, int peer_device, bool enable) noexcept {
-  const relaxed_capture_scope relaxed;  // Note [Relaxed queries]
+  const relaxed_thread_scope relaxed(*this, true);  // Note [Relaxed queries]
   cudaMemAccessDesc desc{};
   desc.location.type = cudaMemLocationTypeDevice;
   desc.location.id = peer_device;

@@ -65,7 +65,7 @@ class cuda_driver final : public driver {
   drv_result set_device(int device) noexcept override;
   drv_result get_device_info(int device, device_info* out) noexcept override;
   drv_result mem_get_info(int device, std::size_t* free_bytes, std::size_t* total_bytes) noexcept override;
-  drv_result malloc(int device, std::size_t bytes, void** out, bool relaxed_capture) noexcept override;
+  drv_result malloc(int device, std::size_t bytes, void** out) noexcept override;
   drv_result free(int device, void* ptr) noexcept override;
   drv_result stream_create(int device, stream_t* out) noexcept override;
   drv_result stream_destroy(int device, stream_t stream) noexcept override;
@@ -109,6 +109,12 @@ class cuda_driver final : public driver {
                           stream_t stream) noexcept override;
   drv_result check_bytes(int device, const void* ptr, std::size_t bytes, std::uint8_t expected,
                          stream_t stream, byte_check* out) noexcept override;
+  // cuda_host.cpp (pinned host memory)
+  drv_result host_alloc(std::size_t bytes, void** out) noexcept override;
+  drv_result host_free(void* ptr) noexcept override;
+  drv_result host_register(void* ptr, std::size_t bytes) noexcept override;
+  drv_result host_unregister(void* ptr) noexcept override;
+  drv_result memcpy_async(void* dst, const void* src, std::size_t bytes, stream_t stream) noexcept override;
 
  private:
   /// VMM support and granularity of `device` (the driver-API part of get_device_info).

@@ -32,7 +32,7 @@ drv_result cuda_driver::stream_end_capture(stream_t stream, graph_t* out) noexce
 }
 
 drv_result cuda_driver::graph_instantiate(graph_t graph, graph_exec_t* out, instantiate_flags flags) noexcept {
-  const relaxed_capture_scope relaxed;  // Note [Relaxed queries]: another capture may be open
+  const relaxed_thread_scope relaxed(*this, true);  // Note [Relaxed queries]: another capture may be open
   unsigned long long native_flags = 0;
   if (has_flag(flags, instantiate_flags::auto_free_on_launch)) {
     native_flags |= cudaGraphInstantiateFlagAutoFreeOnLaunch;
@@ -48,17 +48,17 @@ drv_result cuda_driver::graph_launch(graph_exec_t exec, stream_t stream) noexcep
 }
 
 drv_result cuda_driver::graph_exec_destroy(graph_exec_t exec) noexcept {
-  const relaxed_capture_scope relaxed;  // Note [Relaxed queries]: another capture may be open
+  const relaxed_thread_scope relaxed(*this, true);  // Note [Relaxed queries]: another capture may be open
   return runtime_result(cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(exec)));
 }
 
 drv_result cuda_driver::graph_destroy(graph_t graph) noexcept {
-  const relaxed_capture_scope relaxed;  // Note [Relaxed queries]: another capture may be open
+  const relaxed_thread_scope relaxed(*this, true);  // Note [Relaxed queries]: another capture may be open
   return runtime_result(cudaGraphDestroy(static_cast<cudaGraph_t>(graph)));
 }
 
 drv_result cuda_driver::graph_mem_trim(int device) noexcept {
-  const relaxed_capture_scope relaxed;  // Note [Relaxed queries]
+  const relaxed_thread_scope relaxed(*this, true);  // Note [Relaxed queries]
   return runtime_result(cudaDeviceGraphMemTrim(device));
 }
 

@@ -51,6 +51,11 @@ std::string_view to_string(driver_call call) noexcept {
     case driver_call::memset_async: return "memset_async";
     case driver_call::check_bytes: return "check_bytes";
     case driver_call::stream_get_device: return "stream_get_device";
+    case driver_call::host_alloc: return "host_alloc";
+    case driver_call::host_free: return "host_free";
+    case driver_call::host_register: return "host_register";
+    case driver_call::host_unregister: return "host_unregister";
+    case driver_call::memcpy_async: return "memcpy_async";
     case driver_call::count_: break;
   }
   return "unknown_call";

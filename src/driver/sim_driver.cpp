@@ -195,6 +195,11 @@ std::string sim_driver::describe(drv_result result) const {
     text += " (simulated address space exhausted)";
   } else if (reason == sim::reason_host_exception) {
     text += " (host exception inside the simulator)";
+  } else if (reason == sim::reason_host_capacity) {
+    char buffer[128];
+    std::snprintf(buffer, sizeof buffer, " (simulated host: %.2f GiB pinnable, %.2f GiB pinned)",
+                  double(options_.host_capacity) / double(gib), double(host_bytes_pinned()) / double(gib));
+    text += buffer;
   } else if (result.code == status::out_of_memory && (result.native >> 16) > 0) {
     const int device = (result.native >> 16) - 1;
     std::size_t in_use = 0;
@@ -280,13 +285,13 @@ drv_result sim_driver::mem_get_info(int device, std::size_t* free_bytes, std::si
 // Like cudaMalloc, blocks below 2 MiB are 512 B aligned and larger ones 2 MiB aligned, and the
 // device is charged the size rounded up to that alignment (a 3 MiB cudaMalloc occupies two
 // 2 MiB pages of physical memory). Zero bytes succeed with nullptr, as cudaMalloc does.
-drv_result sim_driver::malloc(int device, std::size_t bytes, void** out, bool relaxed_capture) noexcept {
+drv_result sim_driver::malloc(int device, std::size_t bytes, void** out) noexcept {
   return state_->run(counters_, driver_call::malloc, [&] {
     *out = nullptr;
     if (const drv_result bad = state_->check_device(device); !bad.ok()) {
       return bad;
     }
-    if (state_->active_captures_ > 0 && !relaxed_capture) {
+    if (state_->refuses_unsafe()) {  // Note [Relaxed uncaptured calls]
       return state_->refuse_in_capture();
     }
     if (bytes == 0) {

@@ -64,11 +64,16 @@ drv_result sim_driver::state::refuse_in_capture() noexcept {
 // invalidate the capture; the same calls with the thread in relaxed mode succeed and leave it
 // active (cudaEventRecord on such a stream is fine either way). The sim models this for
 // malloc_async and free_async: refused (invalidating, as CUDA does) while a strict capture is
-// active, unless the stream itself captures or this thread exchanged its mode to relaxed. The mode
-// is per thread, as in CUDA, and starts global.
+// active, unless the stream itself captures or this thread exchanged its mode to relaxed; and for
+// cudaMalloc, which is refused during a strict capture unless the thread is relaxed. The mode is
+// per thread, as in CUDA, and starts global.
 namespace {
 thread_local capture_mode sim_thread_mode = capture_mode::global;
 }  // namespace
+
+bool sim_driver::state::refuses_unsafe() const noexcept {
+  return active_captures_ > 0 && sim_thread_mode != capture_mode::relaxed;
+}
 
 bool sim_driver::state::refuses_uncaptured(std::uint32_t stream) const noexcept {
   return active_captures_ > 0 && streams_[stream].capture != capture_status::active &&

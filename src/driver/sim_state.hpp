@@ -49,6 +49,7 @@ inline constexpr std::uintptr_t part_size = std::uintptr_t{1} << 50;
 inline constexpr int reason_injected = 1 << 8;
 inline constexpr int reason_address_space = 2 << 8;
 inline constexpr int reason_host_exception = 3 << 8;
+inline constexpr int reason_host_capacity = 4 << 8;  ///< pinned host memory beyond host_capacity
 inline constexpr int reason_mask = 0xff00;
 
 /// Fake handles: base + (index + 1) * 16, indices never reused (a stale handle stays invalid).
@@ -221,6 +222,18 @@ struct fault_rec {
   status code = status::out_of_memory;
 };
 
+/// The sim's pinned host memory (sim_host.cpp, Note [Sim pinned host memory]): host_alloc'd
+/// ranges (real memory, given back with the sim) and host_register'ed ranges, by start address.
+struct host_book {
+  std::map<std::uintptr_t, std::size_t> allocs;
+  std::map<std::uintptr_t, std::size_t> registered;
+  std::size_t pinned = 0;  ///< bytes of both, held against sim_options::host_capacity
+  host_book() = default;
+  host_book(const host_book&) = delete;
+  host_book& operator=(const host_book&) = delete;
+  ~host_book();
+};
+
 }  // namespace sim
 
 struct sim_driver::state {
@@ -248,6 +261,8 @@ struct sim_driver::state {
   /// Memory contents written by memset_async / write_bytes: non-overlapping runs by start address
   /// (Note [Sim memory contents], sim_check_ops.cpp).
   std::map<std::uintptr_t, sim::byte_run> contents_;
+  /// Pinned host memory (sim_host.cpp).
+  sim::host_book host_;
 
   /// Counts the call, applies fault injection, runs `body` under the mutex. See Note [Sim calls].
   template <class Body>
@@ -311,6 +326,9 @@ struct sim_driver::state {
   /// Result of a call that is illegal while a strict capture is active: invalidates every capture
   /// begun with stream_begin_capture, as CUDA does, and returns status::illegal_in_capture.
   [[nodiscard]] drv_result refuse_in_capture() noexcept;
+  /// True when a call that is unsafe in capture (cudaMalloc) must be refused: a strict capture is
+  /// active and the calling thread is not in relaxed capture mode (sim_graph.cpp).
+  [[nodiscard]] bool refuses_unsafe() const noexcept;
   /// True when a stream-ordered allocation call on `stream` must be refused: a strict capture is
   /// active, `stream` is not capturing, and the calling thread is not in relaxed capture mode
   /// (Note [Relaxed uncaptured calls] in sim_graph.cpp).

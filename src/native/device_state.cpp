@@ -19,7 +19,8 @@ device_state::device_state(driver& drv, const allocator_config& config, const si
       index_(index),
       events_(drv, index),
       vmm_warned_(&vmm_warned),
-      vmm_(config.expandable_segments ? vmm_mode::unknown : vmm_mode::off) {
+      vmm_(config.expandable_segments ? vmm_mode::unknown : vmm_mode::off),
+      captures_(index) {
   set_fraction(config.per_process_memory_fraction);
 }
 
@@ -71,15 +72,6 @@ std::vector<std::unique_lock<hybrid_mutex>> device_state::lock_arenas(const stre
   return locks;
 }
 
-void device_state::process_deferred(const stream_arena* held) {
-  if (deferred_blocks.load(std::memory_order_relaxed) == 0) return;
-  for (auto& a : arenas_) {
-    std::unique_lock<hybrid_mutex> lock;
-    if (a.get() != held) lock = std::unique_lock(a->mutex());
-    if (a->has_deferred()) a->process_deferred();
-  }
-}
-
 void device_state::process_all_events(const stream_arena* held) {
   if (pending_events.load(std::memory_order_relaxed) == 0) return;
   for (auto& a : arenas_) {
@@ -129,8 +121,11 @@ block* device_state::new_segment(stream_arena& a, std::size_t alloc_size, bool s
   a.reserve_blocks();
   auto seg = std::make_unique<segment>();
   void* ptr = nullptr;
-  // Relaxed mode while a capture is underway so the malloc is legal (spec §3.2).
-  const drv_result result = driver_->malloc(index_, alloc_size, &ptr, capture_underway());
+  // Relaxed mode while a capture is underway so the malloc is legal (Note [Relaxed capture mode]
+  // in driver.hpp); if the thread cannot be switched, no cudaMalloc that could break the capture.
+  const relaxed_thread_scope relaxed(*driver_, capture_underway());
+  drv_result result = relaxed.refusal();
+  if (result.ok()) result = driver_->malloc(index_, alloc_size, &ptr);
   if (result.code == status::out_of_memory) return nullptr;
   if (!result.ok()) {
     throw cuda_error("streampool: cudaMalloc of " + format_size(alloc_size) + " on device " + std::to_string(index_) +

@@ -1,21 +1,22 @@
 // device_state.hpp — everything the native backend keeps per device: the arenas (default pool per
 // stream, private pools), the device mutex for slow paths, the device-wide statistics, the event
-// pool, the trace ring, the memory-fraction cap, and the capture bookkeeping of spec §3.
-// Definitions are split over device_state.cpp (arenas, segments, stats), release.cpp (GC, release
-// paths), private_pools.cpp (spec §3), oom_ladder.cpp (the slow allocation path, spec §2.3) and
-// expandable.cpp (expandable segments, spec §2.13).
+// pool, the trace ring, the memory-fraction cap, and the capture router (src/capture) with the
+// arenas of private pools. Definitions are split over device_state.cpp (arenas, segments, stats),
+// release.cpp (GC, release paths), capture_arenas.cpp (graph capture: the native side of the
+// capture router), oom_ladder.cpp (the slow allocation path, spec §2.3) and expandable.cpp
+// (expandable segments, spec §2.13).
 #pragma once
 
 #include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
+#include "capture/capture_router.hpp"
 #include "core/event_pool.hpp"
 #include "core/trace_ring.hpp"
 #include "native/arena_table.hpp"
@@ -31,10 +32,11 @@
 namespace streampool::native {
 
 // Note [Lock order]
-// device mutex → arena locks; pointer-map shard → arena lock (record_stream only); the event-pool
-// and trace-ring mutexes are leaves. Only the holder of the device mutex may hold more than one
-// arena lock, and nobody waits for the device mutex while holding an arena lock (an allocation
-// that misses drops its arena lock, takes the device mutex, then re-locks the arena). So the
+// device mutex → arena locks; pointer-map shard → arena lock (record_stream only); the event-pool,
+// trace-ring and capture router's deferred-free mutexes are leaves. Only the holder of the device
+// mutex may hold more than one arena lock, and nobody waits for the device mutex while holding an
+// arena lock (an allocation that misses drops its arena lock, takes the device mutex, then
+// re-locks the arena). So the
 // slow paths (new segment, GC, OOM release, empty_cache, snapshot, routing during capture) can
 // lock any set of arenas in any order without deadlock, and the hot path never touches the device
 // mutex.
@@ -64,19 +66,13 @@ struct device_counters {
   std::int64_t num_device_free = 0;
 };
 
-/// A private pool (spec §3.1).
-struct private_pool {
-  mempool_id id;
-  int use_count = 1;
-  std::vector<stream_arena*> arenas;  ///< one per stream that allocated in the pool
-  [[nodiscard]] bool freeable() const noexcept { return use_count == 0; }
+/// The memory of a private pool: one arena per stream that allocated in it.
+struct pool_arenas {
+  std::vector<stream_arena*> arenas;
 };
 
-/// An active begin_allocate_to_pool (spec §3.1 captures_underway).
-struct capture_route {
-  mempool_id pool;
-  stream_filter filter;
-};
+/// The device's capture bookkeeping: private pools holding arenas, parked frees holding blocks.
+using capture_router = capture::capture_router<pool_arenas, block*>;
 
 class device_state {
  public:
@@ -101,16 +97,12 @@ class device_state {
   [[nodiscard]] stream_arena& default_arena(stream_t stream);
   /// True when an allocation must take the slow entry: a capture is underway (routing, no event
   /// queries) or frees deferred by an earlier capture wait (spec §3.3/§3.4).
-  [[nodiscard]] bool needs_slow_entry() const noexcept {
-    return (captures_underway.load(std::memory_order_relaxed) | deferred_blocks.load(std::memory_order_relaxed)) != 0;
-  }
-  [[nodiscard]] bool capture_underway() const noexcept {
-    return captures_underway.load(std::memory_order_relaxed) != 0;
-  }
+  [[nodiscard]] bool needs_slow_entry() const noexcept { return captures_.underway_or_deferred(); }
+  [[nodiscard]] bool capture_underway() const noexcept { return captures_.underway(); }
+  /// Recordings, private pools and parked frees (Note [Capture router] in src/capture).
+  [[nodiscard]] capture_router& captures() noexcept { return captures_; }
   [[nodiscard]] bool gc_enabled() const noexcept { return gc_enabled_.load(std::memory_order_relaxed); }
 
-  std::atomic<std::uint32_t> captures_underway{0};  ///< entries of captures_ (mutex for writes)
-  std::atomic<std::uint32_t> deferred_blocks{0};    ///< blocks parked by frees during a capture
   std::atomic<std::uint64_t> pending_events{0};     ///< outstanding events of all arenas
   std::atomic<std::uint64_t> gc_clock{0};           ///< large-pool get_free_block calls (GC on)
 
@@ -135,7 +127,8 @@ class device_state {
   [[nodiscard]] std::vector<std::unique_lock<hybrid_mutex>> lock_arenas(const stream_arena* held);
   /// Allocation after a miss (spec §2.3 steps 4–5); `a` locked. Throws out_of_memory at the end.
   [[nodiscard]] block* allocate_slow(stream_arena& a, std::size_t rounded, std::size_t requested);
-  /// Deferred frees and outstanding events of every arena (no capture may be underway).
+  /// Parked frees (capture_arenas.cpp) and outstanding events of every arena (no capture may be
+  /// underway).
   void process_deferred(const stream_arena* held);
   void process_all_events(const stream_arena* held);
   /// empty_cache for this device (spec §2.12); false when skipped because a capture is underway.
@@ -150,7 +143,7 @@ class device_state {
   void set_fraction(double fraction);
   [[nodiscard]] double fraction() const noexcept { return fraction_.load(std::memory_order_relaxed); }
 
-  // private pools (spec §3.1); each takes the device mutex
+  // private pools (capture_arenas.cpp); each takes the device mutex
   void begin_allocate_to_pool(mempool_id pool, stream_filter filter);
   void end_allocate_to_pool(mempool_id pool);
   void release_pool(mempool_id pool);
@@ -230,8 +223,7 @@ class device_state {
   std::atomic<bool> gc_enabled_{false};
   std::size_t total_memory_ = 0;  // lazily from get_device_info
 
-  std::map<mempool_id, std::unique_ptr<private_pool>> pools_;
-  std::vector<capture_route> captures_;
+  capture_router captures_;
 };
 
 }  // namespace streampool::native

@@ -145,9 +145,8 @@ inline void stream_arena::free_request(block* b) {
   if (b->event_count != 0) return;  // waits for the events recorded above
   {
     // Note [Deferred frees during capture] in native_allocator.hpp.
+    device_->captures().defer(b);
     b->deferred = true;
-    deferred_.push_back(b);
-    device_->deferred_blocks.fetch_add(1, std::memory_order_relaxed);
   }
 }
 

@@ -34,8 +34,9 @@ namespace streampool::native {
 // event is queried or synchronised and nothing is cudaFree'd: allocations take the slow entry
 // (routing by filter, no event processing), the OOM path skips every release step, and
 // empty_cache skips the device. A free of a block with stream uses cannot record events either:
-// the block is parked (deferred) in its arena. The first allocation after the last capture ends
-// (or empty_cache) drops the stream uses recorded during the capture, records events for the
+// the block is parked (deferred) in the device's capture router (Note [Parked frees] in
+// src/capture/capture_router.hpp). The first allocation after the last capture ends (or
+// empty_cache) drops the stream uses recorded during the capture, records events for the
 // remaining ones and frees the block when there are none (spec §3.4, default mode).
 
 // Note [Capture start]

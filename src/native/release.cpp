@@ -1,9 +1,10 @@
 // release.cpp — the paths that give memory back to the driver (spec §2.10–§2.12): garbage
 // collection of old unsplit blocks, release_available_cached_blocks (max_split_size set),
 // release_cached_blocks (= empty_cache: sync events, free every unsplit free segment and unmap
-// the free pages of expandable segments, in the default pools and in freeable private pools) and
-// the deletion of dead private pools. GC and release_available skip expandable blocks (spec
-// §2.13). All run under the device mutex (Note [Lock order] in device_state.hpp).
+// the free pages of expandable segments, in the default pools and in freeable private pools, then
+// the deletion of dead private pools: capture_arenas.cpp). GC and release_available skip
+// expandable blocks (spec §2.13). All run under the device mutex (Note [Lock order] in
+// device_state.hpp).
 #include <algorithm>
 #include <vector>
 
@@ -109,30 +110,6 @@ void device_state::release_cached(const stream_arena* held) {
     unmap_free_pages(*a);  // expandable segments: every wholly free page (spec §2.13)
   }
   delete_dead_pools();
-}
-
-void device_state::delete_dead_pools() {
-  for (auto it = pools_.begin(); it != pools_.end();) {
-    private_pool& pool = *it->second;
-    const bool recording = std::any_of(captures_.begin(), captures_.end(),
-                                       [&](const capture_route& r) { return r.pool == pool.id; });
-    bool dead = pool.freeable() && !recording;
-    for (stream_arena* a : pool.arenas) {
-      std::lock_guard lock(a->mutex());
-      dead = dead && a->empty();
-    }
-    if (!dead) {
-      ++it;
-      continue;
-    }
-    spare_arenas_.reserve(spare_arenas_.size() + pool.arenas.size());
-    for (stream_arena* a : pool.arenas) {
-      std::lock_guard lock(a->mutex());
-      a->reassign(nullptr, nullptr, mempool_id{});
-      spare_arenas_.push_back(a);
-    }
-    it = pools_.erase(it);
-  }
 }
 
 bool device_state::empty_cache() {

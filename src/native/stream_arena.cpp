@@ -1,5 +1,5 @@
 // stream_arena.cpp — the per-(device, pool, stream) block logic off the hot path: block objects,
-// events for record_stream'ed blocks (§2.9), deferred frees after a capture (§3.4), segments and
+// events for record_stream'ed blocks (§2.9), frees parked by a capture (§3.4), segments and
 // statistics. Best fit, split and merge (spec §2.6–§2.8) are in hot_path.cpp.
 #include "native/stream_arena.hpp"
 
@@ -151,30 +151,15 @@ void stream_arena::synchronize_events() {
   }
 }
 
-void stream_arena::process_deferred() {
-  std::vector<block*> parked;
-  parked.swap(deferred_);
-  device_->deferred_blocks.fetch_sub(static_cast<std::uint32_t>(parked.size()), std::memory_order_relaxed);
-  for (std::size_t i = 0; i < parked.size(); ++i) {
-    block* b = parked[i];
+void stream_arena::complete_deferred(block* b) {
+  b->uses.drop_capture_uses();  // the capture's own stream order covers them (spec §3.4)
+  if (b->uses.empty()) {
     b->deferred = false;
-    b->uses.drop_capture_uses();  // the capture's own stream order covers them (spec §3.4)
-    if (b->uses.empty()) {
-      complete_pending(b);
-      continue;
-    }
-    try {
-      record_events(b);  // all or nothing (Note [Failed frees])
-    } catch (...) {
-      // Keep this block and the rest parked so nothing is lost; the caller reports the error.
-      // (deferred_ is empty: the swap above took it. Erasing and swapping back allocates nothing.)
-      parked.erase(parked.begin(), parked.begin() + static_cast<std::ptrdiff_t>(i));
-      for (block* p : parked) p->deferred = true;
-      device_->deferred_blocks.fetch_add(static_cast<std::uint32_t>(parked.size()), std::memory_order_relaxed);
-      deferred_.swap(parked);
-      throw;
-    }
+    complete_pending(b);
+    return;
   }
+  record_events(b);  // all or nothing (Note [Failed frees])
+  b->deferred = false;
 }
 
 // --- segments ---------------------------------------------------------------------------------------

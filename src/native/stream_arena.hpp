@@ -10,6 +10,7 @@
 #include <memory>
 #include <vector>
 
+#include "capture/capture_router.hpp"
 #include "core/address_table.hpp"
 #include "core/hybrid_mutex.hpp"
 #include "native/arena_stats.hpp"
@@ -21,7 +22,9 @@
 namespace streampool::native {
 
 class device_state;
-struct private_pool;
+struct pool_arenas;  // device_state.hpp
+/// A private pool as the native backend keeps it (the capture router's record, with its arenas).
+using private_pool = capture::private_pool<pool_arenas>;
 
 // The arena lock (Note [Hybrid mutex in core]) and the live-block table (Note [Address table])
 // are core's, shared with the cudaMallocAsync backend.
@@ -76,9 +79,10 @@ class stream_arena {
   void process_events();
   /// Waits for every outstanding event (empty_cache / OOM release-all).
   void synchronize_events();
-  [[nodiscard]] bool has_deferred() const noexcept { return !deferred_.empty(); }
-  /// Frees parked during a capture: drop capture-time uses, insert events for the rest (§3.4).
-  void process_deferred();
+  /// A free parked during a capture (Note [Deferred frees during capture] in native_allocator.hpp),
+  /// once no capture is underway: drops the capture-time uses, then records events for the rest
+  /// or frees the block. @throws cuda_error as record_events (the block stays parked)
+  void complete_deferred(block* b);
 
   /// Detaches unsplit free block `b` and its segment for release (device mutex held).
   void detach_segment(block* b) noexcept;
@@ -121,7 +125,7 @@ class stream_arena {
   [[nodiscard]] std::size_t segment_count() const noexcept { return segment_count_; }
   [[nodiscard]] segment* segments() const noexcept { return segments_; }
   [[nodiscard]] bool empty() const noexcept {
-    return segment_count_ == 0 && pending_events_ == 0 && deferred_.empty();
+    return segment_count_ == 0 && pending_events_ == 0;  // a parked block keeps its segment
   }
   [[nodiscard]] block* largest_free() const noexcept;
 
@@ -310,7 +314,6 @@ class stream_arena {
   std::size_t segment_count_ = 0;
   std::vector<event_queue> queues_;  // one per used stream
   std::size_t pending_events_ = 0;
-  std::vector<block*> deferred_;
   std::vector<event_t> event_scratch_;  // record_events' events before they are queued
   block* spare_ = nullptr;
   std::vector<std::unique_ptr<block[]>> chunks_;

@@ -1,12 +1,16 @@
 // capture_scope_test.cpp — capture_scope and captured_graph on every backend and driver (the sim,
 // and a real GPU where present): routing of the capture stream and of joined side streams to the
 // private pool (and of nothing else), several captures at once, pool sharing, memory released
-// only once no graph can replay, graph pools in statistics and snapshots, replays, and misuse.
+// only once no graph can replay, the id of a released pool, graph pools in statistics and
+// snapshots, replays, and misuse.
 // Sim-only bookkeeping (call counters, faults, invalidation) is in capture_safety_test.cpp.
 #include <gtest/gtest.h>
 
+#include <string>
+
 #include "streampool/graph.hpp"
 #include "support/backend_fixture.hpp"
+#include "support/warnings_scope.hpp"
 
 namespace streampool::testing {
 namespace {
@@ -156,6 +160,60 @@ TEST_P(capture, graphs_share_a_pool_and_its_memory_lives_until_the_last_is_destr
     EXPECT_EQ(reserved(), baseline) << "no graph can replay: the pool's memory is released";
   }
   EXPECT_THROW(alloc_->release_pool(pool), error) << "both uses were given back";
+}
+
+// Note [Released pools] (src/capture/capture_router.cpp), the same on both backends: once every
+// use of a pool was released, its id is refused until empty_cache() has freed the pool, which it
+// does only when none of the pool's memory is in use; then the id starts a new pool.
+TEST_P(capture, a_released_pool_id_is_refused_until_empty_cache_frees_the_pool) {
+  const warnings_scope warnings;  // cudaMallocAsync warns about the uncaptured free below
+  const stream_t s = new_stream();
+  const mempool_id pool = allocator::create_pool_id();
+  const auto refused = [&] {
+    try {
+      capture_scope again(*alloc_, s, pool);
+    } catch (const error& e) {
+      EXPECT_NE(std::string(e.what()).find("was released"), std::string::npos) << e.what();
+      return true;
+    }
+    return false;
+  };
+  // A pool none of whose memory outlives its graph.
+  {
+    capture_scope scope(*alloc_, s, pool);
+    touch(s);
+    alloc_->deallocate(alloc_->allocate(mib, s));
+    captured_graph graph = scope.end();
+    graph.launch(s);
+    synchronize();
+  }  // the graph is destroyed: its use of the pool is released (use count 0)
+  EXPECT_TRUE(refused()) << "released, not yet freed";
+  EXPECT_TRUE(refused()) << "a refused begin changes nothing";
+  alloc_->empty_cache();
+  void* kept = nullptr;
+  {
+    capture_scope scope(*alloc_, s, pool);  // freed and forgotten: the id starts a new pool
+    touch(s);
+    kept = alloc_->allocate(mib, s);  // outlives the graph
+    EXPECT_EQ(pool_of(kept), pool);
+    captured_graph graph = scope.end();
+    graph.launch(s);
+    synchronize();
+  }
+  alloc_->empty_cache();
+  EXPECT_TRUE(refused()) << "a live allocation keeps the released pool";
+  alloc_->deallocate(kept);
+  synchronize();
+  EXPECT_TRUE(refused()) << "only empty_cache frees the pool";
+  alloc_->empty_cache();
+  {
+    capture_scope scope(*alloc_, s, pool);
+    touch(s);
+    alloc_->deallocate(alloc_->allocate(mib, s));
+    captured_graph graph = scope.end();
+  }
+  alloc_->empty_cache();
+  EXPECT_THROW(alloc_->release_pool(pool), error) << "every use was given back";
 }
 
 TEST_P(capture, graph_pool_memory_shows_in_statistics_and_snapshots) {

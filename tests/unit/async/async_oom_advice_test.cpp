@@ -80,7 +80,7 @@ TEST_F(async_oom_advice, cache_not_trimmed_points_to_empty_cache) {
 
 TEST_F(async_oom_advice, full_device_names_memory_held_outside_the_pool) {
   void* outside = nullptr;
-  ASSERT_TRUE(sim_->malloc(0, 80 * mib, &outside, false).ok());  // another allocator's memory
+  ASSERT_TRUE(sim_->malloc(0, 80 * mib, &outside).ok());  // another allocator's memory
   const std::string message = message_of([&] { (void)alloc_->allocate(20 * mib); });
   EXPECT_TRUE(contains(message, "The device is full")) << message;
   EXPECT_TRUE(contains(message, "80.00 MiB of the device's memory is held outside this allocator's pool")) << message;

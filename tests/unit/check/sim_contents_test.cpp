@@ -15,7 +15,7 @@ namespace {
 class sim_contents : public ::testing::Test {
  protected:
   sim_contents() : sim_(make_options()) {
-    check(sim_, sim_.malloc(0, 4096, &block_, false), "malloc");
+    check(sim_, sim_.malloc(0, 4096, &block_), "malloc");
     check(sim_, sim_.stream_create(0, &stream_), "stream_create");
   }
   static sim_options make_options() {

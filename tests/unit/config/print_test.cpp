@@ -63,8 +63,9 @@ TEST(ConfigPrint, DefaultsListEveryKeyWithItsDefault) {
   EXPECT_TRUE(contains(dump, "backend in effect: native; it uses backend, max_split_size_mb"));
   EXPECT_TRUE(contains(dump, "it ignores async_pool;"));
   EXPECT_TRUE(contains(dump,
-                       "never used by streampool (PyTorch host allocator): "
-                       "pinned_use_cuda_host_register"));
+                       "the pinned host allocator (make_host_allocator) uses "
+                       "pinned_use_cuda_host_register, pinned_num_register_threads"));
+  EXPECT_FALSE(contains(dump, "never used by streampool"));
 }
 
 TEST(ConfigPrint, SourcesAndTheVariableAreShown) {

@@ -183,7 +183,11 @@ TEST_P(capture_contract, unsafe_calls_are_refused_in_global_capture_and_relaxed_
   const stream_t s = stream();
   ASSERT_TRUE(ok(drv_->stream_begin_capture(s, capture_mode::global)));
   void* relaxed = nullptr;
-  EXPECT_TRUE(ok(drv_->malloc(0, mib, &relaxed, /*relaxed_capture=*/true))) << "Note [Relaxed cudaMalloc]";
+  {
+    const relaxed_thread_scope scope(*drv_, true);  // Note [Relaxed capture mode]
+    EXPECT_TRUE(ok(scope.refusal()));
+    EXPECT_TRUE(ok(drv_->malloc(0, mib, &relaxed)));
+  }
   graph_t graph = nullptr;
   ASSERT_TRUE(ok(drv_->stream_end_capture(s, &graph))) << "a relaxed cudaMalloc leaves the capture valid";
   EXPECT_NE(graph, nullptr);
@@ -192,14 +196,14 @@ TEST_P(capture_contract, unsafe_calls_are_refused_in_global_capture_and_relaxed_
 
   ASSERT_TRUE(ok(drv_->stream_begin_capture(s, capture_mode::global)));
   void* unsafe = reinterpret_cast<void*>(0x1);
-  EXPECT_TRUE(fails_with(*drv_, status::illegal_in_capture, drv_->malloc(0, mib, &unsafe, false)));
+  EXPECT_TRUE(fails_with(*drv_, status::illegal_in_capture, drv_->malloc(0, mib, &unsafe)));
   EXPECT_EQ(unsafe, nullptr);
   graph = reinterpret_cast<graph_t>(0x1);
   EXPECT_TRUE(fails_with(*drv_, status::illegal_in_capture, drv_->stream_end_capture(s, &graph)))
       << "the refused call invalidated the capture";
   EXPECT_EQ(graph, nullptr);
   void* after = nullptr;
-  ASSERT_TRUE(ok(drv_->malloc(0, mib, &after, false))) << "legal again once the capture ended";
+  ASSERT_TRUE(ok(drv_->malloc(0, mib, &after))) << "legal again once the capture ended";
   EXPECT_TRUE(ok(drv_->free(0, after)));
 }
 
@@ -359,7 +363,7 @@ TEST_F(sim_capture_sequence, relaxed_capture_forbids_nothing_and_scripted_captur
   const stream_t s = new_stream();
   ASSERT_TRUE(ok(sim().stream_begin_capture(s, capture_mode::relaxed)));
   void* ptr = nullptr;
-  EXPECT_TRUE(ok(sim().malloc(0, 4096, &ptr, false)));
+  EXPECT_TRUE(ok(sim().malloc(0, 4096, &ptr)));
   EXPECT_TRUE(ok(sim().device_synchronize(0)));
   graph_t graph = nullptr;
   ASSERT_TRUE(ok(sim().stream_end_capture(s, &graph)));

@@ -67,10 +67,13 @@ TEST_F(cuda_driver_without_device, device_count_says_why) {
 
 TEST_F(cuda_driver_without_device, every_call_fails_cleanly) {
   void* ptr = reinterpret_cast<void*>(0x1);
-  EXPECT_FALSE(drv_->malloc(0, mib, &ptr, false).ok());
+  EXPECT_FALSE(drv_->malloc(0, mib, &ptr).ok());
   EXPECT_EQ(ptr, nullptr);
   ptr = reinterpret_cast<void*>(0x1);
-  EXPECT_FALSE(drv_->malloc(0, mib, &ptr, true).ok()) << "relaxed path too";
+  {
+    const relaxed_thread_scope relaxed(*drv_, true);
+    EXPECT_FALSE(drv_->malloc(0, mib, &ptr).ok()) << "relaxed path too";
+  }
   EXPECT_EQ(ptr, nullptr);
   device_info info;
   EXPECT_FALSE(drv_->get_device_info(0, &info).ok());
@@ -94,7 +97,7 @@ TEST_F(cuda_driver_without_device, every_call_fails_cleanly) {
 TEST_F(cuda_driver_without_device, check_throws_the_runtime_reason) {
   void* ptr = nullptr;
   try {
-    check(*drv_, drv_->malloc(0, mib, &ptr, false), "cudaMalloc of 1.00 MiB");
+    check(*drv_, drv_->malloc(0, mib, &ptr), "cudaMalloc of 1.00 MiB");
     FAIL() << "check() did not throw";
   } catch (const cuda_error& thrown) {
     const std::string message = thrown.what();

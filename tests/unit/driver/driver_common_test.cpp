@@ -67,7 +67,7 @@ TEST(check, reports_out_of_memory_as_a_cuda_error_too) {
   options.capacity = 64 * mib;
   sim_driver sim(options);
   void* ptr = nullptr;
-  const drv_result failed = sim.malloc(0, 128 * mib, &ptr, false);
+  const drv_result failed = sim.malloc(0, 128 * mib, &ptr);
   ASSERT_EQ(failed.code, status::out_of_memory);
   EXPECT_THROW(check(sim, failed, "cudaMalloc of 128.00 MiB"), cuda_error);
   try {

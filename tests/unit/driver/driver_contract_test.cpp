@@ -54,8 +54,8 @@ TEST_P(driver_contract, malloc_and_free_round_trip) {
   const std::size_t free_before = free_memory();
   void* small = nullptr;
   void* large = nullptr;
-  ASSERT_TRUE(ok(drv_->malloc(0, 1000, &small, false)));
-  ASSERT_TRUE(ok(drv_->malloc(0, 64 * mib, &large, false)));
+  ASSERT_TRUE(ok(drv_->malloc(0, 1000, &small)));
+  ASSERT_TRUE(ok(drv_->malloc(0, 64 * mib, &large)));
   ASSERT_NE(small, nullptr);
   ASSERT_NE(large, nullptr);
   EXPECT_EQ(address(small) % 256, 0u);
@@ -66,25 +66,28 @@ TEST_P(driver_contract, malloc_and_free_round_trip) {
   EXPECT_TRUE(ok(drv_->free(0, large)));
   EXPECT_TRUE(ok(drv_->free(0, nullptr)));
   void* relaxed = nullptr;
-  ASSERT_TRUE(ok(drv_->malloc(0, 4096, &relaxed, true))) << "relaxed capture mode works outside capture";
+  {
+    const relaxed_thread_scope scope(*drv_, true);
+    ASSERT_TRUE(ok(drv_->malloc(0, 4096, &relaxed))) << "relaxed capture mode works outside capture";
+  }
   EXPECT_NE(relaxed, nullptr);
   EXPECT_TRUE(ok(drv_->free(0, relaxed)));
   void* nothing = reinterpret_cast<void*>(0x1);
-  ASSERT_TRUE(ok(drv_->malloc(0, 0, &nothing, false)));
+  ASSERT_TRUE(ok(drv_->malloc(0, 0, &nothing)));
   EXPECT_EQ(nothing, nullptr) << "zero bytes give nullptr";
 }
 
 TEST_P(driver_contract, impossible_malloc_is_out_of_memory_and_recoverable) {
   void* ptr = reinterpret_cast<void*>(0x1);
-  EXPECT_EQ(drv_->malloc(0, info_.total_memory * 4, &ptr, false).code, status::out_of_memory);
+  EXPECT_EQ(drv_->malloc(0, info_.total_memory * 4, &ptr).code, status::out_of_memory);
   EXPECT_EQ(ptr, nullptr);
-  ASSERT_TRUE(ok(drv_->malloc(0, mib, &ptr, false))) << "the failure left no error behind";
+  ASSERT_TRUE(ok(drv_->malloc(0, mib, &ptr))) << "the failure left no error behind";
   EXPECT_TRUE(ok(drv_->free(0, ptr)));
 }
 
 TEST_P(driver_contract, free_of_a_pointer_never_allocated_fails_cleanly) {
   void* live = nullptr;
-  ASSERT_TRUE(ok(drv_->malloc(0, mib, &live, false)));
+  ASSERT_TRUE(ok(drv_->malloc(0, mib, &live)));
   const drv_result bogus = drv_->free(0, reinterpret_cast<void*>(address(live) + 4096));
   EXPECT_FALSE(bogus.ok());
   EXPECT_FALSE(drv_->describe(bogus).empty());
@@ -276,7 +279,7 @@ TEST_P(driver_contract, invalid_device_ordinals_are_rejected) {
   stream_t stream = nullptr;
   event_t event = nullptr;
   mempool_t pool = nullptr;
-  EXPECT_EQ(drv_->malloc(count_, 1, &ptr, false).code, status::invalid_device);
+  EXPECT_EQ(drv_->malloc(count_, 1, &ptr).code, status::invalid_device);
   EXPECT_EQ(drv_->stream_create(count_, &stream).code, status::invalid_device);
   EXPECT_EQ(drv_->event_create(count_, &event).code, status::invalid_device);
   EXPECT_EQ(drv_->stream_synchronize(count_, nullptr).code, status::invalid_device);

@@ -85,7 +85,7 @@ TEST_P(address_probe, sim_places_every_malloc_where_the_h200_did) {
     ASSERT_LT(id, real.size()) << name << ": more mallocs than measured addresses";
     ASSERT_EQ(real[id].bytes, op.value) << name << ": the .ops and .out files disagree at malloc " << id;
     void* ptr = nullptr;
-    ASSERT_TRUE(succeeded(sim, sim.malloc(0, op.value, &ptr, false)));
+    ASSERT_TRUE(succeeded(sim, sim.malloc(0, op.value, &ptr)));
     if (id == 0) {
       first = address(ptr);
     }
@@ -109,7 +109,7 @@ class sim_address_rules : public sim_test {
  protected:
   std::uintptr_t take(std::size_t bytes) {
     void* ptr = nullptr;
-    EXPECT_TRUE(ok(sim().malloc(0, bytes, &ptr, false)));
+    EXPECT_TRUE(ok(sim().malloc(0, bytes, &ptr)));
     return address(ptr);
   }
   void give(std::uintptr_t at) { EXPECT_TRUE(ok(sim().free(0, reinterpret_cast<void*>(at)))); }

@@ -40,7 +40,7 @@ TEST_F(sim_capture, unsafe_calls_are_illegal_while_any_stream_captures_and_do_no
   mempool_t pool = nullptr;
   ASSERT_TRUE(ok(sim().pool_get_default(0, &pool)));
   void* plain = nullptr;
-  ASSERT_TRUE(ok(sim().malloc(0, 4096, &plain, false)));
+  ASSERT_TRUE(ok(sim().malloc(0, 4096, &plain)));
   void* va = nullptr;
   vmm_handle_t handle = 0;
   ASSERT_TRUE(ok(sim().vmm_reserve(0, 2 * mib, 0, &va)));
@@ -50,7 +50,7 @@ TEST_F(sim_capture, unsafe_calls_are_illegal_while_any_stream_captures_and_do_no
 
   sim().set_capture(capturing, capture_status::active, 7);
   void* ptr = nullptr;
-  EXPECT_TRUE(fails(status::illegal_in_capture, sim().malloc(0, 4096, &ptr, false)));
+  EXPECT_TRUE(fails(status::illegal_in_capture, sim().malloc(0, 4096, &ptr)));
   EXPECT_TRUE(fails(status::illegal_in_capture, sim().free(0, plain)));
   EXPECT_TRUE(fails(status::illegal_in_capture, sim().event_query(event)));
   EXPECT_TRUE(fails(status::illegal_in_capture, sim().event_synchronize(event)));
@@ -62,7 +62,10 @@ TEST_F(sim_capture, unsafe_calls_are_illegal_while_any_stream_captures_and_do_no
   EXPECT_EQ(sim().bytes_in_use(0), in_use) << "the refused calls changed nothing";
 
   // Stream-ordered and relaxed calls stay legal.
-  EXPECT_TRUE(ok(sim().malloc(0, 4096, &ptr, true)));
+  {
+    const relaxed_thread_scope relaxed(sim(), true);
+    EXPECT_TRUE(ok(sim().malloc(0, 4096, &ptr)));
+  }
   EXPECT_TRUE(ok(sim().event_record(event, capturing)));
   EXPECT_TRUE(ok(sim().stream_wait_event(other, event)));
   void* async = nullptr;
@@ -89,12 +92,12 @@ class sim_faults : public sim_test {};
 TEST_F(sim_faults, injected_failures_fire_count_times_and_do_nothing) {
   sim().fail_next(driver_call::malloc, 2);
   void* ptr = reinterpret_cast<void*>(0x1);
-  const drv_result injected = sim().malloc(0, 4096, &ptr, false);
+  const drv_result injected = sim().malloc(0, 4096, &ptr);
   EXPECT_EQ(injected.code, status::out_of_memory);
   EXPECT_EQ(sim().describe(injected), "sim: out_of_memory (injected fault)");
-  EXPECT_TRUE(fails(status::out_of_memory, sim().malloc(0, 4096, &ptr, false)));
+  EXPECT_TRUE(fails(status::out_of_memory, sim().malloc(0, 4096, &ptr)));
   EXPECT_EQ(sim().bytes_in_use(0), 0u);
-  EXPECT_TRUE(ok(sim().malloc(0, 4096, &ptr, false))) << "only two";
+  EXPECT_TRUE(ok(sim().malloc(0, 4096, &ptr))) << "only two";
   EXPECT_TRUE(ok(sim().free(0, ptr)));
 }
 
@@ -103,8 +106,8 @@ TEST_F(sim_faults, skip_counts_successful_calls_only) {
   EXPECT_TRUE(fails(status::invalid_value, sim().free(0, reinterpret_cast<void*>(0x10)))) << "a natural failure";
   void* first = nullptr;
   void* second = nullptr;
-  ASSERT_TRUE(ok(sim().malloc(0, 1, &first, false)));
-  ASSERT_TRUE(ok(sim().malloc(0, 1, &second, false)));
+  ASSERT_TRUE(ok(sim().malloc(0, 1, &first)));
+  ASSERT_TRUE(ok(sim().malloc(0, 1, &second)));
   EXPECT_TRUE(ok(sim().free(0, first))) << "the one success to skip";
   EXPECT_TRUE(fails(status::other, sim().free(0, second)));
   EXPECT_EQ(sim().bytes_in_use(0), 512u) << "the injected failure freed nothing";
@@ -130,10 +133,10 @@ TEST_F(sim_faults, any_status_can_be_injected_into_any_call_and_cleared) {
 TEST_F(sim_faults, counters_count_every_call_including_failures) {
   sim().reset_counters();
   void* ptr = nullptr;
-  ASSERT_TRUE(ok(sim().malloc(0, 1, &ptr, false)));
-  EXPECT_FALSE(sim().malloc(0, SIZE_MAX, &ptr, false).ok());
+  ASSERT_TRUE(ok(sim().malloc(0, 1, &ptr)));
+  EXPECT_FALSE(sim().malloc(0, SIZE_MAX, &ptr).ok());
   sim().fail_next(driver_call::malloc, 1);
-  EXPECT_FALSE(sim().malloc(0, 1, &ptr, false).ok());
+  EXPECT_FALSE(sim().malloc(0, 1, &ptr).ok());
   EXPECT_EQ(sim().calls(driver_call::malloc), 3u);
   EXPECT_EQ(sim().calls(driver_call::free), 0u);
   const event_t event = new_event();
@@ -177,7 +180,7 @@ TEST(sim_threads, concurrent_streams_allocate_and_synchronise_safely) {
       for (int round = 0; round < rounds; ++round) {
         void* plain = nullptr;
         void* async = nullptr;
-        good(sim.malloc(0, std::size_t(1000 + worker * 512 + round), &plain, false));
+        good(sim.malloc(0, std::size_t(1000 + worker * 512 + round), &plain));
         good(sim.malloc_async(pool, std::size_t(4096 * (round % 7 + 1)), stream, &async));
         good(sim.event_record(event, stream));
         good(sim.stream_wait_event(nullptr, event));

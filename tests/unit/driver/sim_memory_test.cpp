@@ -42,7 +42,7 @@ TEST(sim_no_device, every_device_call_reports_no_device) {
   EXPECT_EQ(sim.get_device(&device).code, status::no_device);
   EXPECT_EQ(sim.set_device(0).code, status::no_device);
   void* ptr = nullptr;
-  EXPECT_EQ(sim.malloc(0, 1, &ptr, false).code, status::no_device);
+  EXPECT_EQ(sim.malloc(0, 1, &ptr).code, status::no_device);
   stream_t stream = nullptr;
   EXPECT_EQ(sim.stream_create(0, &stream).code, status::no_device);
   EXPECT_EQ(sim.describe(sim.set_device(0)), "sim: no_device");
@@ -104,10 +104,10 @@ TEST_F(sim_memory, current_device_is_per_driver_instance) {
 TEST_F(sim_memory, malloc_aligns_like_cuda_malloc_and_charges_rounded_sizes) {
   void* tiny = nullptr;
   void* large = nullptr;
-  ASSERT_TRUE(ok(sim().malloc(0, 1, &tiny, false)));
+  ASSERT_TRUE(ok(sim().malloc(0, 1, &tiny)));
   EXPECT_EQ(address(tiny) % 512, 0u);
   EXPECT_EQ(sim().bytes_in_use(0), 512u);
-  ASSERT_TRUE(ok(sim().malloc(0, 3 * mib, &large, false)));
+  ASSERT_TRUE(ok(sim().malloc(0, 3 * mib, &large)));
   EXPECT_EQ(address(large) % (2 * mib), 0u) << "allocations of 2 MiB and more are 2 MiB aligned";
   EXPECT_EQ(sim().bytes_in_use(0), 512u + 4 * mib) << "3 MiB occupies two 2 MiB pages";
   std::size_t free_bytes = 0;
@@ -128,7 +128,7 @@ TEST_F(sim_memory, live_addresses_never_overlap_and_freed_ones_are_reused) {
   for (int round = 0; round < 60; ++round) {
     void* ptr = nullptr;
     const std::size_t bytes = (round % 5 + 1) * 1000 + (round % 7 == 0 ? 3 * mib : 0);
-    ASSERT_TRUE(ok(sim().malloc(0, bytes, &ptr, false)));
+    ASSERT_TRUE(ok(sim().malloc(0, bytes, &ptr)));
     for (const auto& [start, length] : live) {
       EXPECT_TRUE(address(ptr) + bytes <= start || address(ptr) >= start + length) << "round " << round;
     }
@@ -145,7 +145,7 @@ TEST_F(sim_memory, live_addresses_never_overlap_and_freed_ones_are_reused) {
   }
   EXPECT_GT(reused, 0u) << "like cudaMalloc, the sim hands freed addresses out again";
   void* other = nullptr;
-  ASSERT_TRUE(ok(sim().malloc(1, 1000, &other, false)));
+  ASSERT_TRUE(ok(sim().malloc(1, 1000, &other)));
   for (const auto& [start, length] : live) {
     EXPECT_TRUE(address(other) + 1000 <= start || address(other) >= start + length)
         << "devices have disjoint address spaces";
@@ -161,7 +161,7 @@ TEST(sim_bump_addresses, are_increasing_and_never_reused) {
   for (int round = 0; round < 50; ++round) {
     void* ptr = nullptr;
     const std::size_t bytes = (round % 5 + 1) * 1000 + (round % 7 == 0 ? 3 * mib : 0);
-    ASSERT_TRUE(succeeded(sim, sim.malloc(0, bytes, &ptr, false)));
+    ASSERT_TRUE(succeeded(sim, sim.malloc(0, bytes, &ptr)));
     EXPECT_GE(address(ptr), previous_end) << "bump order: past every earlier block, freed or not";
     EXPECT_EQ(address(ptr) % (bytes >= 2 * mib ? 2 * mib : 512), 0u);
     previous_end = address(ptr) + bytes;
@@ -174,7 +174,7 @@ TEST(sim_bump_addresses, are_increasing_and_never_reused) {
 
 TEST_F(sim_memory, zero_bytes_give_nullptr_and_cost_nothing) {
   void* ptr = reinterpret_cast<void*>(0x1);
-  ASSERT_TRUE(ok(sim().malloc(0, 0, &ptr, false)));
+  ASSERT_TRUE(ok(sim().malloc(0, 0, &ptr)));
   EXPECT_EQ(ptr, nullptr);
   EXPECT_EQ(sim().bytes_in_use(0), 0u);
   EXPECT_TRUE(ok(sim().free(0, nullptr)));
@@ -182,21 +182,21 @@ TEST_F(sim_memory, zero_bytes_give_nullptr_and_cost_nothing) {
 
 TEST_F(sim_memory, capacity_is_exact_and_out_of_memory_names_the_device) {
   void* all = nullptr;
-  ASSERT_TRUE(ok(sim().malloc(1, 2 * gib, &all, false)));
+  ASSERT_TRUE(ok(sim().malloc(1, 2 * gib, &all)));
   void* more = reinterpret_cast<void*>(0x1);
-  const drv_result failed = sim().malloc(1, 1, &more, false);
+  const drv_result failed = sim().malloc(1, 1, &more);
   EXPECT_EQ(failed.code, status::out_of_memory);
   EXPECT_EQ(more, nullptr);
   EXPECT_EQ(sim().describe(failed), "sim: out_of_memory (device 1: 2.00 GiB capacity, 2.00 GiB in use)");
-  ASSERT_TRUE(ok(sim().malloc(0, 1, &more, false))) << "device 0 is independent";
-  EXPECT_TRUE(fails(status::out_of_memory, sim().malloc(1, SIZE_MAX, &more, false))) << "no overflow";
+  ASSERT_TRUE(ok(sim().malloc(0, 1, &more))) << "device 0 is independent";
+  EXPECT_TRUE(fails(status::out_of_memory, sim().malloc(1, SIZE_MAX, &more))) << "no overflow";
   EXPECT_TRUE(ok(sim().free(1, all)));
-  EXPECT_TRUE(ok(sim().malloc(1, gib, &all, false))) << "memory comes back after free";
+  EXPECT_TRUE(ok(sim().malloc(1, gib, &all))) << "memory comes back after free";
 }
 
 TEST_F(sim_memory, free_rejects_unknown_interior_repeated_and_foreign_pointers) {
   void* ptr = nullptr;
-  ASSERT_TRUE(ok(sim().malloc(0, 4096, &ptr, false)));
+  ASSERT_TRUE(ok(sim().malloc(0, 4096, &ptr)));
   EXPECT_TRUE(fails(status::invalid_value, sim().free(0, reinterpret_cast<void*>(0xdead000))));
   EXPECT_TRUE(fails(status::invalid_value, sim().free(0, static_cast<char*>(ptr) + 512)));
   EXPECT_TRUE(fails(status::invalid_value, sim().free(1, ptr))) << "belongs to device 0";
@@ -204,7 +204,7 @@ TEST_F(sim_memory, free_rejects_unknown_interior_repeated_and_foreign_pointers) 
   EXPECT_EQ(sim().bytes_in_use(0), 4096u) << "failed frees change nothing";
   EXPECT_TRUE(ok(sim().free(0, ptr)));
   EXPECT_TRUE(fails(status::invalid_value, sim().free(0, ptr))) << "double free";
-  EXPECT_TRUE(fails(status::invalid_device, sim().malloc(7, 1, &ptr, false)));
+  EXPECT_TRUE(fails(status::invalid_device, sim().malloc(7, 1, &ptr)));
   std::size_t bytes = 0;
   EXPECT_TRUE(fails(status::invalid_device, sim().mem_get_info(2, &bytes, &bytes)));
 }
@@ -218,7 +218,7 @@ TEST_F(sim_memory, free_synchronises_its_device) {
   ASSERT_TRUE(ok(sim().event_record(zero_done, on_zero)));
   ASSERT_TRUE(ok(sim().event_record(one_done, on_one)));
   void* ptr = nullptr;
-  ASSERT_TRUE(ok(sim().malloc(0, 1, &ptr, false)));
+  ASSERT_TRUE(ok(sim().malloc(0, 1, &ptr)));
   ASSERT_TRUE(ok(sim().free(0, ptr)));
   EXPECT_TRUE(ok(sim().event_query(zero_done)));
   EXPECT_TRUE(fails(status::not_ready, sim().event_query(one_done))) << "only device 0 was synchronised";
@@ -232,15 +232,15 @@ TEST(sim_address_space, exhaustion_is_reported_not_wrapped) {
   const std::size_t quarter = std::size_t{1} << 48;
   std::vector<void*> live(3);
   for (void*& ptr : live) {
-    ASSERT_TRUE(succeeded(sim, sim.malloc(0, quarter, &ptr, false)));
+    ASSERT_TRUE(succeeded(sim, sim.malloc(0, quarter, &ptr)));
   }
   void* ptr = nullptr;
-  const drv_result exhausted = sim.malloc(0, quarter, &ptr, false);
+  const drv_result exhausted = sim.malloc(0, quarter, &ptr);
   EXPECT_EQ(exhausted.code, status::other);
   EXPECT_EQ(ptr, nullptr);
   EXPECT_EQ(sim.describe(exhausted), "sim: other (simulated address space exhausted)");
   ASSERT_TRUE(succeeded(sim, sim.free(0, live[1])));
-  ASSERT_TRUE(succeeded(sim, sim.malloc(0, quarter / 2, &ptr, false))) << "freed address space comes back";
+  ASSERT_TRUE(succeeded(sim, sim.malloc(0, quarter / 2, &ptr))) << "freed address space comes back";
   EXPECT_GT(address(ptr), address(live[2]));
   EXPECT_LT(address(ptr), address(live[0]));
 }
@@ -252,10 +252,10 @@ TEST(sim_address_space, bump_exhaustion_is_reported_not_wrapped) {
   sim_driver sim(options);
   void* ptr = nullptr;
   for (int round = 0; round < 2; ++round) {
-    ASSERT_TRUE(succeeded(sim, sim.malloc(0, std::size_t{1} << 49, &ptr, false)));
+    ASSERT_TRUE(succeeded(sim, sim.malloc(0, std::size_t{1} << 49, &ptr)));
     ASSERT_TRUE(succeeded(sim, sim.free(0, ptr)));
   }
-  const drv_result exhausted = sim.malloc(0, std::size_t{1} << 49, &ptr, false);
+  const drv_result exhausted = sim.malloc(0, std::size_t{1} << 49, &ptr);
   EXPECT_EQ(exhausted.code, status::other);
   EXPECT_EQ(sim.describe(exhausted), "sim: other (simulated address space exhausted)");
 }

@@ -241,7 +241,7 @@ TEST_F(sim_pool, misuse_is_rejected) {
   EXPECT_TRUE(fails(status::invalid_value, sim().free_async(static_cast<char*>(live) + 512, s1_))) << "interior";
   EXPECT_TRUE(fails(status::invalid_value, sim().free(0, live))) << "not a cudaMalloc block";
   void* plain = nullptr;
-  ASSERT_TRUE(ok(sim().malloc(0, 4096, &plain, false)));
+  ASSERT_TRUE(ok(sim().malloc(0, 4096, &plain)));
   EXPECT_TRUE(fails(status::invalid_value, sim().free_async(plain, s1_))) << "not a pool block";
   release(live, s1_);
   EXPECT_TRUE(fails(status::invalid_value, sim().free_async(live, s1_))) << "double free";

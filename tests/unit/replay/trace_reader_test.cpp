@@ -24,7 +24,7 @@ std::string error_of(const std::string& text) {
   return "no error";
 }
 
-TEST(TraceReader, ParsesEveryAction) {
+TEST(trace_reader, parses_every_action) {
   const auto events = parse(
       "action,addr,size,stream,time_us\r\n"
       "segment_alloc,4096,2097152,0,1\n"
@@ -41,7 +41,7 @@ TEST(TraceReader, ParsesEveryAction) {
   EXPECT_EQ(events[3].time_us, 4u);
 }
 
-TEST(TraceReader, RejectsMalformedLinesWithTheLineNumber) {
+TEST(trace_reader, rejects_malformed_lines_with_the_line_number) {
   const std::string header = "action,addr,size,stream,time_us\n";
   EXPECT_NE(error_of("").find("line 1: empty trace"), std::string::npos);
   EXPECT_NE(error_of("a,b\n").find("line 1: header is 'a,b'"), std::string::npos);
@@ -53,7 +53,7 @@ TEST(TraceReader, RejectsMalformedLinesWithTheLineNumber) {
   EXPECT_NE(error_of(header + "alloc,1,2,,4\n").find("field 'stream' is ''"), std::string::npos);
 }
 
-TEST(TraceReader, MissingFileIsAClearError) {
+TEST(trace_reader, missing_file_is_a_clear_error) {
   try {
     (void)read_trace("/nonexistent/trace.csv");
     FAIL() << "expected an error";
@@ -63,7 +63,7 @@ TEST(TraceReader, MissingFileIsAClearError) {
   EXPECT_THROW((void)read_trace("/nonexistent/trace.csv.gz"), error);
 }
 
-TEST(TraceReader, ReadsTheSharedGzipTrace) {
+TEST(trace_reader, reads_the_shared_gzip_trace) {
   const std::string path = std::string(STREAMPOOL_SHARED_TRACES_DIR) + "/encoder_varlen.trace.csv.gz";
   std::vector<trace_event> events;
   try {

@@ -1,0 +1,102 @@
+"""Thin Python calls over the C API of libstreampool.so: initialisation (on the GPU or on the
+simulated device), statistics, the cache, the memory fraction and the allocation trace. Each
+raises StreampoolError with the library's own message when the C call fails. Every function takes
+an optional `path` of the library (see _library.find_library)."""
+
+from __future__ import annotations
+
+import ctypes
+import json
+from typing import Dict, Optional
+
+from ._library import check, library, text_call
+
+#: Trace entries kept per device by record_history() unless told otherwise (the C++ default).
+DEFAULT_MAX_ENTRIES = 1 << 20
+
+
+def init(config: Optional[str] = None, driver: str = "cuda", sim_capacity: int = 0, sim_devices: int = 1,
+         path: Optional[str] = None) -> None:
+    """Creates the allocator now instead of at the first use.
+
+    `config` is a config string (None = the environment: STREAMPOOL_ALLOC_CONF, else
+    PYTORCH_CUDA_ALLOC_CONF, else PYTORCH_ALLOC_CONF). `driver` "cuda" uses the GPU; "sim" uses
+    streampool's simulated device (`sim_devices` devices of `sim_capacity` bytes, 0 = 80 GiB): no
+    GPU needed, for tests and for trying a config; its pointers are not memory. Raises
+    StreampoolError if the allocator already exists or the config does not parse."""
+    lib = library(path)
+    encoded = None if config is None else config.encode()
+    if driver == "cuda":
+        check(lib, lib.streampool_init(encoded), "streampool_init")
+    elif driver == "sim":
+        check(lib, lib.streampool_init_sim(encoded, int(sim_capacity), int(sim_devices)), "streampool_init_sim")
+    else:
+        raise ValueError(f"streampool.init: driver must be 'cuda' or 'sim', not {driver!r}")
+
+
+def shutdown(path: Optional[str] = None) -> None:
+    """Frees every cached block and destroys the allocator (a later call creates a new one).
+    Raises StreampoolError while allocations are live."""
+    lib = library(path)
+    check(lib, lib.streampool_shutdown(), "streampool_shutdown")
+
+
+def stats(device: int = -1, path: Optional[str] = None) -> Dict[str, int]:
+    """streampool's statistics of `device` (-1 = current) with PyTorch's key names, e.g.
+    stats()["reserved_bytes.all.peak"] (the keys of torch.cuda.memory_stats())."""
+    lib = library(path)
+    return json.loads(text_call(lib, lib.streampool_stats_json, "streampool_stats_json", int(device)))
+
+
+def reset_peak_stats(device: int = -1, path: Optional[str] = None) -> None:
+    """Peaks ("*.peak") of `device` become the current values (torch.cuda.reset_peak_memory_stats)."""
+    lib = library(path)
+    check(lib, lib.streampool_reset_peak_stats(int(device)), "streampool_reset_peak_stats")
+
+
+def reset_accumulated_stats(device: int = -1, path: Optional[str] = None) -> None:
+    """Cumulative counters ("*.allocated", "*.freed", num_alloc_retries, num_ooms, ...) of `device`
+    go back to 0 (torch.cuda.reset_accumulated_memory_stats)."""
+    lib = library(path)
+    check(lib, lib.streampool_reset_accumulated_stats(int(device)), "streampool_reset_accumulated_stats")
+
+
+def empty_cache(path: Optional[str] = None) -> None:
+    """Returns streampool's cached, unused memory to the driver (torch.cuda.empty_cache() does not
+    reach a pluggable allocator)."""
+    lib = library(path)
+    check(lib, lib.streampool_empty_cache(), "streampool_empty_cache")
+
+
+def set_memory_fraction(fraction: float, device: int = -1, path: Optional[str] = None) -> None:
+    """Caps streampool's memory on `device` at fraction x total (0 <= fraction <= 1)."""
+    lib = library(path)
+    check(lib, lib.streampool_set_memory_fraction(float(fraction), int(device)), "streampool_set_memory_fraction")
+
+
+def backend_name(path: Optional[str] = None) -> str:
+    """"native" or "cudaMallocAsync" (creates the allocator from the environment if needed)."""
+    lib = library(path)
+    return text_call(lib, lib.streampool_backend_name, "streampool_backend_name")
+
+
+def device_count(path: Optional[str] = None) -> int:
+    """Number of devices the allocator sees."""
+    lib = library(path)
+    count = ctypes.c_int(0)
+    check(lib, lib.streampool_device_count(ctypes.byref(count)), "streampool_device_count")
+    return count.value
+
+
+def record_history(enabled: bool, max_entries: int = DEFAULT_MAX_ENTRIES, path: Optional[str] = None) -> None:
+    """Starts (keeping the last `max_entries` events per device) or stops streampool's allocation
+    trace. Both discard what was recorded: read it first with snapshot() or trace_csv()."""
+    lib = library(path)
+    check(lib, lib.streampool_record_history(1 if enabled else 0, int(max_entries)), "streampool_record_history")
+
+
+def trace_csv(device: int = -1, path: Optional[str] = None) -> str:
+    """The recorded trace of `device` as CSV "action,addr,size,stream,time_us", the format
+    `streampool-bench replay --trace` and `tune --trace` read."""
+    lib = library(path)
+    return text_call(lib, lib.streampool_trace_csv, "streampool_trace_csv", int(device))

@@ -1,0 +1,229 @@
+// capture_router.hpp — the graph-capture bookkeeping both backends share, one per device: the
+// private pools (use counts), the active recordings of begin_allocate_to_pool with their stream
+// filters, newest-first routing of an allocation to a pool, the capture-underway count the hot
+// paths read, and the frees parked until no capture is underway. What a pool's memory is (native:
+// arenas; cudaMallocAsync: nothing of its own) and what a parked free is (native: a block;
+// cudaMallocAsync: a pointer and its record) are the backend's: the two template parameters.
+// See Note [Capture router] and Note [Released pools].
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <iterator>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+#include "streampool/graph.hpp"
+
+namespace streampool::capture {
+
+// Note [Capture router]
+// A recording is one active begin_allocate_to_pool: a pool id and a stream filter. Routing asks
+// the recordings newest first and takes the first whose filter accepts the allocation's stream;
+// none: the default pool. Several recordings may be active at once, on one device or several.
+// Threads: the recording calls (begin, end, release, route, forget_released, use_count) are
+// serialised by the caller (the backend's device mutex); underway() and has_deferred() are
+// relaxed atomic loads for the hot paths, written under that same serialisation (underway) or
+// under the deferred-free lock (has_deferred). The deferred-free calls take the router's own
+// lock, a leaf (Note [Lock order] in src/native/device_state.hpp): the native backend parks a
+// free holding only an arena lock.
+//
+// Note [Parked frees]
+// While any recording is underway on a device, some frees must not complete: the native backend
+// cannot query the events a record_stream'ed block needs (event queries are illegal during a
+// capture), and the cudaMallocAsync backend must not hand memory allocated before the capture to
+// cudaFreeAsync (it would become a free node of a graph that does not own it, or let the pool
+// give the memory to the capture while work the graph will replay still reads it). Which frees
+// are parked is the backend's decision; the rule kept here is when they come back: take_deferred()
+// hands them out only once no recording is underway on the device, in the order they were parked,
+// and the backend gives back (keep_deferred) any it still cannot complete.
+
+/// One private pool: its id, its use count (the captured graphs and other users holding it) and the
+/// backend's record of its memory.
+template <typename Memory>
+struct private_pool {
+  mempool_id id;
+  int use_count = 1;
+  Memory memory{};
+  /// Released by every user (use count 0): the backend may free its memory (Note [Released pools]).
+  [[nodiscard]] bool freeable() const noexcept { return use_count == 0; }
+};
+
+/// A backend whose pools hold no memory of their own.
+struct no_memory {};
+
+// The error messages, out of line (capture_router.cpp).
+[[noreturn]] void throw_already_recording(int device, mempool_id pool);
+[[noreturn]] void throw_begin_released(int device, mempool_id pool);
+[[noreturn]] void throw_not_recording(int device, mempool_id pool);
+[[noreturn]] void throw_release_unknown(int device, mempool_id pool);
+[[noreturn]] void throw_release_released(int device, mempool_id pool);
+
+template <typename Memory, typename Deferred>
+class capture_router {
+ public:
+  using pool_type = private_pool<Memory>;
+
+  /// `device`: the device index, for error messages.
+  explicit capture_router(int device) noexcept : device_(device) {}
+  capture_router(const capture_router&) = delete;
+  capture_router& operator=(const capture_router&) = delete;
+
+  // --- recordings (the caller serialises these) ---------------------------------------------------
+  /// Starts routing allocations whose stream passes `filter` to `pool`: a new id makes a pool with
+  /// use count 1, a pool in use gets one use more. Nothing changes on an exception.
+  /// @throws error if `pool` is being recorded to, or was released and not yet freed
+  /// (Note [Released pools]); bad_alloc
+  pool_type& begin(mempool_id pool, stream_filter filter) {
+    if (recording(pool)) throw_already_recording(device_, pool);
+    const auto found = pools_.find(pool);
+    if (found != pools_.end() && found->second->freeable()) throw_begin_released(device_, pool);
+    recordings_.reserve(recordings_.size() + 1);
+    pool_type* target = nullptr;
+    if (found == pools_.end()) {
+      auto created = std::make_unique<pool_type>();
+      created->id = pool;
+      target = created.get();
+      pools_.emplace(pool, std::move(created));
+    } else {
+      target = found->second.get();
+      ++target->use_count;
+    }
+    recordings_.push_back({std::move(filter), target});  // no throw: capacity reserved above
+    underway_.store(static_cast<std::uint32_t>(recordings_.size()), std::memory_order_relaxed);
+    return *target;
+  }
+
+  /// Stops routing to `pool` (its use count stays). @throws error if it is not being recorded to
+  void end(mempool_id pool) {
+    for (auto it = recordings_.begin(); it != recordings_.end(); ++it) {
+      if (it->pool->id != pool) continue;
+      recordings_.erase(it);
+      underway_.store(static_cast<std::uint32_t>(recordings_.size()), std::memory_order_relaxed);
+      return;
+    }
+    throw_not_recording(device_, pool);
+  }
+
+  /// Drops one use of `pool`; at 0 it becomes freeable. @throws error if `pool` is unknown or
+  /// already at use count 0
+  void release(mempool_id pool) {
+    const auto found = pools_.find(pool);
+    if (found == pools_.end()) throw_release_unknown(device_, pool);
+    if (found->second->freeable()) throw_release_released(device_, pool);
+    --found->second->use_count;
+  }
+
+  /// The pool of the newest recording whose filter accepts `stream`; nullptr: the default pool.
+  /// Runs the filters (user code) under the caller's lock.
+  [[nodiscard]] pool_type* route(stream_t stream) const {
+    for (auto it = recordings_.rbegin(); it != recordings_.rend(); ++it) {
+      if (it->filter(stream)) return it->pool;
+    }
+    return nullptr;
+  }
+
+  [[nodiscard]] bool recording(mempool_id pool) const noexcept {
+    for (const recording_entry& r : recordings_) {
+      if (r.pool->id == pool) return true;
+    }
+    return false;
+  }
+
+  /// Uses of `pool` (0 when unknown, or released).
+  [[nodiscard]] int use_count(mempool_id pool) const noexcept {
+    const auto found = pools_.find(pool);
+    return found == pools_.end() ? 0 : found->second->use_count;
+  }
+
+  /// True while some pool is released and not yet forgotten.
+  [[nodiscard]] bool has_freeable() const noexcept {
+    for (const auto& entry : pools_) {
+      if (entry.second->freeable()) return true;
+    }
+    return false;
+  }
+
+  /// Offers every freeable pool that no recording uses to `let_go(pool_type&) -> bool`, which
+  /// returns true when the pool holds no memory any more (and the backend has dropped its own
+  /// references to it); such a pool is forgotten, and its id starts a new pool at the next begin.
+  template <typename F>
+  void forget_released(F&& let_go) {
+    for (auto it = pools_.begin(); it != pools_.end();) {
+      pool_type& pool = *it->second;
+      if (pool.freeable() && !recording(pool.id) && let_go(pool)) {
+        it = pools_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+
+  // --- lock-free reads (hot paths) --------------------------------------------------------------
+  /// True while a begin_allocate_to_pool of this device has not been ended (relaxed load).
+  [[nodiscard]] bool underway() const noexcept { return underway_.load(std::memory_order_relaxed) != 0; }
+  /// True while frees are parked (relaxed load).
+  [[nodiscard]] bool has_deferred() const noexcept { return deferred_count_.load(std::memory_order_relaxed) != 0; }
+  /// underway() || has_deferred(), in one test.
+  [[nodiscard]] bool underway_or_deferred() const noexcept {
+    return (underway_.load(std::memory_order_relaxed) | deferred_count_.load(std::memory_order_relaxed)) != 0;
+  }
+
+  // --- deferred frees (thread-safe; Note [Parked frees]) --------------------------
+  /// Parks a free made of `args` (Deferred's constructor arguments; they are not moved from when
+  /// this throws). @throws bad_alloc (nothing parked)
+  template <typename... Args>
+  void defer(Args&&... args) {
+    const std::lock_guard lock(deferred_mutex_);
+    deferred_.emplace_back(std::forward<Args>(args)...);
+    deferred_count_.store(static_cast<std::uint32_t>(deferred_.size()), std::memory_order_relaxed);
+  }
+  /// The parked frees, oldest first, when no recording is underway; nothing otherwise.
+  [[nodiscard]] std::vector<Deferred> take_deferred() {
+    std::vector<Deferred> out;
+    if (underway()) return out;
+    const std::lock_guard lock(deferred_mutex_);
+    out.swap(deferred_);
+    deferred_count_.store(0, std::memory_order_relaxed);
+    return out;
+  }
+  /// Parks again, ahead of anything parked since, the frees of `items` the backend could not
+  /// complete. A caller that holds the lock serialising begin() from take_deferred() to here lets
+  /// nothing be parked meanwhile (frees are parked only while a recording is underway), and then
+  /// this allocates nothing and cannot throw. @throws bad_alloc otherwise (nothing changed)
+  void keep_deferred(std::vector<Deferred>&& items) {
+    if (items.empty()) return;
+    const std::lock_guard lock(deferred_mutex_);
+    if (!deferred_.empty()) {
+      items.insert(items.end(), std::make_move_iterator(deferred_.begin()), std::make_move_iterator(deferred_.end()));
+    }
+    deferred_.swap(items);
+    deferred_count_.store(static_cast<std::uint32_t>(deferred_.size()), std::memory_order_relaxed);
+  }
+  /// Calls `f(const Deferred&)` for every parked free, under the deferred-free lock.
+  template <typename F>
+  void for_each_deferred(F&& f) const {
+    const std::lock_guard lock(deferred_mutex_);
+    for (const Deferred& item : deferred_) f(item);
+  }
+
+ private:
+  struct recording_entry {
+    stream_filter filter;
+    pool_type* pool;  ///< in pools_; a pool being recorded to is never forgotten
+  };
+
+  int device_;
+  std::atomic<std::uint32_t> underway_{0};        ///< recordings_.size()
+  std::atomic<std::uint32_t> deferred_count_{0};  ///< deferred_.size()
+  std::vector<recording_entry> recordings_;       ///< in begin order; routing looks from the back
+  std::map<mempool_id, std::unique_ptr<pool_type>> pools_;
+  mutable std::mutex deferred_mutex_;
+  std::vector<Deferred> deferred_;
+};
+
+}  // namespace streampool::capture
