@@ -99,7 +99,7 @@ TEST_P(sim_trace_parity, peak_reserved_equals_pytorch_on_the_h200_for_every_conf
 INSTANTIATE_TEST_SUITE_P(h200, sim_trace_parity,
                          ::testing::Values("resnet50_varres", "gpt2_varlen", "twostream_cnn", "threestream_enc",
                                            "encoder_varlen"),
-                         [](const auto& info) { return std::string(info.param); });
+                         [](const ::testing::TestParamInfo<const char*>& test) { return std::string(test.param); });
 
 /// README.md's table shows expected.csv: "7210 (7246)" = replay figure (rerun figure when it
 /// differs), "1324 r" = a rerun figure used as the expectation.
