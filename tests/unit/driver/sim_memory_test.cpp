@@ -152,6 +152,20 @@ TEST_F(sim_memory, live_addresses_never_overlap_and_freed_ones_are_reused) {
   }
 }
 
+TEST_F(sim_memory, a_reused_address_reads_zeros_not_the_freed_blocks_bytes) {
+  void* first = nullptr;
+  ASSERT_TRUE(ok(sim().malloc(0, 4 * mib, &first)));
+  const std::vector<std::uint8_t> pattern(64, 0xab);
+  sim().write_bytes(static_cast<char*>(first) + mib, pattern.data(), pattern.size());
+  ASSERT_EQ(sim().read_bytes(static_cast<char*>(first) + mib, pattern.size()), pattern);
+  ASSERT_TRUE(ok(sim().free(0, first)));
+  void* second = nullptr;
+  ASSERT_TRUE(ok(sim().malloc(0, 4 * mib, &second)));
+  ASSERT_EQ(second, first) << "the freed range is handed out again";
+  EXPECT_EQ(sim().read_bytes(static_cast<char*>(second) + mib, pattern.size()), std::vector<std::uint8_t>(64, 0))
+      << "cudaFree gave the pages back: the new allocation does not see the old bytes";
+}
+
 TEST(sim_bump_addresses, are_increasing_and_never_reused) {
   sim_options options;
   options.malloc_addresses = sim_addresses::bump;
