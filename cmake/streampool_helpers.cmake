@@ -47,16 +47,32 @@ function(streampool_add_test name)
     target_link_libraries(${name} PRIVATE CUDA::cudart Threads::Threads)
   endif()
   target_link_libraries(${name} PRIVATE ${arg_LINK} GTest::gtest GTest::gtest_main)
-  # Where the shared reference traces live (../shared beside the checkout); tests skip if absent.
-  target_compile_definitions(${name} PRIVATE
-    STREAMPOOL_SHARED_TRACES_DIR="${PROJECT_SOURCE_DIR}/../shared/traces"
-    STREAMPOOL_CARRIED_TRACES_DIR="${PROJECT_SOURCE_DIR}/.carry/traces"
-    STREAMPOOL_TEST_DATA_DIR="${PROJECT_SOURCE_DIR}/tests/data")
+  # The test data in the repository (tests/data: traces, see tests/data/README.md).
+  # The source tree (tests that check docs and sources against the code, e.g. the key table).
+  target_compile_definitions(${name} PRIVATE STREAMPOOL_TEST_DATA_DIR="${PROJECT_SOURCE_DIR}/tests/data"
+                                             STREAMPOOL_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
   # SERIAL: the binary's tests read device-wide figures (free memory) that other test processes
   # running at the same time would disturb on a real GPU.
+  set(properties SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]")  # a GTEST_SKIP counts as skipped in CTest
   if(arg_SERIAL)
-    gtest_discover_tests(${name} PROPERTIES LABELS "${arg_LABELS}" RUN_SERIAL TRUE DISCOVERY_TIMEOUT 60)
+    list(APPEND properties RUN_SERIAL TRUE)
+  endif()
+  # Note [Test labels]: every test that needs a device carries the `gpu` label, the others `sim`.
+  # A binary labelled only gpu needs one in every test; in the others, the instances on the real
+  # driver need one: parameterised cases named .../cuda or ..._cuda (backend_fixture.hpp, the
+  # driver contract, the multi-stream replay) and the real_device/ suites. The filter splits them.
+  set(device_tests "*/cuda:*_cuda:real_device/*")
+  set(gpu_only FALSE)
+  if("gpu" IN_LIST arg_LABELS AND NOT "sim" IN_LIST arg_LABELS)
+    set(gpu_only TRUE)
+  endif()
+  list(REMOVE_ITEM arg_LABELS sim gpu)
+  if(gpu_only)
+    gtest_discover_tests(${name} PROPERTIES LABELS "gpu;${arg_LABELS}" ${properties} DISCOVERY_TIMEOUT 60)
   else()
-    gtest_discover_tests(${name} PROPERTIES LABELS "${arg_LABELS}" DISCOVERY_TIMEOUT 60)
+    gtest_discover_tests(${name} TEST_FILTER "${device_tests}"
+                         PROPERTIES LABELS "gpu;${arg_LABELS}" ${properties} DISCOVERY_TIMEOUT 60)
+    gtest_discover_tests(${name} TEST_FILTER "-${device_tests}"
+                         PROPERTIES LABELS "sim;${arg_LABELS}" ${properties} DISCOVERY_TIMEOUT 60)
   endif()
 endfunction()

@@ -2,6 +2,8 @@
 // --backends parsing and the leak check (backend_registry.hpp).
 #include "backend_registry.hpp"
 
+#include <cstdlib>
+
 #include "cli_common.hpp"
 #include "host_peers.hpp"
 #include "peer_allocators.hpp"
@@ -86,7 +88,53 @@ std::string known_names() {
 }  // namespace
 
 std::string backend_spec::label() const { return config_text.empty() ? name : name + "[" + config_text + "]"; }
-std::string backend_spec::config_label() const { return config_text.empty() ? "default" : config_text; }
+std::string backend_spec::config_label() const {
+  if (config_text.empty()) return "default";
+  return from_env ? "STREAMPOOL_ALLOC_CONF: " + config_text : config_text;
+}
+
+// Note [The environment's config]
+// A user who has tuned STREAMPOOL_ALLOC_CONF expects `streampool-bench latency --backends native`
+// to measure that config, as their program would run with it. So a streampool entry given without
+// "=CONFIG" takes STREAMPOOL_ALLOC_CONF (only that variable: the PyTorch variables also steer the
+// PyTorch peers, and a run compares against PyTorch's defaults unless told otherwise). An entry
+// whose backend the variable's `backend` key contradicts keeps its defaults. The report says which
+// entries took it (note and config column); `tune` replays explicit candidates and ignores it.
+std::string env_config_text() {
+  const char* text = std::getenv("STREAMPOOL_ALLOC_CONF");
+  if (text == nullptr || std::string_view(text).find_first_not_of(" \t") == std::string_view::npos) return {};
+  return text;
+}
+
+std::string apply_env_config(std::vector<backend_spec>& specs) {
+  const std::string text = env_config_text();
+  if (text.find_first_not_of(" \t") == std::string::npos) return {};
+  allocator_config env;
+  try {
+    env = parse_config(text);
+  } catch (const config_error& e) {
+    throw usage_error(std::string("STREAMPOOL_ALLOC_CONF: ") + e.what());
+  }
+  const bool backend_set = env.source_of(config_key::backend) != config_source::default_value;
+  std::string applied, skipped;
+  for (backend_spec& spec : specs) {
+    if (!backend_registry().at(spec.name).configurable || !spec.config_text.empty()) continue;
+    const backend_kind kind = spec.name == "cudaMallocAsync" ? backend_kind::cuda_malloc_async : backend_kind::native;
+    if (backend_set && env.backend != kind) {
+      skipped += (skipped.empty() ? "" : ", ") + spec.name;
+      continue;
+    }
+    spec.config_text = text;
+    spec.from_env = true;
+    (void)config_for(spec);  // validate for this backend now: exit 2
+    applied += (applied.empty() ? "" : ", ") + spec.name;
+  }
+  std::string note = "STREAMPOOL_ALLOC_CONF='" + text + "' is set: ";
+  note += applied.empty() ? "no streampool backend here runs without a config, so it is not used"
+                          : "applied to " + applied + " (listed without =CONFIG)";
+  if (!skipped.empty()) note += "; not to " + skipped + ", whose backend its backend key contradicts";
+  return note;
+}
 
 std::string backend_entry::why_not(const driver_choice& choice) const {
   if (!available()) return unavailable_reason;
@@ -163,6 +211,7 @@ std::vector<backend_spec> selected_backends(const std::string& text, const drive
                       "backend once, when it is loaded); run them in two invocations");
   }
   if (torch_native || torch_async || torch_pinned) load_torch_peer(torch_async ? torch_backend::cuda_malloc_async : torch_backend::native);
+  (void)apply_env_config(specs);
   return specs;
 }
 

@@ -25,6 +25,7 @@ struct driver_choice;  // cli_common.hpp
 struct backend_spec {
   std::string name;         ///< registry key: "native", "cudaMallocAsync", "cuda", ...
   std::string config_text;  ///< our config syntax ("" = defaults); only for configurable entries
+  bool from_env = false;    ///< config_text came from STREAMPOOL_ALLOC_CONF (Note [The environment's config])
 
   /// "native", or "native[expandable_segments:True]" when a config is given.
   [[nodiscard]] std::string label() const;
@@ -59,11 +60,19 @@ struct backend_entry {
 /// @throws usage_error for an unknown or unavailable name, a config on a peer, or a bad config
 [[nodiscard]] std::vector<backend_spec> parse_backend_list(std::string_view text);
 /// The backends a command runs: parse_backend_list(text), or default_backends(choice) when `text`
-/// is empty; then prepares what they need (loads the PyTorch peer plugin).
+/// is empty; then applies STREAMPOOL_ALLOC_CONF (apply_env_config) and prepares what they need
+/// (loads the PyTorch peer plugin).
 /// @throws usage_error also for a named entry that cannot run with `choice` (cub on the sim driver,
 ///         a PyTorch peer without --torch-peer), both PyTorch peers at once, or a plugin that
 ///         does not load
 [[nodiscard]] std::vector<backend_spec> selected_backends(const std::string& text, const driver_choice& choice);
+/// STREAMPOOL_ALLOC_CONF when it is set and not empty, else "".
+[[nodiscard]] std::string env_config_text();
+/// Gives every streampool entry listed without a config the environment's (STREAMPOOL_ALLOC_CONF),
+/// unless that config selects the other backend. Returns the note for the report ("" when unset).
+/// @throws usage_error when STREAMPOOL_ALLOC_CONF does not parse
+std::string apply_env_config(std::vector<backend_spec>& specs);
+
 /// Every entry that can run with `choice` and is in_defaults, with default config (the default of
 /// --backends).
 [[nodiscard]] std::vector<backend_spec> default_backends(const driver_choice& choice);

@@ -7,6 +7,8 @@
 
 #include "cli_common.hpp"
 #include "commands.hpp"
+#include "isolated_run.hpp"
+#include "size_parse.hpp"
 #include "streampool/errors.hpp"
 
 #ifndef STREAMPOOL_BENCH_VERSION
@@ -63,22 +65,23 @@ int main(int argc, char** argv) {
     std::printf("streampool-bench %s (git %s)\n", STREAMPOOL_BENCH_VERSION, STREAMPOOL_BENCH_GIT_COMMIT);
     return exit_ok;
   }
+  enable_child_rows(argv[0]);  // replay and compare run each backend's row in a child process
   const auto it = commands().find(name);
   if (it == commands().end()) {
-    std::fprintf(stderr, "streampool-bench: unknown command '%s'\n\n", name.c_str());
+    std::fprintf(stderr, "streampool-bench: unknown command %s\n\n", quote_input(name).c_str());
     usage(stderr);
     return exit_usage;
   }
   try {
     return it->second.run(args_t(all.begin() + 1, all.end()));
   } catch (const usage_error& e) {
-    std::fprintf(stderr, "streampool-bench %s: %s\n", name.c_str(), e.what());
+    std::fprintf(stderr, "streampool-bench %s: %s\n", name.c_str(), clip_quoted(e.what()).c_str());
     return exit_usage;
   } catch (const streampool::cuda_error& e) {  // the device failed: not the user's input
     std::fprintf(stderr, "streampool-bench %s: failed: %s\n", name.c_str(), e.what());
     return exit_failed;
   } catch (const streampool::error& e) {  // config_error, read_trace errors: bad input
-    std::fprintf(stderr, "streampool-bench %s: %s\n", name.c_str(), e.what());
+    std::fprintf(stderr, "streampool-bench %s: %s\n", name.c_str(), clip_quoted(e.what()).c_str());
     return exit_usage;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "streampool-bench %s: failed: %s\n", name.c_str(), e.what());

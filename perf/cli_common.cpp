@@ -8,9 +8,11 @@
 #include <fstream>
 #include <iostream>
 
+#include "isolated_run.hpp"
 #include "peer_torch.hpp"
 #include "size_parse.hpp"
 #include "streampool/allocator.hpp"
+#include "svg_plot.hpp"
 
 namespace streampool::bench {
 namespace {
@@ -47,6 +49,11 @@ void add_common_options(po::options_description& desc, common_options& opts, com
   if (flags.seed) add("seed", po::value(&opts.seed)->default_value(42), "seed of the random workloads");
   if (flags.repeat) add("repeat", po::value(&opts.repeat)->value_name("N"), "repetitions; the median is reported");
   add("quiet,q", po::bool_switch(&opts.quiet), "no progress or notes on stderr");
+  if (flags.in_process) {
+    add("in-process", po::bool_switch(&opts.in_process),
+        "run every backend in this process (by default each backend's row runs in a child process, "
+        "so a backend that crashes costs only its row)");
+  }
 }
 
 std::optional<po::variables_map> parse_command(const std::vector<std::string>& args, std::string_view usage,
@@ -81,10 +88,12 @@ std::optional<po::variables_map> parse_command(const std::vector<std::string>& a
     }
     if (vm.count("repeat") != 0 && opts->repeat < 1) throw usage_error("--repeat: must be at least 1");
     if (!opts->out.empty()) check_writable(opts->out, "--out");
+    if (!opts->plot.empty()) check_plot_path(opts->plot);  // before creating the file: SVG only
     if (!opts->plot.empty()) check_writable(opts->plot, "--plot");
     if (!opts->torch_peer.empty()) set_torch_peer_path(opts->torch_peer);
     // --quiet also silences the library's warnings (config keys a backend ignores, fallbacks).
-    if (opts->quiet) set_warning_handler([](std::string_view) {});
+    // A row's child process (isolated_run.hpp) is quiet too: the parent speaks for the run.
+    if (opts->quiet || is_row_child()) set_warning_handler([](std::string_view) {});
   }
   return vm;
 }
@@ -146,7 +155,7 @@ std::vector<std::string> driver_notes(const driver_choice& choice) {
 }
 
 progress_line::progress_line(bool quiet, double delay_seconds)
-    : quiet_(quiet), tty_(::isatty(STDERR_FILENO) == 1), delay_(delay_seconds),
+    : quiet_(quiet || is_row_child()), tty_(::isatty(STDERR_FILENO) == 1), delay_(delay_seconds),
       start_(std::chrono::steady_clock::now()) {}
 
 progress_line::~progress_line() { finish(); }
@@ -178,7 +187,7 @@ void progress_line::finish() {
 }
 
 void info(const common_options& opts, const std::string& text) {
-  if (!opts.quiet) std::cerr << text << "\n";
+  if (!opts.quiet && !is_row_child()) std::cerr << text << "\n";
 }
 
 }  // namespace streampool::bench

@@ -43,6 +43,7 @@ struct common_options {
   std::uint64_t seed = 42;
   int repeat = 0;                  ///< 0 = the command's default
   bool quiet = false;
+  bool in_process = false;         ///< --in-process: no child process per row (isolated_run.hpp)
 };
 
 /// What each command accepts beyond the always-present options.
@@ -53,6 +54,7 @@ struct common_flags {
   bool plot = false;
   bool repeat = true;
   bool seed = true;
+  bool in_process = false;   ///< --in-process (commands whose rows run in child processes)
 };
 
 /// Adds the common options to `desc`, bound to `opts`.

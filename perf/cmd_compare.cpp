@@ -5,6 +5,7 @@
 #include "backend_registry.hpp"
 #include "cli_common.hpp"
 #include "commands.hpp"
+#include "isolated_run.hpp"
 #include "latency.hpp"
 #include "report.hpp"
 #include "size_parse.hpp"
@@ -23,10 +24,11 @@ int cmd_compare(const args_t& args) {
                      "latency sizes")("threads", po::value(&threads)->default_value(threads),
                                       "threads of the aggregate pairs/s column (1 MiB pairs)")
       ("quick", po::bool_switch(&quick), "smallest run (a smoke test: well under a second per backend)");
-  add_common_options(desc, opts, {.plot = true});
+  add_common_options(desc, opts, {.plot = true, .in_process = true});
   const auto vm = parse_command(args, "usage: streampool-bench compare [options]\n\n"
                                       "A short comparison of every backend and peer available: latency per size, "
-                                      "aggregate\npairs/s with --threads threads, and the random workload.",
+                                      "aggregate\npairs/s with --threads threads, and the random workload. Each backend runs in a child "
+                                      "process\n(a crash costs its row only) unless --in-process is given.",
                                 desc, nullptr, &opts);
   if (!vm) return exit_ok;
   const std::vector<std::size_t> sizes = parse_size_list(sizes_text);
@@ -59,12 +61,37 @@ int cmd_compare(const args_t& args) {
   t.columns.push_back({"random_peak_reserved_bytes", "rnd resv", col_kind::bytes});
   t.columns.push_back({"random_device_mallocs", "dev mallocs", col_kind::count});
   t.columns.push_back({"status", "status", col_kind::text});
-  bar_chart chart{"alloc+free pair latency, 1 thread (" + std::string(choice.name()) + " driver)", "ns per pair", {}, {}, {}};
+  bar_chart chart{"alloc+free pair latency, 1 thread (" + std::string(choice.name()) + " driver)", "ns per pair", {}, {}, {}, false, plot_caveat(choice)};
   for (const std::size_t size : sizes) chart.groups.push_back(size_label(size));
 
   int exit_status = exit_ok;
   progress_line progress(opts.quiet);
+  const bool children = child_rows_enabled() && !opts.in_process;  // Note [Rows in child processes]
   for (const backend_spec& spec : backends) {
+    if (children) {
+      progress.update("compare: " + spec.label());
+      child_outcome child = run_in_child("compare", args, backend_argument(spec.name, spec.config_text));
+      std::vector<double> bars(sizes.size(), 0.0);
+      if (!child.failure.empty()) {
+        std::vector<cell> row = {spec.name, spec.config_label()};
+        row.resize(t.columns.size() - 1);
+        row.push_back(child.failure);
+        t.rows.push_back(std::move(row));
+        exit_status = exit_failed;
+      } else {
+        if (child.got.status != exit_ok) exit_status = exit_failed;
+        for (auto& row : child.got.rows) t.rows.push_back(std::move(row));
+        for (const line_series& s : child.got.series) {
+          for (const auto& [group, value] : s.points) {
+            if (group >= 0 && static_cast<std::size_t>(group) < bars.size()) bars[static_cast<std::size_t>(group)] = value;
+          }
+        }
+      }
+      chart.series.push_back(spec.label());
+      chart.values.push_back(bars);
+      continue;
+    }
+    crash_if_asked(spec.name);  // the harness's own test of Note [Rows in child processes]
     std::vector<cell> row = {spec.name, spec.config_label()};
     std::string status = "ok";
     auto note_failure = [&](const std::string& what, const std::string& leak, const std::string& error) {
@@ -103,6 +130,15 @@ int cmd_compare(const args_t& args) {
     chart.values.push_back(bars);
   }
   progress.finish();
+  if (is_row_child()) {  // a row's child process: the parent prints the report
+    child_rows rows{std::move(t.rows), {}, exit_status};
+    for (const std::vector<double>& bars : chart.values) {
+      line_series& s = rows.series.emplace_back();
+      for (std::size_t g = 0; g < bars.size(); ++g) s.points.emplace_back(static_cast<double>(g), bars[g]);
+    }
+    send_to_parent(rows);
+    return exit_status;
+  }
   if (opts.backends.empty()) {
     for (const auto& [name, why] : unavailable_backends(choice)) {
       std::vector<cell> row = {name, cell()};

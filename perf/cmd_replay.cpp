@@ -7,11 +7,13 @@
 
 #include "backend_registry.hpp"
 #include "cli_common.hpp"
+#include "isolated_run.hpp"
 #include "commands.hpp"
 #include "replay_run.hpp"
 #include "report.hpp"
 #include "size_parse.hpp"
 #include "svg_plot.hpp"
+#include "trace_input.hpp"
 
 namespace streampool::bench {
 
@@ -48,18 +50,23 @@ int cmd_replay(const args_t& args) {
   common_options opts;
   std::string trace_path;
   std::size_t points = 2000;
+  int device = 0;
   po::options_description desc("replay options");
-  desc.add_options()("trace", po::value(&trace_path)->value_name("FILE"), "trace file (CSV, or .gz)")
+  desc.add_options()("trace", po::value(&trace_path)->value_name("FILE"), trace_option_help)
+      ("device", po::value(&device)->value_name("N")->default_value(0), device_option_help)
       ("plot-points", po::value(&points)->default_value(points), "stats samples per backend for --plot");
-  add_common_options(desc, opts, {.plot = true});
+  add_common_options(desc, opts, {.plot = true, .in_process = true});
   const auto vm = parse_command(args, "usage: streampool-bench replay --trace FILE [options]\n\n"
-                                      "Replays an allocation trace (format: shared/traces/README.md) through each "
-                                      "backend.\nTimes are the median of --repeat replays (default 1).",
+                                      "Replays an allocation trace (CSV or a PyTorch memory snapshot; docs/trace-format.md) "
+                                      "through each\nbackend. Times are the median of --repeat replays (default 1). Each "
+                                      "backend runs in a child process\n(a crash costs its row only) unless "
+                                      "--in-process is given.",
                                 desc, nullptr, &opts);
   if (!vm) return exit_ok;
   const driver_choice choice = choose_driver(opts);
   const std::vector<backend_spec> backends = selected_backends(opts.backends, choice);
-  const std::vector<trace_event> events = load_trace(trace_path, opts);
+  const trace_file input = load_trace_input(trace_path, device, opts);
+  const std::vector<trace_event>& events = input.events;
   const int repeat = opts.repeat != 0 ? opts.repeat : 1;
 
   report out;
@@ -67,15 +74,39 @@ int cmd_replay(const args_t& args) {
   add_run_meta(out, choice, opts);
   out.meta.emplace_back("trace", trace_path);
   out.meta.emplace_back("trace_events", static_cast<std::int64_t>(events.size()));
+  out.meta.emplace_back("trace_format", input.format);
+  if (input.format != "csv") out.meta.emplace_back("trace_device", static_cast<std::int64_t>(device));
+  for (const std::string& warning : input.warnings) out.notes.push_back("warning: " + warning);
   table& t = out.tables.emplace_back();
   t.columns = replay_columns();
-  line_chart chart{"reserved (solid) and allocated (dashed) during " + trace_path, "trace event", "MiB", {}};
+  line_chart chart{"reserved (solid) and allocated (dashed) during " + trace_path, "trace event", "MiB", {},
+                   plot_caveat(choice)};
 
   int status = exit_ok;
   progress_line progress(opts.quiet);
-  replay_result recorded;
+  const bool children = child_rows_enabled() && !opts.in_process;  // Note [Rows in child processes]
   for (std::size_t b = 0; b < backends.size(); ++b) {
     const backend_spec& spec = backends[b];
+    if (children) {
+      progress.update("replay: " + spec.label() + " (" + std::to_string(b + 1) + "/" + std::to_string(backends.size()) + ")");
+      child_outcome child = run_in_child("replay", args, backend_argument(spec.name, spec.config_text));
+      if (!child.failure.empty()) {
+        replay_outcome failed;
+        failed.leak = "-";
+        failed.error = child.failure;
+        t.rows.push_back(replay_row(spec.name, spec.config_label(), failed, 0.0));
+        status = exit_failed;
+        continue;
+      }
+      if (child.got.status != exit_ok) status = exit_failed;
+      for (auto& row : child.got.rows) t.rows.push_back(std::move(row));
+      for (line_series& series : child.got.series) {
+        series.color = static_cast<int>(b);
+        chart.series.push_back(std::move(series));
+      }
+      continue;
+    }
+    crash_if_asked(spec.name);  // the harness's own test of Note [Rows in child processes]
     std::vector<double> times;
     replay_outcome o;
     for (int i = 0; i < repeat && o.error.empty(); ++i) {
@@ -88,8 +119,8 @@ int cmd_replay(const args_t& args) {
                      });
       times.push_back(o.result.seconds);
       if (i == 0 && !o.samples.empty()) {
-        line_series reserved{spec.label() + " reserved", static_cast<int>(b), false, {}};
-        line_series allocated{spec.label() + " allocated", static_cast<int>(b), true, {}};
+        line_series reserved{spec.label(), static_cast<int>(b), false, {}, true};  // one legend entry per backend
+        line_series allocated{spec.label() + " allocated", static_cast<int>(b), true, {}, /*in_legend=*/false};
         for (const replay_sample& s : o.samples) {
           reserved.points.emplace_back(s.event, s.reserved / 1048576.0);
           allocated.points.emplace_back(s.event, s.allocated / 1048576.0);
@@ -100,12 +131,16 @@ int cmd_replay(const args_t& args) {
     }
     std::sort(times.begin(), times.end());
     if (!o.error.empty() || o.leak != "ok") status = exit_failed;
-    if (o.error.empty()) recorded = o.result;
     t.rows.push_back(replay_row(spec.name, spec.config_label(), o, times[times.size() / 2]));
   }
   progress.finish();
+  if (is_row_child()) {  // a row's child process: the parent prints the report
+    send_to_parent({std::move(t.rows), std::move(chart.series), status});
+    return status;
+  }
 
   // What PyTorch itself reserved in the recorded run: the sum of the trace's segment_alloc sizes.
+  const replay_result recorded = recorded_figures(events);
   if (recorded.recorded_segment_events > 0) {
     t.rows.push_back({std::string("pytorch (recorded)"), std::string("as recorded"),
                       static_cast<std::int64_t>(recorded.peak_requested), cell(),

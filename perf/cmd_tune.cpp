@@ -1,8 +1,14 @@
-// cmd_tune.cpp — `streampool-bench tune --trace FILE`: replays the trace on a simulated device
-// under candidate configs, ranks them by peak reserved memory and prints the recommended
-// STREAMPOOL_ALLOC_CONF line. Configs whose backend fails (not implemented, OOM) are reported as
-// such. Replays of different configs run in parallel (--jobs), each on its own simulated device.
+// cmd_tune.cpp — `streampool-bench tune --trace FILE`: replays the trace (CSV or a PyTorch memory
+// snapshot) on a simulated device under candidate configs, ranks them by peak reserved memory and
+// answers the PyTorch user first: the PYTORCH_CUDA_ALLOC_CONF line to paste (with the oldest
+// PyTorch that accepts it) and its predicted peak reserved against the user's current config (the
+// snapshot's allocator_settings, or --current). A best config with streampool-only keys gives the
+// STREAMPOOL_ALLOC_CONF line, says why, and names the best stock-PyTorch one too. Configs whose
+// backend fails (not implemented, OOM) are reported as such. Replays run in parallel (--jobs),
+// each on its own simulated device.
 #include <algorithm>
+#include <cctype>
+#include <cmath>
 #include <future>
 #include <thread>
 
@@ -12,6 +18,7 @@
 #include "report.hpp"
 #include "size_parse.hpp"
 #include "streampool/errors.hpp"
+#include "trace_input.hpp"
 
 namespace streampool::bench {
 namespace {
@@ -33,13 +40,46 @@ struct candidate {
   std::size_t index = 0;
   std::string text;
   allocator_config config;
+  pytorch_compatibility pytorch;
+  bool current = false;  ///< the user's current config
   replay_outcome outcome;
+  [[nodiscard]] bool ok() const { return outcome.error.empty(); }
+  [[nodiscard]] std::size_t reserved() const { return outcome.result.peak_reserved; }
 };
 
 /// The shell line, quoted when the text holds characters a shell would interpret.
-std::string env_line(const std::string& text) {
+std::string env_line(const std::string& variable, const std::string& text) {
   const bool plain = text.find_first_of("[]>*?;&|<$ '\"") == std::string::npos;
-  return "STREAMPOOL_ALLOC_CONF=" + (plain ? text : "'" + text + "'");
+  return variable + "=" + (plain ? text : "'" + text + "'");
+}
+
+/// "PyTorch >= 2.1", "PyTorch newer than 2.9", "any PyTorch".
+std::string version_text(const pytorch_compatibility& c) {
+  if (c.since.empty()) return "any PyTorch";
+  if (c.since == "main") return "PyTorch newer than 2.9";
+  return "PyTorch >= " + c.since;
+}
+
+std::string join(const std::vector<std::string>& words) {
+  std::string out;
+  for (const std::string& w : words) out += (out.empty() ? "" : ", ") + w;
+  return out;
+}
+
+/// The text without whitespace, to recognise the current config among the candidates.
+std::string squeezed(std::string text) {
+  std::erase_if(text, [](unsigned char c) { return std::isspace(c) != 0; });
+  return text;
+}
+
+/// "A MiB vs B MiB with your current config (...): -D MiB (-P%)".
+std::string versus_current(const candidate& best, const candidate& current, const std::string& current_label) {
+  const double a = static_cast<double>(best.reserved()), b = static_cast<double>(current.reserved());
+  const double delta = a - b;
+  const std::string sign = delta < 0 ? "-" : "+";
+  return "predicted peak reserved " + mib_text(a) + " MiB vs " + mib_text(b) + " MiB with your current config (" +
+         current_label + "): " + sign + mib_text(std::fabs(delta)) + " MiB (" + sign +
+         fixed(b > 0 ? std::fabs(delta) / b * 100.0 : 0.0, 1) + "%)";
 }
 
 }  // namespace
@@ -51,33 +91,71 @@ int cmd_tune(const args_t& args) {
   unsigned jobs = std::max(1u, std::thread::hardware_concurrency());
   po::options_description desc("tune options");
   std::string trace_path;
-  desc.add_options()("trace", po::value(&trace_path)->value_name("FILE"), "trace file (CSV, or .gz)")
+  std::string current_text;
+  int device = 0;
+  desc.add_options()("trace", po::value(&trace_path)->value_name("FILE"), trace_option_help)
+      ("device", po::value(&device)->value_name("N")->default_value(0), device_option_help)
+      ("current", po::value(&current_text)->value_name("CONFIG"),
+       "the config the traced run used (PYTORCH_CUDA_ALLOC_CONF syntax; \"\" = defaults); default: the "
+       "snapshot's allocator_settings, else PyTorch's defaults")
       ("config", po::value(&configs)->value_name("CONF")->composing(),
        "a candidate config (repeat the option); replaces the default candidates")
       ("jobs", po::value(&jobs)->default_value(jobs), "replays run in parallel");
   add_common_options(desc, opts, {.backends = false, .driver = false, .repeat = false, .seed = false});
   std::string help = "usage: streampool-bench tune --trace FILE [options]\n\n"
-                     "Replays the trace on a simulated device under each candidate config and ranks them by\n"
-                     "peak reserved memory. Default candidates:\n";
+                     "Replays the trace on a simulated device under each candidate config, ranks them by\n"
+                     "peak reserved memory and prints the PYTORCH_CUDA_ALLOC_CONF line to paste (or the\n"
+                     "STREAMPOOL_ALLOC_CONF one when the best needs streampool's own keys), against the\n"
+                     "config the run used. The trace: CSV, or torch.cuda.memory._dump_snapshot()'s pickle.\n"
+                     "Default candidates:\n";
   for (const std::string& c : default_candidates) help += "  " + (c.empty() ? std::string("(default)") : c) + "\n";
   const auto vm = parse_command(args, help, desc, nullptr, &opts);
   if (!vm) return exit_ok;
   if (jobs < 1) throw usage_error("--jobs: must be at least 1");
   std::vector<candidate> candidates;
-  for (const std::string& text : configs.empty() ? default_candidates : configs) {
+  const auto add_candidate = [&candidates](const std::string& text, const std::string& what) {
     candidate c;
     c.index = candidates.size();
     c.text = text;
     try {
       c.config = parse_config(text);
     } catch (const config_error& e) {
-      throw usage_error("--config '" + text + "': " + e.what());
+      throw usage_error(what + " '" + text + "': " + e.what());
     }
+    c.pytorch = pytorch_compatibility_of(c.config);
     candidates.push_back(std::move(c));
-  }
+  };
+  for (const std::string& text : configs.empty() ? default_candidates : configs) add_candidate(text, "--config");
   driver_choice choice = choose_driver(opts);
   choice.why = "tune replays on the sim driver";
-  const std::vector<trace_event> events = load_trace(trace_path, opts);
+  const trace_file input = load_trace_input(trace_path, device, opts);
+  const std::vector<trace_event>& events = input.events;
+
+  // The user's current config: --current, else what the snapshot recorded, else the defaults.
+  std::string current_source;
+  std::vector<std::string> notes;
+  if (vm->count("current") != 0) {
+    current_source = "--current";
+  } else if (input.has_allocator_settings) {
+    current_text = input.allocator_settings;
+    current_source = "recorded in the snapshot";
+    try {
+      (void)parse_config(current_text);
+    } catch (const config_error& e) {
+      notes.push_back("the snapshot's config '" + current_text + "' does not parse here (" + e.what() +
+                      "); compared with PyTorch's defaults instead (pass --current)");
+      current_text.clear();
+      current_source = "PyTorch's defaults";
+    }
+  } else {
+    current_source = "assumed: the trace does not say; pass --current";
+  }
+  const auto same = std::find_if(candidates.begin(), candidates.end(),
+                                 [&](const candidate& c) { return squeezed(c.text) == squeezed(current_text); });
+  if (same == candidates.end()) add_candidate(current_text, "--current");
+  std::find_if(candidates.begin(), candidates.end(),
+               [&](const candidate& c) { return squeezed(c.text) == squeezed(current_text); })->current = true;
+  const std::string current_label = (current_text.empty() ? std::string("defaults") : current_text) + ", " + current_source;
 
   // Replays in parallel, at most `jobs` at a time; progress from this thread only.
   progress_line progress(opts.quiet);
@@ -114,6 +192,7 @@ int cmd_tune(const args_t& args) {
     if (a->outcome.result.peak_reserved != b->outcome.result.peak_reserved) {
       return a->outcome.result.peak_reserved < b->outcome.result.peak_reserved;
     }
+    if (a->current != b->current) return a->current;  // no change recommended for nothing
     return a->outcome.result.device_mallocs < b->outcome.result.device_mallocs;
   });
 
@@ -122,11 +201,18 @@ int cmd_tune(const args_t& args) {
   add_run_meta(out, choice, opts);
   out.meta.emplace_back("trace", trace_path);
   out.meta.emplace_back("trace_events", static_cast<std::int64_t>(events.size()));
+  out.meta.emplace_back("trace_format", input.format);
+  if (input.format != "csv") out.meta.emplace_back("trace_device", static_cast<std::int64_t>(device));
+  out.meta.emplace_back("current_config", current_text);
+  out.meta.emplace_back("current_config_source", current_source);
+  for (const std::string& warning : input.warnings) out.notes.push_back("warning: " + warning);
+  for (const std::string& note : notes) out.notes.push_back(note);
   table& t = out.tables.emplace_back();
   t.title = "candidate configs ranked by peak reserved (replayed on a simulated device)";
   t.columns = {{"rank", "rank", col_kind::count},
                {"config", "config", col_kind::text},
                {"backend", "backend", col_kind::text},
+               {"stock_pytorch", "stock PyTorch", col_kind::text},
                {"peak_requested_bytes", "peak req", col_kind::bytes, false},
                {"peak_allocated_bytes", "peak alloc", col_kind::bytes},
                {"peak_reserved_bytes", "peak resv", col_kind::bytes},
@@ -137,36 +223,67 @@ int cmd_tune(const args_t& args) {
   std::int64_t rank = 0;
   for (const candidate* c : ranked) {
     const replay_outcome& o = c->outcome;
-    const std::string label = c->text.empty() ? "(default)" : c->text;
+    const std::string label = (c->text.empty() ? "(default)" : c->text) + (c->current ? " (current)" : "");
     const std::string backend(to_string(c->config.backend));
+    const std::string stock = c->pytorch.stock ? (c->pytorch.since.empty() ? std::string("any") : ">= " + c->pytorch.since)
+                                               : std::string("no: ") + join(c->pytorch.streampool_only);
     if (!o.error.empty()) {
-      t.rows.push_back({cell(), label, backend, cell(), cell(), cell(), cell(), cell(), cell(), "failed: " + o.error});
+      t.rows.push_back({cell(), label, backend, stock, cell(), cell(), cell(), cell(), cell(), cell(), "failed: " + o.error});
       continue;
     }
     const replay_result& r = o.result;
-    t.rows.push_back({++rank, label, backend, static_cast<std::int64_t>(r.peak_requested),
+    t.rows.push_back({++rank, label, backend, stock, static_cast<std::int64_t>(r.peak_requested),
                       static_cast<std::int64_t>(r.peak_allocated), static_cast<std::int64_t>(r.peak_reserved),
                       r.peak_allocated > 0 ? static_cast<double>(r.peak_reserved) / static_cast<double>(r.peak_allocated) : 0.0,
                       r.device_mallocs, r.seconds, o.leak == "ok" ? std::string("ok") : o.leak});
   }
   int status = exit_ok;
-  const candidate* best = ranked.front()->outcome.error.empty() ? ranked.front() : nullptr;
+  const candidate* best = ranked.front()->ok() ? ranked.front() : nullptr;
+  const candidate* current = nullptr;
+  for (const candidate& c : candidates) {
+    if (c.current) current = &c;
+  }
   if (best == nullptr) {
     out.footer.push_back("no candidate config replayed successfully");
     status = exit_failed;
   } else {
-    const auto base = std::find_if(candidates.begin(), candidates.end(), [](const candidate& c) { return c.text.empty(); });
-    std::string versus;
-    if (base != candidates.end() && base->outcome.error.empty() && &*base != best) {
-      const double saved = 1.0 - static_cast<double>(best->outcome.result.peak_reserved) /
-                                     static_cast<double>(std::max<std::size_t>(1, base->outcome.result.peak_reserved));
-      versus = " (peak reserved " + mib_text(static_cast<double>(best->outcome.result.peak_reserved)) + " MiB vs " +
-               mib_text(static_cast<double>(base->outcome.result.peak_reserved)) + " MiB with the default: -" +
-               fixed(saved * 100.0, 1) + "%)";
-    }
+    const auto versus = [&](const candidate& c) {
+      if (current == nullptr || !current->ok()) return std::string("(your current config failed to replay)");
+      if (&c == current) return "your current config (" + current_label + ") is already the best of these: " +
+                                mib_text(static_cast<double>(c.reserved())) + " MiB peak reserved";
+      return versus_current(c, *current, current_label);
+    };
+    const auto pytorch_line = [](const candidate& c) {
+      return c.text.empty() ? std::string("PyTorch: leave PYTORCH_CUDA_ALLOC_CONF unset (PyTorch's defaults)")
+                            : env_line("PYTORCH_CUDA_ALLOC_CONF", c.text) + "   # " + version_text(c.pytorch);
+    };
     out.meta.emplace_back("recommended_config", best->text);
-    out.footer.push_back(best->text.empty() ? "recommended: the default config (leave STREAMPOOL_ALLOC_CONF unset)"
-                                            : "recommended: " + env_line(best->text) + versus);
+    out.meta.emplace_back("predicted_peak_reserved_bytes", static_cast<std::int64_t>(best->reserved()));
+    if (current != nullptr && current->ok()) {
+      out.meta.emplace_back("current_peak_reserved_bytes", static_cast<std::int64_t>(current->reserved()));
+    }
+    if (best->pytorch.stock) {
+      out.meta.emplace_back("recommended_variable", std::string("PYTORCH_CUDA_ALLOC_CONF"));
+      out.meta.emplace_back("pytorch_min_version", best->pytorch.since);
+      out.footer.push_back(pytorch_line(*best));
+      out.footer.push_back(versus(*best));
+      if (!best->text.empty()) {
+        out.footer.push_back("with streampool the same string works as " + env_line("STREAMPOOL_ALLOC_CONF", best->text));
+      }
+    } else {
+      out.meta.emplace_back("recommended_variable", std::string("STREAMPOOL_ALLOC_CONF"));
+      out.footer.push_back(env_line("STREAMPOOL_ALLOC_CONF", best->text) + "   # streampool only: " +
+                           join(best->pytorch.streampool_only) + (best->pytorch.streampool_only.size() == 1 ? " is" : " are") +
+                           " not a stock PyTorch key (PyTorch rejects it)");
+      out.footer.push_back(versus(*best));
+      const auto stock = std::find_if(ranked.begin(), ranked.end(), [](const candidate* c) { return c->ok() && c->pytorch.stock; });
+      if (stock != ranked.end()) {
+        out.footer.push_back("best stock PyTorch config: " + pytorch_line(**stock));
+        out.footer.push_back("  " + versus(**stock));
+        out.meta.emplace_back("pytorch_config", (*stock)->text);
+        out.meta.emplace_back("pytorch_min_version", (*stock)->pytorch.since);
+      }
+    }
   }
   emit(out, opts);
   return status;

@@ -76,21 +76,29 @@ int cmd_workload(const args_t& args) {
   common_options opts;
   std::string name, max_size_text, live_cap_text = "16000MiB";
   workload_params params;
+  // Whole numbers are read as text and checked here: Boost would take "-5" for an unsigned
+  // option as 2^64 - 5, and report an out-of-range value with the whole input quoted.
+  std::string count_text, steps_text, streams_text = std::to_string(params.streams);
+  std::string layers_text = std::to_string(params.layers), hidden_text = std::to_string(params.hidden);
+  std::string graphs_text = std::to_string(params.graphs);
   po::options_description desc("workload options");
   desc.add_options()
       ("name", po::value(&name), "workload (positional)")
-      ("count", po::value(&params.count),
-       "random: allocations (10000); multistream: buffers per step (16); graphloop: buffers per step (8)")
+      ("count", po::value(&count_text)->value_name("N"),
+       "random: allocations (10000); multistream: buffers per step (16); graphloop: buffers per step (8); "
+       "1..10000000")
       ("max-size", po::value(&max_size_text)->value_name("SIZE"), "largest request (random 64MiB, multistream 16MiB, graphloop 64MiB)")
       ("live-cap", po::value(&live_cap_text)->value_name("SIZE")->default_value(live_cap_text),
        "random: cap on live bytes")
-      ("steps", po::value(&params.steps),
-       "multistream: steps (200); trainloop: training steps (20); graphloop: replays (100)")
-      ("streams", po::value(&params.streams)->default_value(params.streams), "multistream: 1 producer + consumers")
-      ("layers", po::value(&params.layers)->default_value(params.layers), "trainloop: layers")
-      ("hidden", po::value(&params.hidden)->default_value(params.hidden), "trainloop: model width")
-      ("graphs", po::value(&params.graphs)->default_value(params.graphs),
-       "graphloop: graphs captured (shape buckets) sharing one pool");
+      ("steps", po::value(&steps_text)->value_name("N"),
+       "multistream: steps (200); trainloop: training steps (20); graphloop: replays (100); 1..10000000")
+      ("streams", po::value(&streams_text)->value_name("N")->default_value(streams_text),
+       "multistream: 1 producer + consumers; 2..1024")
+      ("layers", po::value(&layers_text)->value_name("N")->default_value(layers_text), "trainloop: layers; 1..1024")
+      ("hidden", po::value(&hidden_text)->value_name("N")->default_value(hidden_text),
+       "trainloop: model width; 16..65536")
+      ("graphs", po::value(&graphs_text)->value_name("N")->default_value(graphs_text),
+       "graphloop: graphs captured (shape buckets) sharing one pool; 1..64");
   add_common_options(desc, opts, {});
   po::positional_options_description positional;
   positional.add("name", 1);
@@ -100,9 +108,12 @@ int cmd_workload(const args_t& args) {
   const workload_def& def = find_workload(name);
   if (!max_size_text.empty()) params.max_size = parse_size(max_size_text, "--max-size");
   params.live_cap = parse_size(live_cap_text, "--live-cap");
-  if (params.steps < 0) throw usage_error("--steps: must be positive");
-  if (params.streams < 2 || params.streams > 1024) throw usage_error("--streams: must be in 2..1024");
-  if (params.graphs < 1 || params.graphs > 64) throw usage_error("--graphs: must be in 1..64");
+  if (!count_text.empty()) params.count = static_cast<std::size_t>(parse_whole(count_text, "--count", 1, 10000000));
+  if (!steps_text.empty()) params.steps = static_cast<int>(parse_whole(steps_text, "--steps", 1, 10000000));
+  params.streams = static_cast<int>(parse_whole(streams_text, "--streams", 2, 1024));
+  params.layers = static_cast<int>(parse_whole(layers_text, "--layers", 1, 1024));
+  params.hidden = static_cast<int>(parse_whole(hidden_text, "--hidden", 16, 65536));
+  params.graphs = static_cast<int>(parse_whole(graphs_text, "--graphs", 1, 64));
   params.seed = opts.seed;
   const int repeat = opts.repeat != 0 ? opts.repeat : 1;
   const driver_choice choice = choose_driver(opts);

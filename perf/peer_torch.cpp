@@ -7,6 +7,7 @@
 #include <dlfcn.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <mutex>
 #include <optional>
 
@@ -171,11 +172,28 @@ void set_torch_peer_path(const std::string& path) {
   path_option = path;
 }
 
+/// The plugin beside the running executable, or where this build made it (cmake/streampool_torch_peer.cmake
+/// builds it whenever torch imports); "" when neither exists.
+std::string found_torch_peer() {
+  std::error_code ec;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const std::filesystem::path beside = self.parent_path() / "libstreampool_torch_peer.so";
+    if (std::filesystem::exists(beside, ec)) return beside.string();
+  }
+#ifdef STREAMPOOL_BENCH_BUILT_TORCH_PEER
+  if (std::filesystem::exists(STREAMPOOL_BENCH_BUILT_TORCH_PEER, ec)) return STREAMPOOL_BENCH_BUILT_TORCH_PEER;
+#endif
+  return {};
+}
+
 std::string torch_peer_path() {
   const std::lock_guard lock(plugin_mutex);
   if (!path_option.empty()) return path_option;
   const char* env = std::getenv("STREAMPOOL_BENCH_TORCH_PEER");
-  return env != nullptr ? env : "";
+  if (env != nullptr && *env != '\0') return env;
+  static const std::string found = found_torch_peer();
+  return found;
 }
 
 std::string torch_peer_why_not(const driver_choice& choice) {

@@ -34,6 +34,10 @@ using allocator_maker = std::function<std::unique_ptr<allocator>(const driver_in
                                         const std::vector<trace_event>& events, std::size_t samples,
                                         const std::function<void(std::size_t, std::size_t)>& progress);
 
+/// What the trace itself says, without replaying it: peak requested (from its own sizes) and what
+/// PyTorch reserved while recording (the sum of the segment_alloc sizes, and their count).
+[[nodiscard]] replay_result recorded_figures(const std::vector<trace_event>& events);
+
 /// Reads a trace file (read_trace); a missing, empty or malformed
 /// file is bad input. @throws usage_error naming the file (and line)
 [[nodiscard]] std::vector<trace_event> load_trace(const std::string& path, const common_options& opts);

@@ -9,6 +9,7 @@
 #include <iostream>
 #include <stdexcept>
 
+#include "backend_registry.hpp"
 #include "size_parse.hpp"
 #include "streampool/stats.hpp"  // json_quote
 
@@ -113,6 +114,12 @@ void add_run_meta(report& out, const driver_choice& choice, const common_options
   out.meta.emplace_back("device_memory_bytes", static_cast<std::int64_t>(choice.device_memory));
   out.meta.emplace_back("seed", static_cast<std::int64_t>(opts.seed));
   for (std::string& note : driver_notes(choice)) out.notes.push_back(std::move(note));
+  // Note [The environment's config] (backend_registry.cpp): say so when it shapes the run.
+  if (const std::string env = env_config_text(); !env.empty() && out.command != "tune") {
+    out.meta.emplace_back("streampool_alloc_conf", env);
+    out.notes.push_back("STREAMPOOL_ALLOC_CONF='" + env +
+                        "' is set: streampool backends listed without =CONFIG run with it (see their config)");
+  }
 }
 
 std::string render_table(const report& in) {

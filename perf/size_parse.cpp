@@ -35,7 +35,7 @@ std::size_t unit_multiplier(std::string_view unit) {
 }
 
 [[noreturn]] void bad_size(std::string_view what, std::string_view text, std::string_view why) {
-  throw usage_error(std::string(what) + ": '" + std::string(text) + "' is not a size (" + std::string(why) +
+  throw usage_error(std::string(what) + ": " + quote_input(text) + " is not a size (" + std::string(why) +
                     "); write e.g. 512, 512B, 4KiB, 1MiB, 1.5GiB (suffixes B, K/KiB, M/MiB, G/GiB, T/TiB)");
 }
 
@@ -77,7 +77,7 @@ std::size_t parse_size(std::string_view raw, std::string_view what) {
 std::vector<std::size_t> parse_size_list(std::string_view text, std::string_view what) {
   std::vector<std::size_t> sizes;
   for (const std::string& part : split(text, ',')) {
-    if (part.empty()) throw usage_error(std::string(what) + ": empty entry in '" + std::string(text) + "'");
+    if (part.empty()) throw usage_error(std::string(what) + ": empty entry in " + quote_input(text));
     sizes.push_back(parse_size(part, what));
   }
   return sizes;
@@ -89,12 +89,52 @@ std::vector<int> parse_count_list(std::string_view text, std::string_view what, 
     int value = 0;
     const auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), value);
     if (part.empty() || ec != std::errc() || end != part.data() + part.size() || value < 1 || value > max) {
-      throw usage_error(std::string(what) + ": '" + part + "' is not a whole number in 1.." + std::to_string(max) +
+      throw usage_error(std::string(what) + ": " + quote_input(part) + " is not a whole number in 1.." + std::to_string(max) +
                         " (write a comma list such as 1,2,4,8)");
     }
     counts.push_back(value);
   }
   return counts;
+}
+
+long long parse_whole(std::string_view text, std::string_view what, long long min, long long max) {
+  long long value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || value < min || value > max) {
+    throw usage_error(std::string(what) + ": " + quote_input(text) + " is not a whole number in " +
+                      std::to_string(min) + ".." + std::to_string(max));
+  }
+  return value;
+}
+
+namespace {
+constexpr std::size_t quote_limit = 200;
+}  // namespace
+
+std::string quote_input(std::string_view text) {
+  if (text.size() <= quote_limit) return "'" + std::string(text) + "'";
+  return "'" + std::string(text.substr(0, quote_limit)) + "...' (" + std::to_string(text.size()) + " characters)";
+}
+
+std::string clip_quoted(std::string_view message) {
+  std::string out;
+  std::size_t i = 0;
+  while (i < message.size()) {
+    const std::size_t open = message.find('\'', i);
+    if (open == std::string_view::npos) break;
+    const std::size_t close = message.find('\'', open + 1);
+    if (close == std::string_view::npos) break;
+    out += message.substr(i, open - i);
+    const std::string_view run = message.substr(open + 1, close - open - 1);
+    // A run quote_input cut already ends in "..." after 200 characters: keep it as it is.
+    out += run.size() <= quote_limit + 3 ? "'" + std::string(run) + "'" : quote_input(run);
+    i = close + 1;
+  }
+  out += message.substr(i);
+  if (out.size() > 4 * quote_limit + 1000) {  // an unquoted flood (no quotes to cut at)
+    out = out.substr(0, 4 * quote_limit) + "... (" + std::to_string(message.size()) + " characters)";
+  }
+  return out;
 }
 
 std::string size_label(std::size_t bytes) {

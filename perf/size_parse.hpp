@@ -19,6 +19,17 @@ namespace streampool::bench {
 /// "1,2,4,8" -> positive integers, each at most `max`.
 [[nodiscard]] std::vector<int> parse_count_list(std::string_view text, std::string_view what, int max);
 
+/// One whole number in min..max ("--count 5"): no sign, no fraction, no unit.
+/// @throws usage_error naming `what`, the text (quote_input) and the range
+[[nodiscard]] long long parse_whole(std::string_view text, std::string_view what, long long min, long long max);
+
+/// `text` in single quotes for an error message, cut to its first 200 characters (with how many
+/// there were) so a huge bad input does not flood the terminal.
+[[nodiscard]] std::string quote_input(std::string_view text);
+/// `message` with every single-quoted run longer than 200 characters cut the same way (for
+/// messages built elsewhere, e.g. by Boost.Program_options or the library).
+[[nodiscard]] std::string clip_quoted(std::string_view message);
+
 /// Splits at `sep`, trimming blanks; empty entries are kept (callers reject them).
 [[nodiscard]] std::vector<std::string> split(std::string_view text, char sep);
 

@@ -1,16 +1,29 @@
 // svg_plot.cpp — rendering of the line and bar charts as SVG text (svg_plot.hpp): axes with
-// "nice" ticks (1, 2, 5 x 10^k), a legend, and a logarithmic y axis for bars spanning > 100x.
+// "nice" ticks (1, 2, 5 x 10^k), a logarithmic y axis for bars spanning > 100x, a subtitle, and
+// the legend in columns below the plot (Note [Legend layout]).
+//
+// Note [Legend layout]
+// A legend beside the plot fits five short names; compare and replay draw ten backends whose
+// labels carry configs ("native[expandable_segments:True,max_split_size_mb:256]"). So the legend
+// goes below the plot, in as many columns as the widest label allows, and the canvas grows by its
+// rows: every entry is inside the canvas whatever the count. Labels longer than max_label_chars
+// are cut with an ellipsis; the full text stays in a <title> (shown on hover).
 #include "svg_plot.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
+
+#include "cli_common.hpp"
 
 namespace streampool::bench {
 namespace {
 
-constexpr double width = 900, height = 520;
-constexpr double left = 80, right = 220, top = 50, bottom = 60;  // margins; legend on the right
+constexpr double width = 960, plot_height = 440;
+constexpr double left = 80, right = 30, top_plain = 50, top_subtitle = 68, bottom = 60;
+constexpr double legend_row = 20, legend_char = 7.0, legend_swatch = 58;
+constexpr std::size_t max_label_chars = 70;
 constexpr const char* palette[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
                                    "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
 
@@ -57,32 +70,119 @@ std::vector<double> nice_ticks(double lo, double hi) {
   return ticks;
 }
 
-std::string header(const std::string& title) {
-  return "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + num(width) + "\" height=\"" + num(height) +
-         "\" viewBox=\"0 0 " + num(width) + " " + num(height) + "\" font-family=\"sans-serif\" font-size=\"12\">\n" +
-         "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n" + "<text x=\"" + num(width / 2) +
-         "\" y=\"24\" text-anchor=\"middle\" font-size=\"16\">" + escape(title) + "</text>\n";
+struct legend_item {
+  std::string name;
+  int color = 0;
+  bool solid = true;   ///< draw a solid swatch
+  bool dashed = false; ///< draw a dashed swatch
+};
+
+/// Where things go: the plot area, then the legend rows below it (Note [Legend layout]).
+struct layout {
+  double top = top_plain;
+  double plot_bottom = 0;  ///< y of the x axis
+  double legend_top = 0;
+  double height = 0;
+  std::size_t columns = 1;
+  double column_width = 0;
+
+  layout(const std::string& subtitle, const std::vector<legend_item>& items) {
+    top = subtitle.empty() ? top_plain : top_subtitle;
+    plot_bottom = top + plot_height;
+    std::size_t longest = 1;
+    for (const legend_item& item : items) longest = std::max(longest, std::min(item.name.size(), max_label_chars + 1));
+    column_width = legend_swatch + legend_char * static_cast<double>(longest) + 20;
+    const double usable = width - 2 * 20;
+    columns = std::max<std::size_t>(1, static_cast<std::size_t>(usable / column_width));
+    const std::size_t rows = (items.size() + columns - 1) / columns;
+    legend_top = plot_bottom + bottom;
+    height = legend_top + legend_row * static_cast<double>(rows) + 10;
+  }
+};
+
+std::string header(const std::string& title, const std::string& subtitle, const layout& at) {
+  std::string svg = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + num(width) + "\" height=\"" + num(at.height) +
+                    "\" viewBox=\"0 0 " + num(width) + " " + num(at.height) +
+                    "\" font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n" +
+                    "<text x=\"" + num(width / 2) + "\" y=\"24\" text-anchor=\"middle\" font-size=\"16\">" + escape(title) +
+                    "</text>\n";
+  if (!subtitle.empty()) {
+    svg += "<text x=\"" + num(width / 2) + "\" y=\"44\" text-anchor=\"middle\" fill=\"#555\">" + escape(subtitle) +
+           "</text>\n";
+  }
+  return svg;
 }
 
-std::string axes(const std::string& x_label, const std::string& y_label) {
-  const double x0 = left, y0 = height - bottom, x1 = width - right;
+std::string axes(const std::string& x_label, const std::string& y_label, const layout& at) {
+  const double x0 = left, y0 = at.plot_bottom, x1 = width - right;
   return "<line x1=\"" + num(x0) + "\" y1=\"" + num(y0) + "\" x2=\"" + num(x1) + "\" y2=\"" + num(y0) +
-         "\" stroke=\"black\"/>\n<line x1=\"" + num(x0) + "\" y1=\"" + num(top) + "\" x2=\"" + num(x0) + "\" y2=\"" +
-         num(y0) + "\" stroke=\"black\"/>\n<text x=\"" + num((x0 + x1) / 2) + "\" y=\"" + num(height - 15) +
+         "\" stroke=\"black\"/>\n<line x1=\"" + num(x0) + "\" y1=\"" + num(at.top) + "\" x2=\"" + num(x0) + "\" y2=\"" +
+         num(y0) + "\" stroke=\"black\"/>\n<text x=\"" + num((x0 + x1) / 2) + "\" y=\"" + num(y0 + 40) +
          "\" text-anchor=\"middle\">" + escape(x_label) + "</text>\n<text transform=\"translate(18," +
-         num((top + y0) / 2) + ") rotate(-90)\" text-anchor=\"middle\">" + escape(y_label) + "</text>\n";
+         num((at.top + y0) / 2) + ") rotate(-90)\" text-anchor=\"middle\">" + escape(y_label) + "</text>\n";
 }
 
-std::string legend_entry(std::size_t index, const std::string& name, int color, bool dashed) {
-  const double y = top + 10 + 20.0 * static_cast<double>(index);
-  const double x = width - right + 15;
-  return "<line x1=\"" + num(x) + "\" y1=\"" + num(y) + "\" x2=\"" + num(x + 25) + "\" y2=\"" + num(y) +
-         "\" stroke=\"" + palette[color % 10] + "\" stroke-width=\"3\"" +
-         (dashed ? " stroke-dasharray=\"6,3\"" : "") + "/>\n<text x=\"" + num(x + 32) + "\" y=\"" + num(y + 4) + "\">" +
-         escape(name) + "</text>\n";
+std::string swatch(double x, double y, int color, bool dashed) {
+  return "<line x1=\"" + num(x) + "\" y1=\"" + num(y) + "\" x2=\"" + num(x + 22) + "\" y2=\"" + num(y) +
+         "\" stroke=\"" + palette[color % 10] + "\" stroke-width=\"3\"" + (dashed ? " stroke-dasharray=\"6,3\"" : "") +
+         "/>\n";
+}
+
+std::string legend(const std::vector<legend_item>& items, const layout& at) {
+  std::string svg;
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    const legend_item& item = items[i];
+    const double x = 20 + at.column_width * static_cast<double>(i % at.columns);
+    const double y = at.legend_top + legend_row * static_cast<double>(i / at.columns) + 6;
+    if (item.solid) svg += swatch(x, y, item.color, false);
+    if (item.dashed) svg += swatch(x + (item.solid ? 28 : 0), y, item.color, true);
+    const bool cut = item.name.size() > max_label_chars;
+    const std::string shown = cut ? item.name.substr(0, max_label_chars - 1) + "\xE2\x80\xA6" : item.name;
+    svg += "<text x=\"" + num(x + legend_swatch) + "\" y=\"" + num(y + 4) + "\">" +
+           (cut ? "<title>" + escape(item.name) + "</title>" : std::string()) + escape(shown) + "</text>\n";
+  }
+  return svg;
+}
+
+/// One legend entry per listed series; a listed series' unlisted dashed twin (same color) adds
+/// its dashed swatch to the entry.
+std::vector<legend_item> line_legend(const line_chart& chart) {
+  std::vector<legend_item> items;
+  for (const line_series& s : chart.series) {
+    if (!s.in_legend) continue;
+    legend_item item{s.name, s.color, !s.dashed, s.dashed};
+    for (const line_series& twin : chart.series) {
+      if (!twin.in_legend && twin.color == s.color && twin.dashed != s.dashed) {
+        item.solid = true;
+        item.dashed = true;
+      }
+    }
+    items.push_back(std::move(item));
+  }
+  return items;
 }
 
 }  // namespace
+
+void check_plot_path(const std::string& path) {
+  std::string ext;
+  const std::size_t dot = path.find_last_of('.');
+  const std::size_t slash = path.find_last_of('/');
+  if (dot != std::string::npos && (slash == std::string::npos || dot > slash)) ext = path.substr(dot);
+  std::string lower = ext;
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (lower == ".svg") return;
+  throw usage_error("--plot: '" + path + "' " + (ext.empty() ? "has no extension" : "has extension '" + ext + "'") +
+                    "; streampool-bench writes SVG charts only: name the file *.svg (convert it afterwards if "
+                    "you need another format, e.g. rsvg-convert -o chart.png chart.svg)");
+}
+
+std::string plot_caveat(const driver_choice& choice) {
+  if (choice.sim) {
+    return "simulated device: memory as the sim predicts it; times are host overhead of the allocator logic only";
+  }
+  return "measured on " + choice.device_name;
+}
 
 std::vector<std::pair<double, double>> thin_points(const std::vector<std::pair<double, double>>& points,
                                                   std::size_t max_points) {
@@ -105,34 +205,34 @@ std::string render_svg(const line_chart& chart) {
       y_max = std::max(y_max, y);
     }
   }
+  const std::vector<legend_item> items = line_legend(chart);
+  const layout at(chart.subtitle, items);
   const std::vector<double> x_ticks = nice_ticks(0.0, x_max), y_ticks = nice_ticks(0.0, y_max);
   x_max = x_ticks.back();
   y_max = y_ticks.back();
-  const double plot_w = width - left - right, plot_h = height - top - bottom;
+  const double plot_w = width - left - right;
   auto px = [&](double x) { return left + x / x_max * plot_w; };
-  auto py = [&](double y) { return height - bottom - y / y_max * plot_h; };
+  auto py = [&](double y) { return at.plot_bottom - y / y_max * plot_height; };
 
-  std::string svg = header(chart.title) + axes(chart.x_label, chart.y_label);
+  std::string svg = header(chart.title, chart.subtitle, at) + axes(chart.x_label, chart.y_label, at);
   for (const double t : y_ticks) {
     svg += "<line x1=\"" + num(left) + "\" y1=\"" + num(py(t)) + "\" x2=\"" + num(width - right) + "\" y2=\"" +
            num(py(t)) + "\" stroke=\"#ddd\"/>\n<text x=\"" + num(left - 6) + "\" y=\"" + num(py(t) + 4) +
            "\" text-anchor=\"end\">" + tick_label(t) + "</text>\n";
   }
   for (const double t : x_ticks) {
-    svg += "<text x=\"" + num(px(t)) + "\" y=\"" + num(height - bottom + 18) + "\" text-anchor=\"middle\">" +
+    svg += "<text x=\"" + num(px(t)) + "\" y=\"" + num(at.plot_bottom + 18) + "\" text-anchor=\"middle\">" +
            tick_label(t) + "</text>\n";
   }
-  for (std::size_t i = 0; i < chart.series.size(); ++i) {
-    const line_series& s = chart.series[i];
+  for (const line_series& s : chart.series) {
     std::string path;
     for (const auto& [x, y] : s.points) path += (path.empty() ? "M" : " L") + num(px(x)) + "," + num(py(y));
     if (!path.empty()) {
       svg += "<path d=\"" + path + "\" fill=\"none\" stroke=\"" + palette[s.color % 10] + "\" stroke-width=\"1.5\"" +
-             (s.dashed ? " stroke-dasharray=\"6,3\"" : "") + "/>\n";
+             (s.dashed ? " stroke-dasharray=\"6,3\"" : "") + "><title>" + escape(s.name) + "</title></path>\n";
     }
-    svg += legend_entry(i, s.name, s.color, s.dashed);
   }
-  return svg + "</svg>\n";
+  return svg + legend(items, at) + "</svg>\n";
 }
 
 std::string render_svg(const bar_chart& chart) {
@@ -145,8 +245,11 @@ std::string render_svg(const bar_chart& chart) {
     }
   }
   if (hi == 0.0) hi = 1.0;
+  std::vector<legend_item> items;
+  for (std::size_t s = 0; s < chart.series.size(); ++s) items.push_back({chart.series[s], static_cast<int>(s), true, false});
+  const layout at(chart.subtitle, items);
   const bool log_scale = chart.log_scale || (lo > 0.0 && hi / lo > 100.0);
-  const double plot_w = width - left - right, plot_h = height - top - bottom;
+  const double plot_w = width - left - right;
   std::vector<double> ticks;
   double y_lo = 0.0, y_hi = 0.0;
   if (log_scale) {
@@ -160,9 +263,9 @@ std::string render_svg(const bar_chart& chart) {
   }
   auto py = [&](double v) {
     const double f = log_scale ? (std::log10(v) - y_lo) / (y_hi - y_lo) : v / y_hi;
-    return height - bottom - f * plot_h;
+    return at.plot_bottom - f * plot_height;
   };
-  std::string svg = header(chart.title) + axes("", chart.y_label + (log_scale ? " (log scale)" : ""));
+  std::string svg = header(chart.title, chart.subtitle, at) + axes("", chart.y_label + (log_scale ? " (log scale)" : ""), at);
   for (const double t : ticks) {
     const double value = log_scale ? std::pow(10.0, t) : t;
     svg += "<line x1=\"" + num(left) + "\" y1=\"" + num(py(value)) + "\" x2=\"" + num(width - right) + "\" y2=\"" +
@@ -173,20 +276,19 @@ std::string render_svg(const bar_chart& chart) {
   const double bar_w = group_w * 0.8 / static_cast<double>(std::max<std::size_t>(1, chart.series.size()));
   for (std::size_t g = 0; g < chart.groups.size(); ++g) {
     const double gx = left + group_w * static_cast<double>(g);
-    svg += "<text x=\"" + num(gx + group_w / 2) + "\" y=\"" + num(height - bottom + 18) + "\" text-anchor=\"middle\">" +
+    svg += "<text x=\"" + num(gx + group_w / 2) + "\" y=\"" + num(at.plot_bottom + 18) + "\" text-anchor=\"middle\">" +
            escape(chart.groups[g]) + "</text>\n";
     for (std::size_t s = 0; s < chart.series.size(); ++s) {
       const double v = s < chart.values.size() && g < chart.values[s].size() ? chart.values[s][g] : 0.0;
       if (!(v > 0.0)) continue;
       const double x = gx + group_w * 0.1 + bar_w * static_cast<double>(s);
-      const double y = std::min(py(v), height - bottom - 1.0);
+      const double y = std::min(py(v), at.plot_bottom - 1.0);
       svg += "<rect x=\"" + num(x) + "\" y=\"" + num(y) + "\" width=\"" + num(bar_w * 0.9) + "\" height=\"" +
-             num(height - bottom - y) + "\" fill=\"" + palette[s % 10] + "\"><title>" + escape(chart.series[s]) + " " +
+             num(at.plot_bottom - y) + "\" fill=\"" + palette[s % 10] + "\"><title>" + escape(chart.series[s]) + " " +
              escape(chart.groups[g]) + ": " + tick_label(v) + "</title></rect>\n";
     }
   }
-  for (std::size_t s = 0; s < chart.series.size(); ++s) svg += legend_entry(s, chart.series[s], static_cast<int>(s), false);
-  return svg + "</svg>\n";
+  return svg + legend(items, at) + "</svg>\n";
 }
 
 }  // namespace streampool::bench

@@ -1,5 +1,7 @@
 // svg_plot.hpp — two hand-written SVG charts (no dependencies): a line chart (reserved vs
-// allocated over a replay, per backend) and a grouped bar chart (latency per size, per backend).
+// allocated over a replay, per backend) and a grouped bar chart (latency per size, per backend),
+// with the legend laid out inside the canvas below the plot (legible with ten and more series) and
+// a subtitle for the caveat of the run (e.g. "simulated device"). SVG is the only format written.
 #pragma once
 
 #include <string>
@@ -8,11 +10,14 @@
 
 namespace streampool::bench {
 
+struct driver_choice;  // cli_common.hpp
+
 struct line_series {
   std::string name;
   int color = 0;        ///< index into the palette; series of one backend share it
   bool dashed = false;  ///< e.g. allocated dashed, reserved solid
   std::vector<std::pair<double, double>> points;  ///< (x, y), x ascending
+  bool in_legend = true;  ///< false: drawn, not listed (e.g. the dashed twin of a listed series)
 };
 
 struct line_chart {
@@ -20,6 +25,7 @@ struct line_chart {
   std::string x_label;
   std::string y_label;
   std::vector<line_series> series;
+  std::string subtitle;  ///< under the title, e.g. plot_caveat()
 };
 
 struct bar_chart {
@@ -30,7 +36,14 @@ struct bar_chart {
   /// values[series][group]; NaN or <= 0 = no bar.
   std::vector<std::vector<double>> values;
   bool log_scale = false;           ///< set by render when values span more than 100x
+  std::string subtitle;             ///< under the title, e.g. plot_caveat()
 };
+
+/// @throws usage_error (exit status 2) unless `path` ends in ".svg" (any case): no other format is written
+void check_plot_path(const std::string& path);
+/// The caveat a chart of this run carries: what a simulated device's figures mean ("" on a real GPU
+/// beyond naming it).
+[[nodiscard]] std::string plot_caveat(const driver_choice& choice);
 
 [[nodiscard]] std::string render_svg(const line_chart& chart);
 [[nodiscard]] std::string render_svg(const bar_chart& chart);

@@ -1,4 +1,4 @@
-// workload_random.cpp — RMM's random_allocations shape (peers-and-users §1.4): `count`
+// workload_random.cpp — the shape of RMM's random_allocations benchmark: `count`
 // allocations of sizes uniform in [1 B, max], each step an allocation with probability 0.73 else a
 // free of a random live block, live bytes capped; seeded, on the default stream.
 #include <random>

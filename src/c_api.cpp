@@ -1,33 +1,88 @@
-// c_api.cpp — the extern "C" entry points of c_api.h over one process-wide allocator. Every
+// c_api.cpp — the extern "C" entry points of c_api.h over one process-wide allocator, whose
+// lifetime is safe against a concurrent shutdown (Note [C API allocator lifetime]). Every
 // function catches everything: errors become a status and a per-thread message.
 #include "streampool/c_api.h"
 
+#include <array>
+#include <atomic>
+#include <cstdio>
+#include <functional>
 #include <mutex>
+#include <optional>
 #include <string>
-#include <unordered_map>
+#include <thread>
 
 #include "c_api_internal.hpp"
+#include "core/address_table.hpp"
 #include "streampool/allocator.hpp"
 
 namespace streampool::detail {
+
+// Note [C API allocator lifetime]
+// Every C entry point works on one process-wide allocator, which streampool_shutdown destroys.
+// A call on another thread may be using it at that moment (PyTorch frees from any thread), so
+// the accessor hands out a lease, not a bare reference: `readers` counts the calls that hold
+// one. A call increments it and then reads `current`; shutdown sets `current` to null and then
+// waits for `readers` to drop to zero before it deletes the allocator. With sequentially
+// consistent operations either the call's increment comes first (shutdown waits for it) or its
+// read of `current` comes after the null store (the call sees no allocator and, taking the
+// creation mutex that shutdown holds, waits for shutdown to finish, then creates a new one).
+// Shutdown checks for live allocations after the wait, when no call can add one; if one is live
+// it puts the allocator back and reports the state error. A call costs two atomic increments of
+// one counter, where the earlier accessor locked a mutex per call (docs/benchmarks.md, "C API
+// pair"). The lifetime test (tests/contract/c_api_lifetime_test.cpp) runs calls on several
+// threads against repeated shutdowns, under ThreadSanitizer in the TSan build.
+
+/// What PyTorch passes back on free (docs/pytorch-compatibility.md §5): requested size, device
+/// and stream of each live pointer.
+struct c_api_record {
+  std::size_t size = 0;
+  int device = 0;
+  void* stream = nullptr;
+};
+
+/// The records, in shards by address so that threads freeing different pointers rarely meet on
+/// one lock; each shard is an address_table (Note [Address table]).
+struct record_shard {
+  std::mutex mutex;
+  address_table<c_api_record> table;
+};
+inline constexpr std::size_t record_shards = 16;
+
+struct c_api_instance {
+  explicit c_api_instance(std::unique_ptr<allocator> a) : alloc(std::move(a)) {}
+  std::unique_ptr<allocator> alloc;
+  std::array<record_shard, record_shards> records;
+  std::atomic<bool> mismatch_reported{false};  ///< Note [Mismatched free]: reported once
+
+  record_shard& shard_of(const void* ptr) noexcept {
+    const auto granule = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(ptr)) >> 9;
+    return records[(granule * 0x9E3779B97F4A7C15ull) >> 60];  // the top 4 bits: 16 shards
+  }
+};
+static_assert(record_shards == 16, "shard_of takes the top 4 bits of the hash");
+
 namespace {
 
 struct c_api_state {
-  std::mutex mutex;
-  std::unique_ptr<allocator> alloc;
-  // What PyTorch passes back on free (spec §5): requested size, device and stream per pointer.
-  std::mutex records_mutex;
-  struct record {
-    std::size_t size;
-    int device;
-    void* stream;
-  };
-  std::unordered_map<void*, record> records;
+  std::mutex mutex;  ///< creation, install, shutdown
+  std::atomic<c_api_instance*> current{nullptr};
+  std::atomic<std::int64_t> readers{0};
+  std::function<std::unique_ptr<allocator>()> factory;  ///< under mutex; empty = make_allocator()
 };
 
 c_api_state& state() {
   static c_api_state* s = new c_api_state;  // never destroyed: frees may come during static teardown
   return *s;
+}
+
+/// Takes the current instance out (under s.mutex) and waits until no call uses it.
+c_api_instance* detach_locked(c_api_state& s) noexcept {
+  c_api_instance* instance = s.current.exchange(nullptr);
+  if (instance != nullptr) {
+    while (s.readers.load() != 0) std::this_thread::yield();
+  }
+  return instance;
 }
 
 /// Misuse of the C API's lifecycle (init twice, shutdown with live allocations).
@@ -75,20 +130,42 @@ int guarded(F&& body) {
   }
 }
 
-allocator& instance() {
-  c_api_state& s = state();
-  std::lock_guard lock(s.mutex);
-  if (!s.alloc) s.alloc = make_allocator();
-  return *s.alloc;
+std::string pointer_text(const void* ptr) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%p", ptr);
+  return buffer;
 }
 
 }  // namespace
 
+allocator_lease::~allocator_lease() {
+  if (instance_ != nullptr) state().readers.fetch_sub(1);
+}
+
+allocator* allocator_lease::operator->() const noexcept { return instance_->alloc.get(); }
+
+allocator_lease instance() {
+  c_api_state& s = state();
+  for (;;) {
+    s.readers.fetch_add(1);
+    if (c_api_instance* current = s.current.load()) return allocator_lease(current);
+    s.readers.fetch_sub(1);
+    const std::lock_guard lock(s.mutex);
+    if (s.current.load() == nullptr) s.current.store(new c_api_instance(s.factory ? s.factory() : make_allocator()));
+  }
+}
+
+void c_api_set_factory(std::function<std::unique_ptr<allocator>()> factory) {
+  c_api_state& s = state();
+  const std::lock_guard lock(s.mutex);
+  s.factory = std::move(factory);
+}
+
 void c_api_install(std::unique_ptr<allocator> alloc) {
   c_api_state& s = state();
-  std::lock_guard lock(s.mutex);
-  if (s.alloc) throw state_error("streampool C API: an allocator is already installed");
-  s.alloc = std::move(alloc);
+  const std::lock_guard lock(s.mutex);
+  if (s.current.load() != nullptr) throw state_error("streampool C API: an allocator is already installed");
+  s.current.store(new c_api_instance(std::move(alloc)));
 }
 
 int c_api_set_last(int status, std::string message) noexcept {
@@ -99,10 +176,9 @@ int c_api_set_last(int status, std::string message) noexcept {
 
 std::unique_ptr<allocator> c_api_uninstall() noexcept {
   c_api_state& s = state();
-  std::lock_guard lock(s.mutex);
-  std::lock_guard records_lock(s.records_mutex);
-  s.records.clear();
-  return std::move(s.alloc);
+  const std::lock_guard lock(s.mutex);
+  std::unique_ptr<c_api_instance> instance(detach_locked(s));
+  return instance ? std::move(instance->alloc) : nullptr;
 }
 
 int c_api_guarded(const std::function<void()>& body) noexcept { return guarded(body); }
@@ -122,31 +198,38 @@ extern "C" {
 int streampool_init(const char* config) {
   return guarded([&] {
     auto& s = state();
-    std::lock_guard lock(s.mutex);
-    if (s.alloc) {
+    const std::lock_guard lock(s.mutex);
+    if (s.current.load() != nullptr) {
       throw detail::state_error("streampool_init: the allocator already exists (initialise before the first "
                                 "allocation, or call streampool_shutdown first)");
     }
-    s.alloc = config != nullptr ? make_allocator(parse_config(config), make_cuda_driver()) : make_allocator();
+    auto alloc = config != nullptr ? make_allocator(parse_config(config), make_cuda_driver()) : make_allocator();
+    s.current.store(new detail::c_api_instance(std::move(alloc)));
   });
 }
 
 int streampool_shutdown(void) {
   return guarded([&] {
     auto& s = state();
-    std::lock_guard lock(s.mutex);
-    if (!s.alloc) return;
-    s.alloc->empty_cache();
-    int count = 0;
-    std::int64_t live = 0;
-    if (s.alloc->device_driver().device_count(&count).ok()) {
-      for (int device = 0; device < count; ++device) live += s.alloc->stats(device).allocation[0].current;
+    const std::lock_guard lock(s.mutex);
+    // Note [C API allocator lifetime]: no call uses it once detached, so the count is final.
+    std::unique_ptr<detail::c_api_instance> instance(detail::detach_locked(s));
+    if (!instance) return;
+    try {
+      instance->alloc->empty_cache();
+      int count = 0;
+      std::int64_t live = 0;
+      if (instance->alloc->device_driver().device_count(&count).ok()) {
+        for (int device = 0; device < count; ++device) live += instance->alloc->stats(device).allocation[0].current;
+      }
+      if (live != 0) {
+        throw detail::state_error("streampool_shutdown: " + std::to_string(live) +
+                                  " allocation(s) are still live; free them first");
+      }
+    } catch (...) {
+      s.current.store(instance.release());  // kept: the allocator stays in use
+      throw;
     }
-    if (live != 0) {
-      throw detail::state_error("streampool_shutdown: " + std::to_string(live) +
-                                " allocation(s) are still live; free them first");
-    }
-    s.alloc.reset();
   });
 }
 
@@ -157,77 +240,97 @@ void* streampool_alloc(size_t size, int device, void* stream) {
     return nullptr;
   }
   guarded([&] {
-    ptr = detail::instance().allocate(size, stream, device);
-    auto& s = state();
-    std::lock_guard lock(s.records_mutex);
-    s.records[ptr] = {size, device, stream};
+    const detail::allocator_lease alloc = detail::instance();
+    void* got = alloc->allocate(size, stream, device);
+    detail::record_shard& shard = alloc.owner().shard_of(got);
+    {
+      const std::lock_guard lock(shard.mutex);
+      try {
+        shard.table.reserve_one();
+      } catch (...) {
+        alloc->deallocate(got);  // no record, no allocation
+        throw;
+      }
+      shard.table.insert(reinterpret_cast<std::uintptr_t>(got), {size, device, stream});
+    }
+    ptr = got;
   });
   return ptr;
 }
 
+// Note [Mismatched free]
+// PyTorch's pluggable allocator passes back on free the size, device and stream it recorded at
+// allocation. When they differ from ours the caller's bookkeeping is off, but the pointer is
+// ours and live: refusing the free would leak it, silently for PyTorch (the function returns
+// void and PyTorch does not read the status). So it is freed, and the mismatch is reported once
+// per allocator through the warning handler (not per call: a systematic mismatch would flood).
 void streampool_free(void* ptr, size_t size, int device, void* stream) {
   if (ptr == nullptr) {
     detail::succeed();
     return;
   }
   guarded([&] {
-    auto& s = state();
-    detail::c_api_state::record rec{};
+    const detail::allocator_lease alloc = detail::instance();
+    detail::record_shard& shard = alloc.owner().shard_of(ptr);
+    const auto key = reinterpret_cast<std::uintptr_t>(ptr);
+    std::optional<detail::c_api_record> rec;
     {
       // Note [Free erases its record first]: the record is taken out under the lock BEFORE the
       // memory goes back, so an allocation on another thread that gets the same address at once
       // inserts its own record afterwards instead of having it erased by this free.
-      std::lock_guard lock(s.records_mutex);
-      const auto it = s.records.find(ptr);
-      if (it == s.records.end()) {
-        throw error("streampool_free: " + std::to_string(reinterpret_cast<std::uintptr_t>(ptr)) +
-                    " was not allocated by streampool_alloc (or was already freed)");
-      }
-      rec = it->second;
-      if (rec.size != size || rec.device != device || rec.stream != stream) {
-        throw error("streampool_free: arguments do not match the allocation (size " + std::to_string(size) +
-                    " vs " + std::to_string(rec.size) + ", device " + std::to_string(device) + " vs " +
-                    std::to_string(rec.device) + "); nothing was freed");
-      }
-      s.records.erase(it);
+      const std::lock_guard lock(shard.mutex);
+      rec = shard.table.take(key);
+    }
+    if (!rec) {
+      throw error("streampool_free: " + detail::pointer_text(ptr) +
+                  " was not allocated by streampool_alloc (or was already freed)");
+    }
+    if ((rec->size != size || rec->device != device || rec->stream != stream) &&
+        !alloc.owner().mismatch_reported.exchange(true)) {
+      warn("streampool_free(" + detail::pointer_text(ptr) + ", size " + std::to_string(size) + ", device " +
+           std::to_string(device) + ", stream " + detail::pointer_text(stream) +
+           "): the allocation was made with size " + std::to_string(rec->size) + ", device " +
+           std::to_string(rec->device) + ", stream " + detail::pointer_text(rec->stream) +
+           "; freed anyway. The caller's records differ from streampool's; this is reported once.");
     }
     try {
-      detail::instance().deallocate(ptr);
+      alloc->deallocate(ptr);
     } catch (...) {
-      std::lock_guard lock(s.records_mutex);
-      s.records.emplace(ptr, rec);  // the allocation is still live: keep it freeable
+      const std::lock_guard lock(shard.mutex);
+      shard.table.reserve_one();  // cannot grow: the record taken out above left its slot free
+      shard.table.insert(key, *rec);  // the allocation is still live: keep it freeable
       throw;
     }
   });
 }
 
 int streampool_record_stream(void* ptr, void* stream) {
-  return guarded([&] { detail::instance().record_stream(ptr, stream); });
+  return guarded([&] { detail::instance()->record_stream(ptr, stream); });
 }
 
 int streampool_empty_cache(void) {
-  return guarded([&] { detail::instance().empty_cache(); });
+  return guarded([&] { detail::instance()->empty_cache(); });
 }
 
 int streampool_set_memory_fraction(double fraction, int device) {
-  return guarded([&] { detail::instance().set_memory_fraction(fraction, device); });
+  return guarded([&] { detail::instance()->set_memory_fraction(fraction, device); });
 }
 
 const char* streampool_stats_json(int device) {
   thread_local std::string text;
-  const int status = guarded([&] { text = detail::instance().stats(device).to_json(); });
+  const int status = guarded([&] { text = detail::instance()->stats(device).to_json(); });
   return status == STREAMPOOL_OK ? text.c_str() : nullptr;
 }
 
 const char* streampool_snapshot_json(void) {
   thread_local std::string text;
-  const int status = guarded([&] { text = detail::instance().snapshot().to_json(); });
+  const int status = guarded([&] { text = detail::instance()->snapshot().to_json(); });
   return status == STREAMPOOL_OK ? text.c_str() : nullptr;
 }
 
 const char* streampool_backend_name(void) {
   const char* name = nullptr;
-  guarded([&] { name = detail::instance().backend_name().data(); });
+  guarded([&] { name = detail::instance()->backend_name().data(); });
   return name;
 }
 

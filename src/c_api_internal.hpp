@@ -1,6 +1,8 @@
-// c_api_internal.hpp — lets tests (and embedders) install the allocator behind the C API, e.g. one
-// built on the simulated driver, and lets the C entry points outside c_api.cpp (c_api_trace.cpp)
-// reach the allocator with the same error handling. Not part of the public headers.
+// c_api_internal.hpp — the C API's allocator for the files of the C API and for tests: the
+// accessor instance() (a lease that keeps the allocator alive while a call uses it, see Note [C API
+// allocator lifetime] in c_api.cpp), and install/uninstall of an allocator, e.g. one built on the
+// simulated driver; c_api_trace.cpp and c_api_host.cpp reach the allocator through it with the
+// same error handling. Not part of the public headers.
 #pragma once
 
 #include <functional>
@@ -12,9 +14,41 @@
 
 namespace streampool::detail {
 
+struct c_api_instance;  // c_api.cpp: the allocator and its records of live allocations
+
+/// A reference to the C API's allocator that keeps it alive: streampool_shutdown (or
+/// c_api_uninstall) waits until every lease is gone before it destroys the allocator. Hold it only
+/// for the duration of one call. Use it as a pointer: `instance()->allocate(...)`.
+class allocator_lease {
+ public:
+  allocator_lease(allocator_lease&& other) noexcept : instance_(other.instance_) { other.instance_ = nullptr; }
+  allocator_lease(const allocator_lease&) = delete;
+  allocator_lease& operator=(const allocator_lease&) = delete;
+  allocator_lease& operator=(allocator_lease&&) = delete;
+  ~allocator_lease();
+
+  [[nodiscard]] allocator* operator->() const noexcept;
+  [[nodiscard]] allocator& operator*() const noexcept { return *operator->(); }
+  [[nodiscard]] c_api_instance& owner() const noexcept { return *instance_; }
+
+ private:
+  friend allocator_lease instance();
+  explicit allocator_lease(c_api_instance* instance) noexcept : instance_(instance) {}
+  c_api_instance* instance_;
+};
+
+/// The C API's allocator, created from the environment on first use.
+/// @throws what make_allocator() throws (config_error, cuda_error)
+[[nodiscard]] allocator_lease instance();
+
+/// What instance() calls to create the allocator on first use (and after a shutdown); empty (the
+/// default) = make_allocator() from the environment. For tests: e.g. allocators on the sim driver.
+void c_api_set_factory(std::function<std::unique_ptr<allocator>()> factory);
+
 /// Installs `alloc` as the C API's allocator. @throws error if one is already installed.
 void c_api_install(std::unique_ptr<allocator> alloc);
-/// Removes and returns the C API's allocator (nullptr if none), whatever is still live.
+/// Removes and returns the C API's allocator (nullptr if none), whatever is still live; waits for
+/// the calls using it to return.
 std::unique_ptr<allocator> c_api_uninstall() noexcept;
 
 /// Runs `body` as every C entry point does: any exception becomes the returned status and the

@@ -13,7 +13,7 @@ subprocess because an allocator can only be chosen before CUDA is initialised:
   sp-async               streampool, backend:cudaMallocAsync
 
 and two CUDA-graph checks, where PyTorch's allocator stays global and a torch.cuda.MemPool backed
-by streampool holds the graph's memory (the route that is safe for CUDA graphs):
+by streampool holds the graph's memory (docs/pytorch-compatibility.md §5's graph-safe route):
 
   graph-sp-native, graph-sp-async
 

@@ -23,7 +23,7 @@ namespace streampool {
 /// Pass as `device` to mean the calling thread's current device.
 inline constexpr int current_device = -1;
 
-/// Requests of this size or more are refused outright (spec §2.1: 1 EiB).
+/// Requests of this size or more are refused outright (docs/pytorch-compatibility.md §2.1: 1 EiB).
 inline constexpr std::size_t max_request_bytes = std::size_t{1} << 60;
 
 class STREAMPOOL_API allocator {

@@ -1,5 +1,5 @@
 /* streampool/c_api.h — C entry points over one process-wide allocator, for C programs and for
- * PyTorch's CUDAPluggableAllocator: streampool_alloc / streampool_free have exactly the
+ * PyTorch's CUDAPluggableAllocator (docs/pytorch-compatibility.md §5): streampool_alloc / streampool_free have exactly the
  * signatures it loads from libstreampool.so. The allocator is created on first use from
  * STREAMPOOL_ALLOC_CONF (else PYTORCH_CUDA_ALLOC_CONF, else PYTORCH_ALLOC_CONF) on the real GPU,
  * or explicitly with streampool_init() (streampool_init_sim(): on the simulated device, no GPU).
@@ -31,13 +31,17 @@ typedef enum streampool_status {
  * function initialises from the environment. */
 STREAMPOOL_API int streampool_init(const char* config);
 /* Frees every cached block (live allocations stay valid) and destroys the allocator when nothing
- * is live; returns STREAMPOOL_ERROR_STATE (and keeps it) otherwise. */
+ * is live; returns STREAMPOOL_ERROR_STATE (and keeps it) otherwise. Safe while other threads are
+ * inside C API calls: it waits for them before destroying the allocator. */
 STREAMPOOL_API int streampool_shutdown(void);
 
 /* PyTorch CUDAPluggableAllocator signatures. `stream` is a cudaStream_t. size 0 returns NULL with
  * status OK (as cudaMalloc). On failure: NULL, and streampool_last_status()/last_error() say why. */
 STREAMPOOL_API void* streampool_alloc(size_t size, int device, void* stream);
-/* size/device/stream are what PyTorch recorded at allocation; they are checked against ours. */
+/* size/device/stream are what PyTorch recorded at allocation. When they differ from what
+ * streampool recorded, the block is freed anyway (a refused free would leak: PyTorch ignores the
+ * status) and the mismatch is reported once through the warning handler. An unknown pointer or a
+ * double free is STREAMPOOL_ERROR_INVALID_ARGUMENT. */
 STREAMPOOL_API void streampool_free(void* ptr, size_t size, int device, void* stream);
 
 STREAMPOOL_API int streampool_record_stream(void* ptr, void* stream);

@@ -1,7 +1,7 @@
 // streampool/config.hpp — the typed allocator configuration and its string/environment parsers.
 //
 // `allocator_config` is the truth; the config string ("key:value,key:[k:v,...]") is only a way to
-// fill it. Grammar, keys and validation follow PyTorch's PYTORCH_CUDA_ALLOC_CONF (spec §1.2–§1.4,
+// fill it. Grammar, keys and validation follow PyTorch's PYTORCH_CUDA_ALLOC_CONF (docs/pytorch-compatibility.md §1.2–§1.4,
 // newest bounds) plus streampool's own keys. See docs/config.md for every key.
 #pragma once
 
@@ -72,7 +72,7 @@ inline constexpr std::size_t config_key_count = static_cast<std::size_t>(config_
 /// The typed configuration. Sizes are stored in bytes. Defaults equal PyTorch's.
 struct STREAMPOOL_API allocator_config {
   static constexpr std::size_t unlimited = std::numeric_limits<std::size_t>::max();
-  static constexpr std::size_t roundup_intervals = 16;  // spec §1.4: [<2 MiB], [2,4) MiB ... [>=32 GiB]
+  static constexpr std::size_t roundup_intervals = 16;  // docs/pytorch-compatibility.md §1.4: [<2 MiB], [2,4) MiB ... [>=32 GiB]
 
   backend_kind backend = backend_kind::native;
   std::size_t max_split_size = unlimited;             ///< bytes; blocks >= this are never split
@@ -105,13 +105,13 @@ struct STREAMPOOL_API allocator_config {
   std::string source_variable;
   /// The text that was parsed ("" when none).
   std::string text;
-  /// Non-fatal findings: keys the chosen backend ignores (spec §1.3), host-allocator keys, ...
+  /// Non-fatal findings: keys the chosen backend ignores (docs/pytorch-compatibility.md §1.3), host-allocator keys, ...
   std::vector<std::string> warnings;
 
   [[nodiscard]] config_source source_of(config_key key) const noexcept {
     return sources[static_cast<std::size_t>(key)];
   }
-  /// Divisions for a request of `bytes` (spec §1.4 interval index).
+  /// Divisions for a request of `bytes` (docs/pytorch-compatibility.md §1.4 interval index).
   [[nodiscard]] std::size_t divisions_for(std::size_t bytes) const noexcept;
 };
 
@@ -135,7 +135,23 @@ struct STREAMPOOL_API allocator_config {
 /// "default", "STREAMPOOL_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF" or "api".
 [[nodiscard]] STREAMPOOL_API std::string_view to_string(config_source source) noexcept;
 
-/// Whether `backend` reads `key` (spec §1.3 "Backend" column). `backend` is used by both;
+/// The oldest stock PyTorch release whose PYTORCH_CUDA_ALLOC_CONF accepts `key` ("1.10", "2.1",
+/// ...), "main" for keys only in PyTorch builds newer than 2.9, "" for streampool's own keys.
+/// docs/config.md lists the same versions.
+[[nodiscard]] STREAMPOOL_API std::string_view key_pytorch_since(config_key key) noexcept;
+
+/// What stock PyTorch makes of a config: whether its PYTORCH_CUDA_ALLOC_CONF accepts every key
+/// set in it, and from which release.
+struct STREAMPOOL_API pytorch_compatibility {
+  bool stock = true;                         ///< every key set is a stock PyTorch key
+  std::string since;                         ///< oldest release accepting them all ("" when none is set; "main" = after 2.9)
+  std::vector<std::string> streampool_only;  ///< the keys stock PyTorch rejects
+};
+/// Reads which keys `config` sets (`sources` other than default); the list form of
+/// roundup_power2_divisions (a table that is not one value) needs PyTorch 2.0.
+[[nodiscard]] STREAMPOOL_API pytorch_compatibility pytorch_compatibility_of(const allocator_config& config);
+
+/// Whether `backend` reads `key` (docs/pytorch-compatibility.md §1.3 "Backend" column). `backend` is used by both;
 /// the pinned_* keys (the pinned host allocator, beside either backend) by both; `async_pool` only
 /// by cudaMallocAsync.
 [[nodiscard]] STREAMPOOL_API bool key_used_by(config_key key, backend_kind backend) noexcept;

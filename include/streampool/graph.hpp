@@ -1,5 +1,5 @@
 // streampool/graph.hpp — CUDA graph capture: identifiers and routing for private memory pools
-// (spec §3), and capture_scope / captured_graph, the RAII way to capture a stream's work into a
+// (docs/pytorch-compatibility.md §3), and capture_scope / captured_graph, the RAII way to capture a stream's work into a
 // graph whose allocations come from a private pool. Allocations made while a filter of an active
 // begin_allocate_to_pool() matches go to that pool; its memory stays reserved while any graph
 // captured into it may replay. Rules and examples: docs/graph-capture.md.
@@ -16,7 +16,7 @@
 
 namespace streampool {
 
-/// Identifier of a private memory pool (spec §3.1). {0,0} means "no pool" (the default pools).
+/// Identifier of a private memory pool (docs/pytorch-compatibility.md §3.1). {0,0} means "no pool" (the default pools).
 /// User-created ids (create_pool_id) are {0, n}; ids made for a graph without a pool are {n, 0}.
 struct STREAMPOOL_API mempool_id {
   std::uint64_t first = 0;
@@ -47,7 +47,7 @@ struct STREAMPOOL_API capture_options {
 /// A captured, instantiated graph and the private pool its allocations live in. Movable, not
 /// copyable. Destroying it (or reset()) destroys the executable and the graph and drops its use
 /// of the pool, so that once no graph can replay, the pool's memory is released by the next
-/// allocator::empty_cache() (spec §3.1). The allocator must outlive it.
+/// allocator::empty_cache() (docs/pytorch-compatibility.md §3.1). The allocator must outlive it.
 class STREAMPOOL_API captured_graph {
  public:
   captured_graph() noexcept = default;
@@ -85,7 +85,7 @@ class STREAMPOOL_API captured_graph {
 
 /// Captures the work submitted to `stream` between construction and end() into a graph, with
 /// every allocation made meanwhile on `stream` — or on a side stream joined to this capture —
-/// coming from a private pool (spec §3.2). Construction calls begin_allocate_to_pool and then
+/// coming from a private pool (docs/pytorch-compatibility.md §3.2). Construction calls begin_allocate_to_pool and then
 /// begins the stream capture; end() joins the side streams that allocated back into `stream`,
 /// ends the capture, ends allocate-to-pool and instantiates. If end() is never reached (an
 /// exception, e.g. out_of_memory during the capture), the destructor ends the capture, discards

@@ -77,6 +77,9 @@ class STREAMPOOL_API sim_driver final : public driver {
   /// Graphs from stream_end_capture not yet destroyed, and executables likewise (leak checks).
   [[nodiscard]] std::size_t live_graphs() const;
   [[nodiscard]] std::size_t live_graph_execs() const;
+  /// Calls given the handle of a stream destroyed earlier (each failed with status::other, as the
+  /// real driver fails them; Note [Sim destroyed streams] in sim_streams.cpp). 0 in correct code.
+  [[nodiscard]] std::uint64_t destroyed_stream_uses() const;
   /// Memory contents (checking mode; see Note [Sim memory contents] in sim_check_ops.cpp). The
   /// test plays a kernel: write_bytes stores `bytes` bytes of `data` at `ptr` at once, read_bytes
   /// returns what [ptr, ptr + bytes) holds (bytes never written read as 0). Both throw

@@ -1,5 +1,5 @@
 // streampool/stats.hpp — statistics, snapshots and the allocation trace, identical on both
-// backends. Statistic names and meanings follow PyTorch's (spec §2.14, §2.15) so existing tooling
+// backends. Statistic names and meanings follow PyTorch's (docs/pytorch-compatibility.md §2.14, §2.15) so existing tooling
 // reads them unchanged: `to_map()` yields "allocated_bytes.all.current" and friends.
 #pragma once
 
@@ -44,7 +44,7 @@ enum class stat_pool : std::uint8_t { all = 0, small_pool = 1, large_pool = 2 };
 inline constexpr std::size_t stat_pool_count = 3;
 using stat_array = std::array<stat, stat_pool_count>;
 
-/// Per-device statistics (spec §2.14).
+/// Per-device statistics (docs/pytorch-compatibility.md §2.14).
 struct STREAMPOOL_API memory_stats {
   stat_array allocation;            ///< live allocations
   stat_array segment;               ///< device mallocs held (not changed by expandable map/unmap)
@@ -109,7 +109,7 @@ struct STREAMPOOL_API leftover_page_info {
   bool is_large = true;        ///< a page of the large pool ("large") or the small pool ("small")
 };
 
-/// Kinds of trace entries (spec §2.15); names match ../shared/traces/README.md.
+/// Kinds of trace entries (docs/pytorch-compatibility.md §2.15); names match docs/trace-format.md.
 enum class trace_action : std::uint8_t {
   alloc, free_requested, free_completed, segment_alloc, segment_free, segment_map, segment_unmap, oom, snapshot
 };
@@ -146,7 +146,7 @@ struct STREAMPOOL_API memory_snapshot {
 /// Writes `entries` as CSV "action,addr,size,stream,time_us" (the shared trace format).
 [[nodiscard]] STREAMPOOL_API std::string trace_to_csv(const std::vector<trace_entry>& entries);
 
-/// "512 bytes", "1.50 KiB", "2.00 MiB", "3.25 GiB" (spec §2.10 format_size).
+/// "512 bytes", "1.50 KiB", "2.00 MiB", "3.25 GiB" (docs/pytorch-compatibility.md §2.10 format_size).
 [[nodiscard]] STREAMPOOL_API std::string format_size(std::size_t bytes);
 
 /// `text` as a JSON string literal, quotes included (the quoting every to_json() here uses).

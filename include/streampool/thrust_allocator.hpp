@@ -75,7 +75,7 @@ class thrust_allocator {
     } catch (...) {
       // Containers free in destructors: never throw from here. A pointer streampool does not know
       // is a caller bug that deallocate() has already reported through its exception message;
-      // the allocator's state is unchanged (DESIGN.md "Bad input never corrupts state").
+      // the allocator's state is unchanged (bad input never corrupts state: docs/reliability.md).
     }
   }
 

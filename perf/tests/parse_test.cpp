@@ -42,6 +42,45 @@ TEST(SizeParse, Lists) {
   EXPECT_THROW((void)parse_count_list("65", "--threads", 64), usage_error);
 }
 
+TEST(SizeParse, WholeNumbersInARange) {
+  EXPECT_EQ(parse_whole("5", "--count", 1, 10), 5);
+  for (const char* bad : {"-5", "0", "3000000000", "", "1.5", "5x", "+5", " 5", "99999999999999999999999"}) {
+    try {
+      (void)parse_whole(bad, "--count", 1, 10000000);
+      ADD_FAILURE() << "accepted '" << bad << "'";
+    } catch (const usage_error& e) {
+      EXPECT_EQ(std::string(e.what()), "--count: '" + std::string(bad) + "' is not a whole number in 1..10000000");
+    }
+  }
+}
+
+TEST(SizeParse, BadInputIsQuotedUpTo200Characters) {
+  EXPECT_EQ(quote_input("abc"), "'abc'");
+  const std::string huge(100000, '7');
+  const std::string quoted = quote_input(huge);
+  EXPECT_EQ(quoted, "'" + huge.substr(0, 200) + "...' (100000 characters)");
+  try {
+    (void)parse_whole(huge, "--count", 1, 10);
+    FAIL();
+  } catch (const usage_error& e) {
+    EXPECT_LT(std::string(e.what()).size(), 300u) << "a 100000-character input is quoted in full";
+  }
+  try {
+    (void)parse_size(huge + "XB", "--sizes");
+    FAIL();
+  } catch (const usage_error& e) {
+    EXPECT_LT(std::string(e.what()).size(), 400u);
+  }
+  // Messages built elsewhere (Boost, the library) are cut at main(): every quoted run.
+  const std::string message = "the argument ('" + huge + "') for option '--x' is invalid";
+  EXPECT_EQ(clip_quoted(message), "the argument (" + quote_input(huge) + ") for option '--x' is invalid");
+  EXPECT_EQ(clip_quoted("--sizes: " + quote_input(huge) + " is bad"), "--sizes: " + quote_input(huge) + " is bad")
+      << "a run cut by quote_input is not cut again";
+  EXPECT_EQ(clip_quoted("no quotes"), "no quotes");
+  EXPECT_EQ(clip_quoted("one ' quote"), "one ' quote");
+  EXPECT_LT(clip_quoted(std::string(100000, 'z')).size(), 1000u) << "an unquoted flood is cut too";
+}
+
 TEST(SizeParse, Labels) {
   EXPECT_EQ(size_label(512), "512B");
   EXPECT_EQ(size_label(1 << 20), "1MiB");

@@ -63,9 +63,9 @@ TEST(Report, Iso8601Date) {
 }
 
 TEST(Svg, LineChart) {
-  line_chart chart{"t<1>", "event", "MiB", {}};
-  chart.series.push_back({"native reserved", 0, false, {{0, 1}, {10, 5}, {20, 3}}});
-  chart.series.push_back({"native allocated", 0, true, {{0, 1}, {10, 4}, {20, 2}}});
+  line_chart chart{"t<1>", "event", "MiB", {}, ""};
+  chart.series.push_back({"native reserved", 0, false, {{0, 1}, {10, 5}, {20, 3}}, true});
+  chart.series.push_back({"native allocated", 0, true, {{0, 1}, {10, 4}, {20, 2}}, true});
   const std::string svg = render_svg(chart);
   EXPECT_EQ(svg.rfind("<svg", 0), 0u);
   EXPECT_NE(svg.find("t&lt;1&gt;"), std::string::npos);
@@ -75,10 +75,61 @@ TEST(Svg, LineChart) {
 }
 
 TEST(Svg, BarChartSwitchesToLogScale) {
-  bar_chart chart{"latency", "ns", {"512B", "64MiB"}, {"native", "cuda"}, {{50.0, 60.0}, {2000.0, 150000.0}}};
+  bar_chart chart{"latency", "ns", {"512B", "64MiB"}, {"native", "cuda"}, {{50.0, 60.0}, {2000.0, 150000.0}}, false, ""};
   const std::string svg = render_svg(chart);
   EXPECT_NE(svg.find("log scale"), std::string::npos);
   EXPECT_NE(svg.find("<rect x="), std::string::npos);
+}
+
+/// The numbers after `attribute="` in every occurrence, e.g. every y of the legend's text.
+std::vector<double> attribute_values(const std::string& svg, const std::string& element, const std::string& attribute) {
+  std::vector<double> values;
+  for (std::size_t at = svg.find("<" + element + " "); at != std::string::npos; at = svg.find("<" + element + " ", at + 1)) {
+    const std::size_t end = svg.find('>', at);
+    const std::size_t key = svg.find(" " + attribute + "=\"", at);
+    if (key == std::string::npos || key > end) continue;
+    values.push_back(std::stod(svg.substr(key + attribute.size() + 3)));
+  }
+  return values;
+}
+
+// Ten backends with long config labels: every legend entry lies inside the canvas, the long label
+// is cut with its full text kept in a <title>, and the subtitle carries the caveat.
+TEST(Svg, TenSeriesKeepTheLegendInsideTheCanvas) {
+  line_chart chart{"replay", "event", "MiB", {}, "simulated device: memory as the sim predicts it"};
+  for (int b = 0; b < 10; ++b) {
+    const std::string label = "native[expandable_segments:True,max_split_size_mb:" + std::to_string(256 + b) +
+                              ",roundup_power2_divisions:[256:1,512:2,1024:4,>:8]]";
+    chart.series.push_back({label, b, false, {{0, 1.0 * b}, {100, 2.0 * b}}, true});
+    chart.series.push_back({label + " allocated", b, true, {{0, 0.5 * b}, {100, 1.0 * b}}, false});
+  }
+  const std::string svg = render_svg(chart);
+  const double height = attribute_values(svg, "svg", "height").at(0);
+  const double width = attribute_values(svg, "svg", "width").at(0);
+  const std::vector<double> ys = attribute_values(svg, "text", "y");
+  const std::vector<double> xs = attribute_values(svg, "text", "x");
+  ASSERT_FALSE(ys.empty());
+  for (const double y : ys) EXPECT_LT(y, height);
+  for (const double x : xs) EXPECT_LT(x, width);
+  EXPECT_NE(svg.find("simulated device: memory as the sim predicts it"), std::string::npos);
+  EXPECT_NE(svg.find("<title>native[expandable_segments:True,max_split_size_mb:256,roundup_power2_divisions:"
+                     "[256:1,512:2,1024:4,&gt;:8]]</title>"), std::string::npos);
+  // One legend entry per backend (the dashed twin is not listed again).
+  EXPECT_EQ(svg.find("max_split_size_mb:256,roundup_power2_divisions:[256:1,512:2,1024:4,&gt;:8]] allocated</text>"),
+            std::string::npos);
+}
+
+TEST(Svg, PlotRefusesExtensionsItDoesNotWrite) {
+  EXPECT_NO_THROW(check_plot_path("out/chart.svg"));
+  EXPECT_NO_THROW(check_plot_path("CHART.SVG"));
+  for (const char* path : {"chart.png", "chart.pdf", "chart", "dir.svg/chart"}) {
+    try {
+      check_plot_path(path);
+      ADD_FAILURE() << path << " accepted";
+    } catch (const usage_error& e) {
+      EXPECT_NE(std::string(e.what()).find("writes SVG charts only"), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST(Svg, ThinningKeepsPeaks) {

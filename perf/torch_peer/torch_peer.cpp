@@ -58,7 +58,7 @@ int streampool_torch_peer_open(const char* backend, int device) {
     const std::string wanted = backend != nullptr ? backend : "";
     const auto index = static_cast<c10::DeviceIndex>(device);
     // Note [Starting c10 from C++]
-    // Seen on the GPU machine (shared/gpu-machine.md): c10 used from C++ aborts with "Should never
+    // Seen on an H200 with PyTorch 2.11 (CUDA 13.0): c10 used from C++ aborts with "Should never
     // been called" unless ATen's CUDA side is loaded (libtorch_cuda, linked with --no-as-needed)
     // and touched first, e.g. by asking for the current stream (c10::cuda::getCurrentCUDAStream is
     // at::cuda::getCurrentCUDAStream; c10's header spares the plugin ATen's cuBLAS/cuSPARSE

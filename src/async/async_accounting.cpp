@@ -2,8 +2,8 @@
 //
 // Note [Statistics of the cudaMallocAsync backend]
 // PyTorch's version of this backend reports three figures read from the pool and zero for the
-// rest (spec §4). Here every allocation and free goes through the backend, so the statistics of
-// spec §2.14 are kept exactly, with these mappings (also in docs/async-backend.md):
+// rest (docs/pytorch-compatibility.md §4). Here every allocation and free goes through the backend, so the statistics of
+// docs/pytorch-compatibility.md §2.14 are kept exactly, with these mappings (also in docs/async-backend.md):
 //  - One allocation = one "block" = one "segment": the pool hands out separate address ranges and
 //    never shows how it carves them, so the snapshot lists each allocation as its own one-block
 //    segment and `segment` counts them (+1 at malloc_async, -1 at free_async), exactly like the

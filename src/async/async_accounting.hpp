@@ -11,7 +11,7 @@
 
 namespace streampool::detail {
 
-/// Requests of at most this many bytes count as "small_pool" (spec §2.5's threshold, applied to the
+/// Requests of at most this many bytes count as "small_pool" (docs/pytorch-compatibility.md §2.5's threshold, applied to the
 /// requested size because this backend does not round).
 inline constexpr std::size_t async_small_limit = std::size_t{1} << 20;
 

@@ -70,7 +70,7 @@ void async_allocator::do_deallocate(void* ptr) {
 }
 
 void async_allocator::do_record_stream(void* ptr, stream_t stream) {
-  // Same stream as the allocation's: no effect (spec §4 warns; the contract says "no effect").
+  // Same stream as the allocation's: no effect (docs/pytorch-compatibility.md §4 warns; the contract says "no effect").
   if (pointers_.add_stream_use(ptr, stream) == stream_use_result::unknown_pointer) {
     throw bad_pointer("record_stream", ptr);
   }

@@ -175,7 +175,7 @@ drv_result async_device::malloc_with_retry_locked(std::size_t bytes, stream_t st
   // costs one branch.
   const relaxed_thread_scope relaxed(*driver_, captures_.underway());
   drv_result result = driver_->malloc_async(pool_, bytes, stream, out);
-  // No synchronisation is legal while a capture is underway (spec §3.3): go straight to the OOM.
+  // No synchronisation is legal while a capture is underway (docs/pytorch-compatibility.md §3.3): go straight to the OOM.
   if (result.code != status::out_of_memory || captures_.underway()) return result;
   if (!synchronize_and_trim_locked()) return result;
   accounting_.on_retry();

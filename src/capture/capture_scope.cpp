@@ -1,6 +1,6 @@
 // capture_scope.cpp — the RAII graph capture of graph.hpp: routes allocations of the capture (and
 // of side streams joined to it) to a private pool, begins and ends the stream capture in the order
-// PyTorch's CUDAGraph uses (spec §3.2), joins allocating side streams back before ending, and
+// PyTorch's CUDAGraph uses (docs/pytorch-compatibility.md §3.2), joins allocating side streams back before ending, and
 // undoes everything if the capture does not reach end(). captured_graph: captured_graph.cpp.
 // Layer: above the allocator facade (only public allocator calls and the driver), unlike the
 // capture router beside it, which sits below the backends (docs/architecture.md).
@@ -20,7 +20,7 @@ namespace streampool {
 // Note [Capture filter]
 // The private pool must receive the allocations of this capture sequence and of nothing else: of
 // `stream`, and of every side stream that joined the capture by waiting on an event recorded in
-// it (spec §3.2, test_cuda_graph_allocator_propagates_stream). Stream identity cannot say that;
+// it (docs/pytorch-compatibility.md §3.2, test_cuda_graph_allocator_propagates_stream). Stream identity cannot say that;
 // the driver's capture id can. The filter therefore asks stream_capture_info for the allocating
 // stream and accepts it when the capture is active with this scope's id. The id is known only
 // after stream_begin_capture, which comes after begin_allocate_to_pool (so nothing allocated by
@@ -98,7 +98,7 @@ capture_scope::capture_scope(allocator& alloc, stream_t stream, mempool_id pool,
   check(*driver_, driver_->event_create(device_, &join_event_), "capture_scope: cudaEventCreate");
   try {
     std::shared_ptr<shared_state> shared = state_;
-    // Spec §3.2: routing starts before the capture, so the capture's first allocation is routed.
+    // docs/pytorch-compatibility.md §3.2: routing starts before the capture, so the capture's first allocation is routed.
     alloc.begin_allocate_to_pool(pool, [shared](stream_t s) { return shared->accepts(s); }, device_);
     routing_ = true;
     pool_held_ = true;
@@ -130,7 +130,7 @@ std::uint64_t capture_scope::capture_id() const noexcept {
 // allocated from the pool may have such work that the user never sees — with the
 // cudaMallocAsync backend a free of its allocation is a graph free node on that stream, issued
 // whenever the tensor dies, possibly after the user's last join (PyTorch's version rejoins its
-// "free streams" for the same reason, spec §4 endAllocateToPool). So before ending, end() makes
+// "free streams" for the same reason, docs/pytorch-compatibility.md §4 endAllocateToPool). So before ending, end() makes
 // `stream` wait on an event recorded on every side stream the filter accepted that is still in
 // this capture. A wait on a stream that was already joined adds only an edge that exists anyway.
 // The event is created before the capture and re-recorded for each stream (a wait binds to the
@@ -171,7 +171,7 @@ captured_graph capture_scope::end() {
                            "discarded",
                        ended.native);
     }
-    // Spec §3.2: end the capture, then stop routing.
+    // docs/pytorch-compatibility.md §3.2: end the capture, then stop routing.
     routing_ = false;
     alloc_->end_allocate_to_pool(pool_, device_);
     const instantiate_flags flags =

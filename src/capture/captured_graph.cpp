@@ -1,6 +1,6 @@
 // captured_graph.cpp — the graph object capture_scope::end() returns: owns the graph and its
 // executable, replays it, and on destruction gives its use of the private pool back so the pool's
-// memory can be released once no graph can replay it (spec §3.1, Note [Graph lifetime]). Like
+// memory can be released once no graph can replay it (docs/pytorch-compatibility.md §3.1, Note [Graph lifetime]). Like
 // capture_scope, it sits above the allocator facade.
 #include <string>
 #include <utility>

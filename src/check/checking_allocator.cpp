@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <optional>
 #include <utility>
 
 #include "check/check_layout.hpp"
@@ -62,8 +63,9 @@ void* checking_allocator::do_allocate(int device, std::size_t bytes, stream_t st
       allocation.guarded = true;
     }
     const std::lock_guard lock(mutex_);
+    live_.reserve_one();  // may throw std::bad_alloc: then nothing changed and the block goes back
     allocation.serial = ++serial_;
-    live_.emplace(ptr, std::move(allocation));
+    live_.insert(reinterpret_cast<std::uintptr_t>(ptr), std::move(allocation));
   } catch (...) {
     inner_->deallocate(ptr);
     throw;
@@ -125,10 +127,8 @@ void checking_allocator::do_deallocate(void* ptr) {
     // Erase first: once the backend has the block back, another thread may be handed the same
     // address and insert its own record (the race of Note [Free erases its record first]).
     const std::lock_guard lock(mutex_);
-    const auto found = live_.find(ptr);
-    if (found != live_.end()) {
-      allocation = std::move(found->second);
-      live_.erase(found);
+    if (std::optional<checked_allocation> found = live_.take(reinterpret_cast<std::uintptr_t>(ptr))) {
+      allocation = std::move(*found);
       ours = true;
     }
   }
@@ -142,7 +142,8 @@ void checking_allocator::do_deallocate(void* ptr) {
   } catch (...) {
     // The backend kept the block (a throwing deallocate leaves it live): so do we.
     const std::lock_guard lock(mutex_);
-    live_.emplace(ptr, std::move(allocation));
+    live_.reserve_one();  // cannot grow: the entry taken out above left its slot free
+    live_.insert(reinterpret_cast<std::uintptr_t>(ptr), std::move(allocation));
     throw;
   }
 }
@@ -150,9 +151,9 @@ void checking_allocator::do_deallocate(void* ptr) {
 void checking_allocator::do_record_stream(void* ptr, stream_t stream) {
   inner_->record_stream(ptr, stream);  // validates ptr
   const std::lock_guard lock(mutex_);
-  const auto found = live_.find(ptr);
-  if (found == live_.end() || stream == found->second.stream) return;
-  std::vector<stream_t>& used = found->second.used_by;
+  checked_allocation* found = live_.find(reinterpret_cast<std::uintptr_t>(ptr));
+  if (found == nullptr || stream == found->stream) return;
+  std::vector<stream_t>& used = found->used_by;
   if (std::find(used.begin(), used.end(), stream) == used.end()) used.push_back(stream);
 }
 

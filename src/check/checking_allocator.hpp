@@ -11,9 +11,9 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
+#include "core/address_table.hpp"
 #include "streampool/allocator.hpp"
 
 namespace streampool::detail {
@@ -71,7 +71,7 @@ class checking_allocator final : public allocator {
 
   std::unique_ptr<allocator> inner_;
   mutable std::mutex mutex_;
-  std::unordered_map<void*, checked_allocation> live_;
+  address_table<checked_allocation> live_;  ///< by address, under mutex_ (Note [Address table])
   std::uint64_t serial_ = 0;  ///< under mutex_
 };
 

@@ -28,7 +28,7 @@ struct token {
   std::size_t position = 0;
 };
 
-/// Splits a config string into tokens (spec §1.2): `,` `:` `[` `]` are single-character tokens,
+/// Splits a config string into tokens (docs/pytorch-compatibility.md §1.2): `,` `:` `[` `]` are single-character tokens,
 /// any isspace character is dropped (also inside a word), everything else accumulates into words.
 [[nodiscard]] std::vector<token> tokenize(std::string_view text);
 
@@ -45,7 +45,7 @@ struct uint_literal {
 [[nodiscard]] uint_literal parse_uint(std::string_view text) noexcept;
 /// A finite decimal number as std::from_chars reads it; no sign prefix '+', no trailing junk.
 [[nodiscard]] std::optional<double> parse_double(std::string_view text) noexcept;
-/// Exactly `True` or `False` (spec §1.2).
+/// Exactly `True` or `False` (docs/pytorch-compatibility.md §1.2).
 [[nodiscard]] std::optional<bool> parse_bool(std::string_view text) noexcept;
 
 // ---- values as the grammar found them (built by config_parse.cpp) ------------------------------
@@ -74,8 +74,18 @@ struct key_info {
   std::string_view name;
   std::string_view alias;     ///< "" when none
   std::string_view expected;  ///< the valid values, for messages ("an integer >= 20 (MiB)")
-  bool native;                ///< used by backend:native
-  bool async;                 ///< used by backend:cudaMallocAsync
+  bool native;                ///< used by backend:native (when implemented)
+  bool async;                 ///< used by backend:cudaMallocAsync (when implemented)
+  /// The allocator_config member the key sets. For an honoured key, the backends' code reads it:
+  /// tests/unit/config/key_table_test.cpp checks that their sources mention `.<field>`.
+  std::string_view field;
+  /// "" when streampool honours the key; otherwise what streampool does instead (the key is
+  /// accepted, as PyTorch has it, with a warning saying it is not implemented). See
+  /// Note [Keys accepted but not implemented] in key_table.cpp.
+  std::string_view missing;
+  [[nodiscard]] constexpr bool implemented() const noexcept { return missing.empty(); }
+  /// Oldest stock PyTorch accepting the key; "" = streampool's own (Note [Which PyTorch accepts a key]).
+  std::string_view pytorch_since;
 };
 
 [[nodiscard]] const key_info& info_of(config_key key) noexcept;

@@ -1,6 +1,6 @@
 // src/config/config_parse.cpp — the entry points parse_config() and config_from_env().
 //
-// Walks the tokens with the grammar of spec §1.2 (separators enforced), hands each value to
+// Walks the tokens with the grammar of docs/pytorch-compatibility.md §1.2 (separators enforced), hands each value to
 // apply_value(), records where each key came from, then derives the order-independent warnings
 // (keys the backend ignores, host-allocator keys, inert garbage collection).
 #include <array>
@@ -130,7 +130,7 @@ void add_warnings(allocator_config& config, const std::array<bool, config_key_co
         "backend:native ignores async_pool:" + render_value(config, config_key::async_pool) +
         " (it selects the memory pool of backend:cudaMallocAsync)");
   }
-  // spec §2.11: garbage collection only runs when a memory fraction below 1 caps the allocator.
+  // docs/pytorch-compatibility.md §2.11: garbage collection only runs when a memory fraction below 1 caps the allocator.
   if (config.backend == backend_kind::native && is_set(config_key::garbage_collection_threshold) &&
       config.per_process_memory_fraction >= 1.0) {
     config.warnings.push_back(
@@ -142,7 +142,15 @@ void add_warnings(allocator_config& config, const std::array<bool, config_key_co
   }
   for (std::size_t i = 0; i < config_key_count; ++i) {
     const auto key = static_cast<config_key>(i);
-    if (set[i] && !key_used_by(key, backend_kind::native) &&
+    if (set[i] && !info_of(key).implemented()) {  // Note [Keys accepted but not implemented]
+      config.warnings.push_back(std::string(key_name(key)) + ":" + render_value(config, key) +
+                                " is accepted (PyTorch has this key) but not implemented by streampool: " +
+                                std::string(info_of(key).missing));
+    }
+  }
+  for (std::size_t i = 0; i < config_key_count; ++i) {
+    const auto key = static_cast<config_key>(i);
+    if (set[i] && info_of(key).implemented() && !key_used_by(key, backend_kind::native) &&
         !key_used_by(key, backend_kind::cuda_malloc_async)) {
       config.warnings.push_back(std::string(key_name(key)) + ":" + render_value(config, key) +
                                 " configures PyTorch's pinned host allocator; streampool "
@@ -154,6 +162,13 @@ void add_warnings(allocator_config& config, const std::array<bool, config_key_co
 }  // namespace
 }  // namespace config_detail
 
+// Note [A second backend key]
+// PyTorch picks the backend when its library loads, from the first `backend` key of the string;
+// when the string is parsed in full later, every `backend` key must name that same backend, or
+// it fails ("Allocator backend parsed at runtime != allocator backend parsed at load time").
+// So a repeat of the same value is accepted, and a second key naming the other backend is an
+// error here too (not "the last one wins", which holds for the other keys).
+//
 // Note [Trailing comma and empty items]
 // PyTorch's loop stops when the tokens run out after a ',', so "a:1," is accepted there; we accept
 // one trailing comma too. An empty item anywhere else (",a:1", "a:1,,b:2") is an error: it is
@@ -163,6 +178,7 @@ allocator_config parse_config(std::string_view text, config_source source) {
   allocator_config config;
   config.text = std::string(text);
   std::array<bool, config_key_count> set{};
+  std::optional<config_value> first_backend;  // Note [A second backend key]
   token_cursor cursor(tokenize(text));
   while (!cursor.at_end()) {
     const token& key_token = cursor.take();
@@ -178,7 +194,17 @@ allocator_config parse_config(std::string_view text, config_source source) {
       fail_unknown_key(key_token);
     }
     const config_value value = read_value(cursor, *key, key_token);
-    apply_value(config, *key, value);  // duplicate keys: the last one wins (spec §1.2)
+    if (*key == config_key::backend) {
+      if (first_backend && first_backend->text != value.text) {
+        fail("backend", value.key_text + ":" + value.text, value.key_position,
+             "a second backend key with another value than the first (backend:" + first_backend->text +
+                 " at position " + std::to_string(first_backend->key_position) +
+                 "); PyTorch chooses the backend from the first one and refuses a different one",
+             "one backend key, or repeats of the same value");
+      }
+      if (!first_backend) first_backend = value;
+    }
+    apply_value(config, *key, value);  // duplicate keys: the last one wins (docs/pytorch-compatibility.md §1.2)
     set[static_cast<std::size_t>(*key)] = true;
     config.sources[static_cast<std::size_t>(*key)] = source;
     if (!cursor.at_end()) {
@@ -194,8 +220,8 @@ allocator_config parse_config(std::string_view text, config_source source) {
 }
 
 // Note [Environment precedence]
-// DESIGN.md "Names": STREAMPOOL_ALLOC_CONF, then PYTORCH_CUDA_ALLOC_CONF, then PYTORCH_ALLOC_CONF.
-// The first variable that is *set* wins even when empty (spec §1.1: "first one that is set"), so
+// docs/config.md "Where the string comes from": STREAMPOOL_ALLOC_CONF, then PYTORCH_CUDA_ALLOC_CONF, then PYTORCH_ALLOC_CONF.
+// The first variable that is *set* wins even when empty (docs/pytorch-compatibility.md §1.1: "first one that is set"), so
 // STREAMPOOL_ALLOC_CONF= switches a PyTorch setting off for streampool. A shadowed variable with
 // different content gets a warning, since the two halves of PyTorch can disagree about it too.
 allocator_config config_from_env() {

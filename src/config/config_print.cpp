@@ -36,7 +36,7 @@ std::string render_bool(bool value) { return value ? "True" : "False"; }
 // Note [Rendering the roundup table]
 // One number when all 16 intervals agree and are non-zero (the single-value form); otherwise the
 // full list with each interval's lower bound in MiB, "[1:0,2:0,4:0,...,32768:0]", which parses
-// back to the same table (a single 0 would not parse: spec §1.4 rejects it).
+// back to the same table (a single 0 would not parse: docs/pytorch-compatibility.md §1.4 rejects it).
 std::string render_roundup(const allocator_config& config) {
   const auto& table = config.roundup_power2_divisions;
   if (table[0] != 0 &&
@@ -125,6 +125,7 @@ std::string to_string(const allocator_config& config) {
   }
   std::string used;
   std::string ignored;
+  std::string missing;  // Note [Keys accepted but not implemented] (key_table.cpp)
   std::string unused;
   std::string host;
   for (std::size_t i = 0; i < config_key_count; ++i) {
@@ -133,8 +134,9 @@ std::string to_string(const allocator_config& config) {
            pad(config_detail::render_value(config, key), 24) +
            std::string(to_string(config.source_of(key))) + "\n";
     const bool host_key = key_name(key).starts_with("pinned_");  // the pinned host allocator's
-    std::string& list = host_key                             ? host
-                        : key_used_by(key, config.backend) ? used
+    std::string& list = !config_detail::info_of(key).implemented() ? missing
+                        : host_key                                 ? host
+                        : key_used_by(key, config.backend)        ? used
                         : (key_used_by(key, backend_kind::native) ||
                            key_used_by(key, backend_kind::cuda_malloc_async))
                             ? ignored
@@ -145,7 +147,8 @@ std::string to_string(const allocator_config& config) {
     out += "warning: " + warning + "\n";
   }
   out += "backend in effect: " + std::string(to_string(config.backend)) + "; it uses " + used +
-         "; it ignores " + ignored + (unused.empty() ? "" : "; never used by streampool: " + unused) +
+         "; it ignores " + ignored + (missing.empty() ? "" : "; accepted but not implemented: " + missing) +
+         (unused.empty() ? "" : "; never used by streampool: " + unused) +
          "; the pinned host allocator (make_host_allocator) uses " + host + "\n";
   return out;
 }

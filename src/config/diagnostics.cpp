@@ -32,8 +32,8 @@ struct misconception {
 // Note [Misconceptions]
 // Popular articles recommend settings such as "caching_allocator:True", "pooled:True",
 // "heuristic:..." or "nmalloc:..." in PYTORCH_CUDA_ALLOC_CONF, or a bare "native". None of
-// these exist in PyTorch (spec §1.3) or here. A did-you-mean would point at an unrelated key, so
-// each gets an answer saying what the writer probably wanted (DESIGN.md "Config: strict").
+// these exist in PyTorch (docs/pytorch-compatibility.md §1.3) or here. A did-you-mean would point at an unrelated key, so
+// each gets an answer saying what the writer probably wanted (docs/config.md "Errors").
 constexpr std::array<misconception, 7> misconceptions{{
     {"caching_allocator",
      "not a PyTorch or streampool key: the caching allocator is the "

@@ -1,4 +1,4 @@
-// src/config/key_parsers.cpp — validation and storage of each key's value (spec §1.3, §1.4).
+// src/config/key_parsers.cpp — validation and storage of each key's value (docs/pytorch-compatibility.md §1.3, §1.4).
 //
 // apply_value() turns the value text of one item into the typed field of allocator_config,
 // with PyTorch's newest bounds; also the roundup_power2_divisions table and divisions_for().
@@ -34,7 +34,7 @@ void fail_range(const config_value& value, config_key key) {
 // Note [Sizes in MiB]
 // Size keys are integers in MiB stored in bytes. A byte count that does not fit size_t saturates
 // to `unlimited` for the threshold keys (PyTorch clamps max_split_size_mb to SIZE_MAX/1MiB the
-// same way, spec §1.3) and is an error for segment sizes, where "unlimited" means nothing.
+// same way, docs/pytorch-compatibility.md §1.3) and is an error for segment sizes, where "unlimited" means nothing.
 std::size_t require_mib(const config_value& value, config_key key, std::uint64_t min_mib,
                         bool saturate) {
   const std::uint64_t mb = require_uint(value, key, value.text);
@@ -89,7 +89,7 @@ backend_kind require_backend(const config_value& value) {
 }
 
 // Note [expandable_segments_reserve]
-// PyTorch takes a fraction of device memory or "<n>G" (spec §1.3). Device memory is unknown at
+// PyTorch takes a fraction of device memory or "<n>G" (docs/pytorch-compatibility.md §1.3). Device memory is unknown at
 // parse time, so "<n>G" goes to expandable_segments_reserve_bytes (n GiB) and a fraction to
 // expandable_segments_reserve (resetting the bytes to 0, so the last occurrence wins). The
 // fraction range is (0, 2] rather than PyTorch's (0, 1]: the default itself is 9/8 and must be
@@ -130,7 +130,7 @@ std::size_t require_divisions(const config_value& value, const list_entry& entry
 }
 
 // Note [Roundup list semantics]
-// Spec §1.4, newest version. Each list starts from all zeros (a repeated key replaces the whole
+// docs/pytorch-compatibility.md §1.4, newest version. Each list starts from all zeros (a repeated key replaces the whole
 // table: last wins). `K:D` sets interval index clamp(log2 K, 0, 15) to D, and the first numeric
 // entry also back-fills every index below it. `>:D` fills every index after the last explicit one
 // (not including it: the v2.1–2.8 overwrite was a bug); with no explicit entry before it, it
@@ -174,7 +174,7 @@ void apply_roundup(allocator_config& config, const config_value& value) {
     apply_roundup_list(config, value);
     return;
   }
-  // Single value: a power of two for every interval; 0 is rejected (spec §1.4).
+  // Single value: a power of two for every interval; 0 is rejected (docs/pytorch-compatibility.md §1.4).
   const std::uint64_t divisions = require_uint(value, k::roundup_power2_divisions, value.text);
   if (!std::has_single_bit(divisions)) {
     fail_value(value, k::roundup_power2_divisions,
@@ -269,7 +269,7 @@ void apply_value(allocator_config& config, config_key key, const config_value& v
 }  // namespace config_detail
 
 std::size_t allocator_config::divisions_for(std::size_t bytes) const noexcept {
-  // spec §1.4: idx = clamp(floor(log2(bytes)) - 20, 0, 15); bytes < 2 MiB (and 0) -> 0.
+  // docs/pytorch-compatibility.md §1.4: idx = clamp(floor(log2(bytes)) - 20, 0, 15); bytes < 2 MiB (and 0) -> 0.
   const auto log2 = static_cast<std::size_t>(std::bit_width(bytes));  // floor(log2) + 1
   const std::size_t index = log2 <= 21 ? 0 : std::min(log2 - 21, roundup_intervals - 1);
   return roundup_power2_divisions[index];

@@ -1,6 +1,6 @@
 // src/config/tokenizer.cpp — the lexical level of the config string: tokens and scalar literals.
 //
-// tokenize() follows spec §1.2 (single-character punctuation tokens, whitespace dropped); the
+// tokenize() follows docs/pytorch-compatibility.md §1.2 (single-character punctuation tokens, whitespace dropped); the
 // literal parsers are deliberately stricter than PyTorch's stoi/stod (no number prefixes).
 #include <cctype>
 #include <charconv>
@@ -12,7 +12,7 @@
 namespace streampool::config_detail {
 
 // Note [Whitespace inside words]
-// Spec §1.2: PyTorch drops whitespace while lexing, it does not split on it, so
+// docs/pytorch-compatibility.md §1.2: PyTorch drops whitespace while lexing, it does not split on it, so
 // "max_split_size_mb : 2 0" reads as max_split_size_mb:20. We keep that (a config that PyTorch
 // accepts must mean the same here) and widen "whitespace" to any isspace character, as v2.9 does.
 // A word's position is the offset of its first non-space character.

@@ -1,5 +1,5 @@
 // event_pool.hpp — a per-device free list of driver events (timing disabled), so that no event is
-// created per free (DESIGN: "Events come from a pool"). Thread-safe; events are destroyed with the
+// created per free (docs/pytorch-compatibility.md §2.9: events come from a per-device pool). Thread-safe; events are destroyed with the
 // pool.
 #pragma once
 

@@ -1,4 +1,4 @@
-// format.cpp — text helpers: format_size (spec §2.10), pointers, JSON quoting, the trace clock.
+// format.cpp — text helpers: format_size (docs/pytorch-compatibility.md §2.10), pointers, JSON quoting, the trace clock.
 #include "core/format.hpp"
 
 #include <chrono>

@@ -1,4 +1,4 @@
-// memory_stats.cpp — memory_stats::to_map/to_json/reset with PyTorch's flat key names (spec §2.14):
+// memory_stats.cpp — memory_stats::to_map/to_json/reset with PyTorch's flat key names (docs/pytorch-compatibility.md §2.14):
 // "<stat>.<all|small_pool|large_pool>.<current|peak|allocated|freed>" and plain counters.
 #include "core/text_builder.hpp"
 

@@ -1,12 +1,26 @@
 // oom_message.cpp — builds the OOM diagnostic.
 //
 // Note [OOM message]
-// PyTorch's message (spec §2.10) says what was asked and what the device has, then a generic hint.
+// PyTorch's message (docs/pytorch-compatibility.md §2.10) says what was asked and what the device has, then a generic hint.
 // Users asked for the figures that decide what to do next, so ours also gives the largest free
 // block and the cached bytes per stream, and it states the cause: when the request fits in the
 // reserved-but-unallocated memory but no free block is large enough, the memory is there but cut
 // into pieces (fragmentation, or free blocks cached for other streams), and we name the keys that
-// fix it. When it does not fit, the device (or the cap) is simply full.
+// fix it. "The device is full" is said only when it is true; the native causes, in order:
+//  1. too large: the request exceeds the device's total capacity (or the per-process cap): no
+//     freeing or setting can make it fit, so the message says that, not "full";
+//  2. fragmentation: it fits in the reserved-but-unallocated memory, but no free block is large
+//     enough (the keys that fix it are named);
+//  3. the cap: the device has the memory free, but the per-process cap refuses it;
+//  3b. not full, other stream: a free block large enough is cached, but for another stream (or
+//     in a private pool), and could not be released (during a capture nothing is released);
+//  4. not full, split: the device's free memory plus the reserved-but-unallocated memory would
+//     hold it, but neither alone does: the cached memory lies in segments that also hold live
+//     allocations (or is cached for other streams / private pools), so it cannot be released to
+//     make one new segment; expandable segments map pages and avoid this;
+//  5. full: none of the above; memory held outside streampool (other allocators, processes) is
+//     named when it alone would hold the request.
+// Each branch has a test with its figures (tests/unit/core/core_format_test.cpp).
 //
 // Note [OOM advice for a stream-ordered pool]
 // The cudaMallocAsync backend's reserve is the driver's pool: it does not split blocks, so
@@ -25,6 +39,8 @@
 // cache does not matter for it: the usual "full" advice applies.
 #include "core/oom_message.hpp"
 
+#include <algorithm>
+
 #include "core/text_builder.hpp"
 
 #include "core/format.hpp"
@@ -33,8 +49,25 @@
 namespace streampool::detail {
 namespace {
 
+/// The device's capacity, or the per-process cap when it is lower.
+std::size_t limit_of(const oom_figures& f) {
+  return f.allowed != 0 ? std::min(f.allowed, f.device_total) : f.device_total;
+}
+
+/// Cause 1 of Note [OOM message]: says so and returns true when the request exceeds the limit.
+bool too_large(text_builder& out, const oom_figures& f) {
+  const std::size_t limit = limit_of(f);
+  if (f.alloc_size <= limit) return false;
+  out << " The request is larger than " << (limit < f.device_total ? "the per-process cap" : "the device's total capacity")
+      << " (" << format_size(limit) << "): no amount of freed memory or allocator setting makes it fit; "
+      << "split the work into smaller tensors or a smaller batch"
+      << (limit < f.device_total ? ", or raise per_process_memory_fraction." : ".");
+  return true;
+}
+
 /// The cause sentence for a stream-ordered pool (Note [OOM advice for a stream-ordered pool]).
 void pool_advice(text_builder& out, const oom_figures& f) {
+  if (too_large(out, f)) return;
   if (!f.cap_refused && f.alloc_size <= f.pool_unused) {
     switch (f.pool_trim_state) {
       case pool_trim::trimmed:
@@ -103,7 +136,11 @@ std::string build_oom_message(const oom_figures& f) {
     return out.str();
   }
   const bool fits_in_unallocated = f.alloc_size <= unallocated;
-  if (fits_in_unallocated && f.largest_free_block < f.alloc_size) {
+  const std::size_t used = f.device_total > f.device_free ? f.device_total - f.device_free : 0;
+  const std::size_t elsewhere = used > f.reserved ? used - f.reserved : 0;
+  if (too_large(out, f)) {
+    // cause 1
+  } else if (fits_in_unallocated && f.largest_free_block < f.alloc_size) {
     out << " Fragmentation is the cause: " << format_size(unallocated)
         << " is reserved but unallocated, yet no free block of " << format_size(f.alloc_size)
         << " exists (free memory is split into smaller pieces or cached for other streams).";
@@ -113,11 +150,37 @@ std::string build_oom_message(const oom_figures& f) {
     } else {
       out << " Call empty_cache() after freeing to return cached pages, or free memory held by other streams.";
     }
+  } else if (f.allowed != 0 && f.reserved + f.alloc_size > f.allowed && f.device_free >= f.alloc_size) {
+    out << " The per-process cap is the limit, not the device: " << format_size(f.device_free)
+        << " is free on the device, but reserving " << format_size(f.alloc_size) << " more would exceed the "
+        << format_size(f.allowed) << " allowed: raise per_process_memory_fraction, or free memory.";
+  } else if (fits_in_unallocated) {
+    out << " The device is not full: a free block of " << format_size(f.largest_free_block)
+        << " is cached, but for another stream (a block is reused only on the stream it was allocated on)"
+        << (f.private_pool_free != 0 ? " or in a private pool" : "")
+        << ", and it could not be released for this request: call empty_cache() outside a capture to return "
+           "cached blocks to the device, or allocate on the stream that freed them.";
+  } else if (f.device_free + unallocated >= f.alloc_size) {
+    out << " The device is not full: its " << format_size(f.device_free) << " free and the "
+        << format_size(unallocated) << " reserved but unallocated would hold the request together, but neither "
+        << "alone does, and the unallocated memory cannot be released to make a new segment (it lies in "
+        << "segments that also hold live allocations, or is cached for other streams"
+        << (f.private_pool_free != 0 ? " or private pools" : "") << ").";
+    if (!f.expandable_segments) {
+      out << " Set STREAMPOOL_ALLOC_CONF=expandable_segments:True (segments grow page by page, so free pages "
+             "anywhere can serve it), or free long-lived allocations.";
+    } else {
+      out << " Free long-lived allocations, or call empty_cache() after synchronising the other streams.";
+    }
   } else {
     out << " The device" << (f.allowed != 0 ? " (or the per-process cap)" : "")
         << " is full: free memory or lower the batch size";
     if (f.allowed != 0) out << ", or raise per_process_memory_fraction";
     out << '.';
+    if (elsewhere >= f.alloc_size) {
+      out << ' ' << format_size(elsewhere)
+          << " of the device's memory is used outside streampool (other allocators or processes).";
+    }
   }
   return out.str();
 }

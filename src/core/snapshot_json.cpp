@@ -1,6 +1,6 @@
 // snapshot_json.cpp — memory_snapshot::to_json (the shape of torch.cuda.memory._snapshot(), so
 // memory_viz-style consumers read it, plus the "leftover_pages" key), the snapshot's per-device
-// byte sums, and trace_to_csv (the format of shared/traces/README.md).
+// byte sums, and trace_to_csv (the format of docs/trace-format.md).
 #include <algorithm>
 #include "core/text_builder.hpp"
 

@@ -101,7 +101,7 @@ drv_result driver::thread_exchange_capture_mode(capture_mode* /*mode*/) noexcept
 // Note [check() and out_of_memory]
 // check() throws cuda_error for every failure, out_of_memory included. It cannot build a useful
 // streampool::out_of_memory itself: that exception's message must say what the allocator holds,
-// which only the caller knows (DESIGN.md "Out of memory"). So callers that can run out of memory
+// which only the caller knows (docs/reliability.md). So callers that can run out of memory
 // test for status::out_of_memory first and throw their own; an OOM reaching check() is a call
 // that was not expected to allocate, and is reported as the driver error it is.
 void check(const driver& drv, drv_result result, std::string_view what) {

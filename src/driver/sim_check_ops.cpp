@@ -130,7 +130,10 @@ drv_result sim_driver::memset_async(int device, void* ptr, std::uint8_t value, s
   return state_->run(counters_, driver_call::memset_async, [&] {
     if (const drv_result bad = state_->check_device(device); !bad.ok()) return bad;
     const std::uint32_t index = state_->find_stream(stream, device);
-    if (index == sim::no_stream || state_->streams_[index].device != device) {
+    if (index == sim::no_stream) {
+      return state_->stream_failure(stream);
+    }
+    if (state_->streams_[index].device != device) {
       return sim::fail(status::invalid_value);
     }
     if (bytes == 0) return drv_result{};
@@ -148,7 +151,10 @@ drv_result sim_driver::check_bytes(int device, const void* ptr, std::size_t byte
     *out = byte_check{};
     if (const drv_result bad = state_->check_device(device); !bad.ok()) return bad;
     const std::uint32_t index = state_->find_stream(stream, device);
-    if (index == sim::no_stream || state_->streams_[index].device != device) {
+    if (index == sim::no_stream) {
+      return state_->stream_failure(stream);
+    }
+    if (state_->streams_[index].device != device) {
       return sim::fail(status::invalid_value);
     }
     if (state_->streams_[index].capture == capture_status::active) {

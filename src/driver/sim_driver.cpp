@@ -200,6 +200,9 @@ std::string sim_driver::describe(drv_result result) const {
     std::snprintf(buffer, sizeof buffer, " (simulated host: %.2f GiB pinnable, %.2f GiB pinned)",
                   double(options_.host_capacity) / double(gib), double(host_bytes_pinned()) / double(gib));
     text += buffer;
+  } else if (reason == sim::reason_destroyed_stream) {
+    text += " (use of a destroyed stream; the real driver answers cudaErrorDeviceUninitialized "
+            "\"invalid device context\" or crashes)";
   } else if (result.code == status::out_of_memory && (result.native >> 16) > 0) {
     const int device = (result.native >> 16) - 1;
     std::size_t in_use = 0;

@@ -108,7 +108,7 @@ drv_result sim_driver::stream_begin_capture(stream_t stream, capture_mode mode) 
     }
     const std::uint32_t index = state_->find_stream(stream);
     if (index == sim::no_stream) {
-      return sim::fail(status::invalid_value);
+      return state_->stream_failure(stream);
     }
     if (state_->streams_[index].capture != capture_status::none) {
       return sim::fail(status::illegal_in_capture);  // already capturing
@@ -124,7 +124,7 @@ drv_result sim_driver::stream_end_capture(stream_t stream, graph_t* out) noexcep
     *out = nullptr;
     const std::uint32_t index = state_->find_stream(stream);
     if (index == sim::no_stream) {
-      return sim::fail(status::invalid_value);
+      return state_->stream_failure(stream);
     }
     const sim::stream_rec origin = state_->streams_[index];
     if (origin.capture == capture_status::none || !origin.begun || !origin.origin) {
@@ -177,6 +177,9 @@ drv_result sim_driver::graph_launch(graph_exec_t exec, stream_t stream) noexcept
   return state_->run(counters_, driver_call::graph_launch, [&] {
     const sim::exec_rec* rec = find_live(state_->execs_, exec, sim::exec_handle_base);
     const std::uint32_t index = state_->find_stream(stream);
+    if (rec != nullptr && index == sim::no_stream) {
+      return state_->stream_failure(stream);
+    }
     if (rec == nullptr || index == sim::no_stream || state_->streams_[index].device != rec->device) {
       return sim::fail(status::invalid_value);
     }

@@ -188,6 +188,9 @@ drv_result sim_driver::malloc_async(mempool_t pool, std::size_t bytes, stream_t 
     *out = nullptr;
     sim::pool_rec* rec = state_->find_pool(pool);
     const std::uint32_t stream_index = state_->find_stream(stream);
+    if (rec != nullptr && stream_index == sim::no_stream) {
+      return state_->stream_failure(stream);
+    }
     if (rec == nullptr || stream_index == sim::no_stream) {
       return sim::fail(status::invalid_value);
     }
@@ -264,7 +267,7 @@ drv_result sim_driver::free_async(void* ptr, stream_t stream) noexcept {
   return state_->run(counters_, driver_call::free_async, [&] {
     const std::uint32_t stream_index = state_->find_stream(stream);
     if (stream_index == sim::no_stream) {
-      return sim::fail(status::invalid_value);
+      return state_->stream_failure(stream);
     }
     if (state_->refuses_uncaptured(stream_index)) {  // Note [Relaxed uncaptured calls]
       return state_->refuse_in_capture();

@@ -50,6 +50,7 @@ inline constexpr int reason_injected = 1 << 8;
 inline constexpr int reason_address_space = 2 << 8;
 inline constexpr int reason_host_exception = 3 << 8;
 inline constexpr int reason_host_capacity = 4 << 8;  ///< pinned host memory beyond host_capacity
+inline constexpr int reason_destroyed_stream = 5 << 8;  ///< Note [Sim destroyed streams]
 inline constexpr int reason_mask = 0xff00;
 
 /// Fake handles: base + (index + 1) * 16, indices never reused (a stale handle stays invalid).
@@ -256,6 +257,7 @@ struct sim_driver::state {
   std::unordered_map<vmm_handle_t, sim::physical_rec> physicals_;
   vmm_handle_t next_physical_ = 0x1000;
   std::uint64_t next_capture_id_ = sim::first_capture_id;
+  std::uint64_t destroyed_stream_uses_ = 0;  ///< calls given a destroyed stream (Note [Sim destroyed streams])
   std::vector<sim::graph_rec> graphs_;
   std::vector<sim::exec_rec> execs_;
   /// Memory contents written by memset_async / write_bytes: non-overlapping runs by start address
@@ -305,6 +307,10 @@ struct sim_driver::state {
   /// of `device` (the current device if < 0), cudaStreamPerThread (2) this thread's own one.
   [[nodiscard]] std::uint32_t find_stream(stream_t stream, int device = -1);
   [[nodiscard]] std::uint32_t find_event(event_t event) const noexcept;
+  /// The failure of a call given `stream` when find_stream found no live stream: a stream that was
+  /// destroyed is status::other (and counted), anything else status::invalid_value.
+  /// See Note [Sim destroyed streams].
+  [[nodiscard]] drv_result stream_failure(stream_t stream) noexcept;
   [[nodiscard]] std::uint32_t add_stream(int device, bool builtin);
   /// Submits one work item to `stream`; returns its number.
   std::uint64_t submit(std::uint32_t stream) noexcept;

@@ -37,6 +37,30 @@ std::uint32_t sim_driver::state::find_stream(stream_t stream, int device) {
   return index;
 }
 
+// Note [Sim destroyed streams]
+// A call given the handle of a stream destroyed earlier fails as on the real driver, which does
+// not answer "invalid handle" for it: on an H200 (CUDA 12/13) cudaStreamSynchronize of a destroyed
+// stream returned cudaErrorDeviceUninitialized ("invalid device context"), and other calls may
+// crash outright. So the sim answers status::other (not invalid_value, which callers may treat as
+// a recoverable "no such stream"), describes it as the use of a destroyed stream, and counts it
+// (sim_driver::destroyed_stream_uses), so a test can assert that code never uses a stream after
+// destroying it: the replay bug where the replay's streams were destroyed before the allocator
+// released expandable pages (which synchronises each segment's stream) showed only on the GPU
+// until the sim answered like this. Handles are never reused, so the sim always knows.
+drv_result sim_driver::state::stream_failure(stream_t stream) noexcept {
+  const std::uint32_t index = sim::handle_index(stream, sim::stream_handle_base, streams_.size());
+  if (index != sim::no_stream && !streams_[index].alive && !streams_[index].builtin) {
+    ++destroyed_stream_uses_;
+    return sim::fail(status::other, sim::reason_destroyed_stream);
+  }
+  return sim::fail(status::invalid_value);
+}
+
+std::uint64_t sim_driver::destroyed_stream_uses() const {
+  const std::lock_guard lock(state_->mutex_);
+  return state_->destroyed_stream_uses_;
+}
+
 std::uint32_t sim_driver::state::find_event(event_t event) const noexcept {
   const std::uint32_t index = sim::handle_index(event, sim::event_handle_base, events_.size());
   return index == sim::no_stream || !events_[index].alive ? sim::no_stream : index;
@@ -114,6 +138,9 @@ drv_result sim_driver::stream_create(int device, stream_t* out) noexcept {
 drv_result sim_driver::stream_destroy(int device, stream_t stream) noexcept {
   return state_->run(counters_, driver_call::stream_destroy, [&] {
     const std::uint32_t index = stream == nullptr ? sim::no_stream : state_->find_stream(stream);
+    if (index == sim::no_stream && stream != nullptr) {
+      return state_->stream_failure(stream);
+    }
     if (index == sim::no_stream || state_->streams_[index].builtin || state_->streams_[index].device != device) {
       return sim::fail(status::invalid_value);
     }
@@ -140,7 +167,10 @@ drv_result sim_driver::stream_synchronize(int device, stream_t stream) noexcept 
       return state_->refuse_in_capture();
     }
     const std::uint32_t index = state_->find_stream(stream, device);
-    if (index == sim::no_stream || state_->streams_[index].device != device) {
+    if (index == sim::no_stream) {
+      return state_->stream_failure(stream);
+    }
+    if (state_->streams_[index].device != device) {
       return sim::fail(status::invalid_value);
     }
     state_->complete_stream(index);
@@ -153,7 +183,10 @@ drv_result sim_driver::stream_wait_event(stream_t stream, event_t event) noexcep
   return state_->run(counters_, driver_call::stream_wait_event, [&] {
     const std::uint32_t index = state_->find_stream(stream);
     const std::uint32_t event_index = state_->find_event(event);
-    if (index == sim::no_stream || event_index == sim::no_stream) {
+    if (index == sim::no_stream) {
+      return state_->stream_failure(stream);
+    }
+    if (event_index == sim::no_stream) {
       return sim::fail(status::invalid_value);
     }
     const sim::event_rec& rec = state_->events_[event_index];
@@ -171,7 +204,7 @@ drv_result sim_driver::stream_capture_info(stream_t stream, capture_info* out) n
   return state_->run(counters_, driver_call::stream_capture_info, [&] {
     const std::uint32_t index = state_->find_stream(stream);
     if (index == sim::no_stream) {
-      return sim::fail(status::invalid_value);
+      return state_->stream_failure(stream);
     }
     out->status = state_->streams_[index].capture;
     out->id = state_->streams_[index].capture_id;
@@ -183,7 +216,7 @@ drv_result sim_driver::stream_get_device(stream_t stream, int* device) noexcept 
   return state_->run(counters_, driver_call::stream_get_device, [&] {
     const std::uint32_t index = state_->find_stream(stream);
     if (index == sim::no_stream) {
-      return sim::fail(status::invalid_value);
+      return state_->stream_failure(stream);
     }
     *device = state_->streams_[index].device;
     return drv_result{};
@@ -239,7 +272,10 @@ drv_result sim_driver::event_record(event_t event, stream_t stream) noexcept {
   return state_->run(counters_, driver_call::event_record, [&] {
     const std::uint32_t index = state_->find_event(event);
     const std::uint32_t stream_index = state_->find_stream(stream);
-    if (index == sim::no_stream || stream_index == sim::no_stream ||
+    if (stream_index == sim::no_stream) {
+      return state_->stream_failure(stream);
+    }
+    if (index == sim::no_stream ||
         state_->events_[index].device != state_->streams_[stream_index].device) {
       return sim::fail(status::invalid_value);
     }

@@ -1,4 +1,4 @@
-// arena_stats.hpp — the hot-path statistics of one stream arena (spec §2.14: allocation, active,
+// arena_stats.hpp — the hot-path statistics of one stream arena (docs/pytorch-compatibility.md §2.14: allocation, active,
 // inactive_split, allocated/active/inactive_split/requested bytes, oversize_allocations), kept per
 // pool kind (small/large); "all" is their sum, except its peak, which the arena tracks too.
 // Written only by the holder of the arena lock, read by stats() of any thread (relaxed atomics:

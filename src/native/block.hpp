@@ -1,5 +1,5 @@
-// block.hpp — the data model of the native backend (spec §2.2): a `segment` is one device malloc
-// or one expandable reservation (spec §2.13); its `block`s tile it and form a doubly linked list by
+// block.hpp — the data model of the native backend (docs/pytorch-compatibility.md §2.2): a `segment` is one device malloc
+// or one expandable reservation (docs/pytorch-compatibility.md §2.13); its `block`s tile it and form a doubly linked list by
 // address. A block is allocated, waiting for events / deferred (active, not allocated), free (in its
 // arena's free list), or — in an expandable segment only — unmapped (Note [Expandable segments] in
 // expandable.hpp). Block objects are recycled by their arena (Note [Block recycling]).
@@ -17,7 +17,7 @@ namespace streampool::native {
 class stream_arena;
 struct segment;
 
-/// One stream recorded on a block by record_stream (spec §2.9).
+/// One stream recorded on a block by record_stream (docs/pytorch-compatibility.md §2.9).
 struct stream_use {
   stream_t stream = nullptr;
   bool during_capture = false;  ///< recorded while a capture was underway (dropped at deferral, §3.4)
@@ -44,7 +44,7 @@ class stream_use_set {
     }
     ++count_;
   }
-  /// Removes the uses recorded during a capture (spec §3.4, default mode).
+  /// Removes the uses recorded during a capture (docs/pytorch-compatibility.md §3.4, default mode).
   void drop_capture_uses() {
     std::size_t kept = 0;
     for (std::size_t i = 0; i < count_; ++i) {
@@ -78,7 +78,7 @@ struct block {
   block* right = nullptr;
   segment* seg = nullptr;
   stream_arena* arena = nullptr;   ///< owner (device, pool, stream)
-  std::uint64_t gc_count_base = 0; ///< GC clock when the block entered the free list (spec §2.11)
+  std::uint64_t gc_count_base = 0; ///< GC clock when the block entered the free list (docs/pytorch-compatibility.md §2.11)
   std::uint32_t event_count = 0;   ///< events recorded at free time and not yet completed
   bool allocated = false;
   bool in_free_list = false;
@@ -87,7 +87,7 @@ struct block {
   stream_use_set uses;
 
   [[nodiscard]] bool is_split() const noexcept { return prev != nullptr || next != nullptr; }
-  /// Free for expandable growth (spec §2.13): unmapped, or mapped and in the free list.
+  /// Free for expandable growth (docs/pytorch-compatibility.md §2.13): unmapped, or mapped and in the free list.
   [[nodiscard]] bool growable() const noexcept { return !mapped || in_free_list; }
 };
 
@@ -96,7 +96,7 @@ struct segment {
   std::size_t size = 0;      ///< malloc size, or the whole reservation of an expandable segment
   stream_arena* arena = nullptr;
   bool small = false;
-  bool expandable = false;   ///< a VMM reservation mapped page by page (spec §2.13)
+  bool expandable = false;   ///< a VMM reservation mapped page by page (docs/pytorch-compatibility.md §2.13)
   block* head = nullptr;     ///< block at `base`; survives merges (the lower block is kept)
   segment* prev = nullptr;   ///< the arena's list of segments
   segment* next = nullptr;

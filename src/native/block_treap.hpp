@@ -1,6 +1,6 @@
 // block_treap.hpp — an intrusive treap of free blocks (hooks block::left/right, priority = a hash of
 // the address), so inserting or removing a free block never allocates host memory. Ordered by
-// `Less`: by address (inside one size bin) or by (size, address) (the large pool, spec §2.6 order).
+// `Less`: by address (inside one size bin) or by (size, address) (the large pool, docs/pytorch-compatibility.md §2.6 order).
 #pragma once
 
 #include <cstddef>

@@ -114,7 +114,7 @@ void device_state::set_fraction(double fraction) {
 }
 
 block* device_state::new_segment(stream_arena& a, std::size_t alloc_size, bool small) {
-  // The cap is checked against what we hold, without asking the driver (spec §2.3 alloc_block).
+  // The cap is checked against what we hold, without asking the driver (docs/pytorch-compatibility.md §2.3 alloc_block).
   const std::size_t allowed = allowed_bytes();
   const auto reserved = static_cast<std::size_t>(counters_.reserved_bytes[0].current);
   if (fraction() < 1.0 && reserved + alloc_size > allowed) return nullptr;

@@ -3,8 +3,8 @@
 // pool, the trace ring, the memory-fraction cap, and the capture router (src/capture) with the
 // arenas of private pools. Definitions are split over device_state.cpp (arenas, segments, stats),
 // release.cpp (GC, release paths), capture_arenas.cpp (graph capture: the native side of the
-// capture router), oom_ladder.cpp (the slow allocation path, spec §2.3) and expandable.cpp
-// (expandable segments, spec §2.13).
+// capture router), oom_ladder.cpp (the slow allocation path, docs/pytorch-compatibility.md §2.3) and expandable.cpp
+// (expandable segments, docs/pytorch-compatibility.md §2.13).
 #pragma once
 
 #include <array>
@@ -96,7 +96,7 @@ class device_state {
   /// find_default_arena, creating the arena under the device mutex on first use of `stream`.
   [[nodiscard]] stream_arena& default_arena(stream_t stream);
   /// True when an allocation must take the slow entry: a capture is underway (routing, no event
-  /// queries) or frees deferred by an earlier capture wait (spec §3.3/§3.4).
+  /// queries) or frees deferred by an earlier capture wait (docs/pytorch-compatibility.md §3.3/§3.4).
   [[nodiscard]] bool needs_slow_entry() const noexcept { return captures_.underway_or_deferred(); }
   [[nodiscard]] bool capture_underway() const noexcept { return captures_.underway(); }
   /// Recordings, private pools and parked frees (Note [Capture router] in src/capture).
@@ -121,17 +121,17 @@ class device_state {
   // --- device mutex held --------------------------------------------------------------------------
   [[nodiscard]] stream_arena& default_arena_locked(stream_t stream);
   /// The arena an allocation on `stream` goes to: the newest capture route whose filter accepts
-  /// `stream` (spec §3.2), else the default pool.
+  /// `stream` (docs/pytorch-compatibility.md §3.2), else the default pool.
   [[nodiscard]] stream_arena& route_locked(stream_t stream);
   /// Locks every arena except `held` (already locked by the caller).
   [[nodiscard]] std::vector<std::unique_lock<hybrid_mutex>> lock_arenas(const stream_arena* held);
-  /// Allocation after a miss (spec §2.3 steps 4–5); `a` locked. Throws out_of_memory at the end.
+  /// Allocation after a miss (docs/pytorch-compatibility.md §2.3 steps 4–5); `a` locked. Throws out_of_memory at the end.
   [[nodiscard]] block* allocate_slow(stream_arena& a, std::size_t rounded, std::size_t requested);
   /// Parked frees (capture_arenas.cpp) and outstanding events of every arena (no capture may be
   /// underway).
   void process_deferred(const stream_arena* held);
   void process_all_events(const stream_arena* held);
-  /// empty_cache for this device (spec §2.12); false when skipped because a capture is underway.
+  /// empty_cache for this device (docs/pytorch-compatibility.md §2.12); false when skipped because a capture is underway.
   bool empty_cache();
 
   // statistics
@@ -139,7 +139,7 @@ class device_state {
   void reset_peaks();
   void reset_accumulated();
 
-  // fraction cap (spec §2.12)
+  // fraction cap (docs/pytorch-compatibility.md §2.12)
   void set_fraction(double fraction);
   [[nodiscard]] double fraction() const noexcept { return fraction_.load(std::memory_order_relaxed); }
 
@@ -159,7 +159,7 @@ class device_state {
   friend class stream_arena;
 
   [[nodiscard]] stream_arena& new_arena(stream_t stream, private_pool* pool, mempool_id pool_id);
-  /// New memory for a request (the alloc_block step of spec §2.3): a block of >= `rounded` bytes
+  /// New memory for a request (the alloc_block step of docs/pytorch-compatibility.md §2.3): a block of >= `rounded` bytes
   /// in no list, from a new segment or expandable growth; nullptr when out of memory.
   [[nodiscard]] block* grow(stream_arena& a, std::size_t rounded, bool small);
   [[nodiscard]] block* new_segment(stream_arena& a, std::size_t alloc_size, bool small);

@@ -91,7 +91,7 @@ block* device_state::grow(stream_arena& a, std::size_t rounded, bool small) {
 // --- growth -----------------------------------------------------------------------------------------
 
 block* device_state::grow_expandable(stream_arena& a, std::size_t rounded, std::size_t alloc_size, bool small) {
-  // The cap is checked with get_allocation_size, as for a cudaMalloc (spec §2.13), whatever gets
+  // The cap is checked with get_allocation_size, as for a cudaMalloc (docs/pytorch-compatibility.md §2.13), whatever gets
   // mapped in the end.
   const auto reserved = static_cast<std::size_t>(counters_.reserved_bytes[0].current);
   if (fraction() < 1.0 && reserved + alloc_size > allowed_bytes()) return nullptr;
@@ -152,7 +152,7 @@ block* device_state::map_pages(stream_arena& a, block* b, std::size_t bytes) {
   leftovers_.reserve(leftovers_.size() + wanted);
 
   // 1. One physical handle per page: leftover pages first, then new ones. On out-of-memory the
-  // pages of this call go back and the ladder goes on (spec §2.13) — except during a capture,
+  // pages of this call go back and the ladder goes on (docs/pytorch-compatibility.md §2.13) — except during a capture,
   // where giving back is illegal: what was obtained is mapped and kept as free memory.
   const bool capture = capture_underway();
   std::size_t count = take_leftovers(&seg.handles[first], wanted, page);
@@ -214,7 +214,7 @@ block* device_state::map_pages(stream_arena& a, block* b, std::size_t bytes) {
 
 void device_state::count_mapping(stream_arena& a, const segment& seg, std::uintptr_t lo, std::size_t bytes,
                                  bool mapped) {
-  // spec §2.13: a map is a device alloc and an unmap a device free; `segment` does not change.
+  // docs/pytorch-compatibility.md §2.13: a map is a device alloc and an unmap a device free; `segment` does not change.
   const auto amount = static_cast<std::int64_t>(bytes);
   for (const std::size_t i : {std::size_t{0}, std::size_t{seg.small ? 1u : 2u}}) {
     if (mapped) counters_.reserved_bytes[i].increase(amount);
@@ -241,13 +241,20 @@ void device_state::unmap_free_pages(stream_arena& a) {
       }
       if (!frees.empty() && !synchronized) {
         // Unmap and release do not synchronise: the stream's work on these pages must be done.
-        // A stream destroyed since (refused as an invalid handle) is covered by the device.
-        drv_result result = driver_->stream_synchronize(index_, a.stream());
-        if (result.code == status::invalid_value) result = driver_->device_synchronize(index_);
+        // A stream destroyed since (an invalid handle, or on the real driver "invalid device
+        // context": Note [Sim destroyed streams]) is covered by synchronising the whole device;
+        // only when that fails too is it an error. Destroying a stream whose blocks are cached is
+        // the caller's bug (Note [Replay stream lifetime]); this keeps the cache releasable.
+        const drv_result stream_result = driver_->stream_synchronize(index_, a.stream());
+        drv_result result = stream_result;
+        if (!result.ok() && result.code != status::illegal_in_capture) result = driver_->device_synchronize(index_);
         if (!result.ok()) {
-          throw cuda_error("streampool: cudaStreamSynchronize before unmapping free pages on device " +
-                               std::to_string(index_) + " failed: " + driver_->describe(result),
-                           result.native);
+          std::string what = "streampool: cudaStreamSynchronize before unmapping free pages on device " +
+                             std::to_string(index_) + " failed: " + driver_->describe(stream_result);
+          if (result.native != stream_result.native) {
+            what += "; then cudaDeviceSynchronize failed: " + driver_->describe(result);
+          }
+          throw cuda_error(what, result.native);
         }
         synchronized = true;
       }

@@ -1,4 +1,4 @@
-// expandable.hpp — expandable segments of the native backend (spec §2.13, `expandable_segments:True`):
+// expandable.hpp — expandable segments of the native backend (docs/pytorch-compatibility.md §2.13, `expandable_segments:True`):
 // the design note, and the page geometry of a device (page sizes, reservation size) derived from
 // its VMM granularity and the config. The block logic is in expandable_blocks.cpp (stream_arena),
 // the driver calls in expandable.cpp (device_state).
@@ -20,8 +20,8 @@ namespace streampool::native {
 // are never in a free list; they live in the arena's per-kind `unmapped_` treap, by address.
 // Invariants: unmapped blocks start and end on page boundaries; two adjacent free mapped blocks,
 // or two adjacent unmapped blocks, never exist (they are merged).
-//   * Growth (the new-segment step of the OOM ladder, spec §2.3): the fraction check uses
-//     get_allocation_size as for a cudaMalloc (spec §2.13); then the lowest unmapped block that,
+//   * Growth (the new-segment step of the OOM ladder, docs/pytorch-compatibility.md §2.3): the fraction check uses
+//     get_allocation_size as for a cudaMalloc (docs/pytorch-compatibility.md §2.13); then the lowest unmapped block that,
 //     together with a free block right before it, starts enough contiguous growable bytes is
 //     mapped — only the rounded request, in whole pages — and merges with its free neighbours.
 //     A new reservation is made only when no such run exists (find_growable). The map counts as
@@ -33,11 +33,11 @@ namespace streampool::native {
 //     (partial pages stay mapped), split around the hole. Unmap does not synchronise, so the
 //     arena's stream is synchronised first. A reservation left with no mapped page is freed.
 //     GC and release_available_cached_blocks skip expandable blocks.
-//   * Best fit (spec §2.6): when the best-fitting block is expandable, the search moves on to the
+//   * Best fit (docs/pytorch-compatibility.md §2.6): when the best-fitting block is expandable, the search moves on to the
 //     next block in (size, address) order while that one's size plus the unmapped range right
 //     after it is smaller: a free block at the growth frontier is taken last.
-//   * Splits: remaining >= 512 bytes splits in both pool kinds (spec §2.7); inactive_split
-//     statistics ignore expandable blocks (spec §2.14).
+//   * Splits: remaining >= 512 bytes splits in both pool kinds (docs/pytorch-compatibility.md §2.7); inactive_split
+//     statistics ignore expandable blocks (docs/pytorch-compatibility.md §2.14).
 //   * A cache hit never touches any of this: the hot path differs only by one flag test.
 // If the device has no VMM (device_info.vmm_supported) or vmm_reserve answers not_supported, the
 // device falls back to normal segments for good, with one warning per allocator.

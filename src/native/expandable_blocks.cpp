@@ -1,7 +1,7 @@
 // expandable_blocks.cpp — the block side of expandable segments (Note [Expandable segments] in
-// expandable.hpp): linking a reservation in, finding where to grow (spec §2.13
+// expandable.hpp): linking a reservation in, finding where to grow (docs/pytorch-compatibility.md §2.13
 // find_expandable_block), turning unmapped blocks into free ones and back, the expandable
-// best-fit rule of spec §2.6, and the teardown at allocator exit. No driver call here except in
+// best-fit rule of docs/pytorch-compatibility.md §2.6, and the teardown at allocator exit. No driver call here except in
 // the teardown; expandable.cpp makes them.
 #include "native/device_state.hpp"
 #include "native/expandable.hpp"
@@ -11,7 +11,7 @@ namespace {
 
 constexpr std::size_t kind_of(bool small) noexcept { return small ? 0 : 1; }
 
-/// The block's size plus the unmapped range right after it ("expandable size", spec §2.6).
+/// The block's size plus the unmapped range right after it ("expandable size", docs/pytorch-compatibility.md §2.6).
 std::size_t reach(const block* b) noexcept {
   return b->size + (b->next != nullptr && !b->next->mapped ? b->next->size : 0);
 }

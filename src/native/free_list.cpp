@@ -1,4 +1,4 @@
-// free_list.cpp — the in-order successor used by the expandable best-fit rule (spec §2.6) and the
+// free_list.cpp — the in-order successor used by the expandable best-fit rule (docs/pytorch-compatibility.md §2.6) and the
 // largest-block search of small_free_list (see Note [Free-list structures]; the hot bitmap search,
 // first_from, is inline in free_list.hpp).
 #include "native/free_list.hpp"

@@ -3,7 +3,7 @@
 //     non-empty bin >= the request in O(1), each bin an address-ordered treap; blocks above 2 MiB
 //     (only merged pages of small expandable segments) in one (size, address) treap.
 //   large_free_list: one treap ordered by (size, address).
-// Both give spec §2.6 best fit: the smallest block >= the request, the lowest address among equals.
+// Both give docs/pytorch-compatibility.md §2.6 best fit: the smallest block >= the request, the lowest address among equals.
 // See Note [Free-list structures].
 #pragma once
 
@@ -96,7 +96,7 @@ class large_free_list {
  public:
   void insert(block* b) noexcept { tree_.insert(b); }
   void erase(block* b) noexcept { tree_.erase(b); }
-  /// Best fit for `size` under the oversize rules of `policy` (spec §2.6), not removed.
+  /// Best fit for `size` under the oversize rules of `policy` (docs/pytorch-compatibility.md §2.6), not removed.
   [[nodiscard]] block* find(std::size_t size, const size_policy& policy) const noexcept {
     block* b = tree_.lower_bound_size(size);
     return b != nullptr && policy.may_reuse(b->size, size) ? b : nullptr;

@@ -69,7 +69,7 @@ inline void stream_arena::free_block(block* b) {
   const auto requested = static_cast<std::int64_t>(b->requested_size);
   std::int64_t split_blocks = 0;
   std::int64_t split_bytes = 0;
-  // Merge with free neighbours only (spec §2.8: an unmapped neighbour is never in a free list);
+  // Merge with free neighbours only (docs/pytorch-compatibility.md §2.8: an unmapped neighbour is never in a free list);
   // the merged block takes the lower address.
   for (block* n : {b->prev, b->next}) {
     if (n == nullptr || !n->in_free_list) continue;
@@ -84,7 +84,7 @@ inline void stream_arena::free_block(block* b) {
     ++split_blocks;
     split_bytes += static_cast<std::int64_t>(b->size);
   }
-  if (!b->seg->expandable) {  // inactive_split ignores expandable blocks (spec §2.14)
+  if (!b->seg->expandable) {  // inactive_split ignores expandable blocks (docs/pytorch-compatibility.md §2.14)
     if (split_blocks != 0) change(arena_stat_kind::inactive_split, small, split_blocks);
     if (split_bytes != 0) change(arena_stat_kind::inactive_split_bytes, small, split_bytes);
   }
@@ -98,7 +98,7 @@ inline block* stream_arena::try_allocate_inline(std::size_t rounded, std::size_t
     b = small_.find(rounded);
     if (b != nullptr && b->seg->expandable) b = prefer_without_tail(b, true);
   } else {
-    if (device_->gc_enabled()) device_->gc_clock.fetch_add(1, std::memory_order_relaxed);  // spec §2.6
+    if (device_->gc_enabled()) device_->gc_clock.fetch_add(1, std::memory_order_relaxed);  // docs/pytorch-compatibility.md §2.6
     b = large_.lower_bound(rounded);
     if (b != nullptr && b->seg->expandable) b = prefer_without_tail(b, false);
     if (b != nullptr && !device_->policy().may_reuse(b->size, rounded)) b = nullptr;

@@ -21,10 +21,8 @@ native_allocator::native_allocator(allocator_config config, std::shared_ptr<driv
     devices_.push_back(
         std::make_unique<device_state>(device_driver(), allocator::config(), policy_, segments_, i, vmm_warned_));
   }
-  if (allocator::config().graph_capture_record_stream_reuse) {
-    warn("graph_capture_record_stream_reuse:True is not implemented by the native backend; blocks freed during a "
-         "capture with record_stream uses are reused only after the capture ends");
-  }
+  // graph_capture_record_stream_reuse is accepted but not implemented: the parser warns
+  // (Note [Keys accepted but not implemented], src/config/key_table.cpp).
 }
 
 native_allocator::~native_allocator() = default;
@@ -39,7 +37,7 @@ block* native_allocator::allocate_slow_entry(device_state& d, stream_t stream, s
     a = &d.route_locked(stream);  // Note [Deferred frees during capture]: no event processing
   } else {
     d.process_deferred(nullptr);
-    d.process_all_events(nullptr);  // spec §2.3 step 1, for every stream of the device
+    d.process_all_events(nullptr);  // docs/pytorch-compatibility.md §2.3 step 1, for every stream of the device
     a = &d.default_arena_locked(stream);
   }
   std::lock_guard arena_lock(a->mutex());
@@ -133,7 +131,7 @@ memory_snapshot native_allocator::do_snapshot() const {
     snap.trace.insert(snap.trace.end(), entries.begin(), entries.end());
   }
   snap.allocator_settings = config().text;
-  // spec §2.15: taking a snapshot is itself a trace event (size = active bytes); it is recorded
+  // docs/pytorch-compatibility.md §2.15: taking a snapshot is itself a trace event (size = active bytes); it is recorded
   // after the trace was copied, so a snapshot's last entry is still the last allocator action.
   for (const auto& d : devices_) {
     if (!d->trace().enabled()) continue;

@@ -1,4 +1,4 @@
-// native_allocator.hpp — the native caching backend (PyTorch-native behaviour, spec §2–§3): the
+// native_allocator.hpp — the native caching backend (PyTorch-native behaviour, docs/pytorch-compatibility.md §2–§3): the
 // `allocator` implementation that owns the per-device state and the segment map, and the hot
 // paths of allocate/deallocate. Built by detail::make_native_allocator (src/backends.hpp).
 #pragma once
@@ -16,7 +16,7 @@
 namespace streampool::native {
 
 // Note [Stream arenas]
-// A free block is only ever reused by the stream it was allocated on (spec §2.6), and a segment
+// A free block is only ever reused by the stream it was allocated on (docs/pytorch-compatibility.md §2.6), and a segment
 // belongs to one stream, so the natural shard is (device, pool, stream): a stream_arena holds the
 // free lists, segments and hot statistics of one shard under its own lock. An allocation finds
 // its arena through a lock-free table (stream → arena) and locks only that arena. Threads on
@@ -30,14 +30,14 @@ namespace streampool::native {
 // __tls_get_addr call, about the same, plus the allocator-lifetime (ABA) problem.
 
 // Note [Deferred frees during capture]
-// While any begin_allocate_to_pool is active on a device (a capture is underway, spec §3.3), no
+// While any begin_allocate_to_pool is active on a device (a capture is underway, docs/pytorch-compatibility.md §3.3), no
 // event is queried or synchronised and nothing is cudaFree'd: allocations take the slow entry
 // (routing by filter, no event processing), the OOM path skips every release step, and
 // empty_cache skips the device. A free of a block with stream uses cannot record events either:
 // the block is parked (deferred) in the device's capture router (Note [Parked frees] in
 // src/capture/capture_router.hpp). The first allocation after the last capture ends (or
 // empty_cache) drops the stream uses recorded during the capture, records events for the
-// remaining ones and frees the block when there are none (spec §3.4, default mode).
+// remaining ones and frees the block when there are none (docs/pytorch-compatibility.md §3.4, default mode).
 
 // Note [Capture start]
 // The hot path reads "capture underway" without the device mutex. begin_allocate_to_pool

@@ -1,7 +1,7 @@
-// native_snapshot.cpp — the segments and blocks of one device for memory_snapshot (spec §2.15),
-// taken under the device mutex and every arena lock so they agree with stats() (spec §2.14
+// native_snapshot.cpp — the segments and blocks of one device for memory_snapshot (docs/pytorch-compatibility.md §2.15),
+// taken under the device mutex and every arena lock so they agree with stats() (docs/pytorch-compatibility.md §2.14
 // invariant: current values equal sums over the snapshot). An expandable segment is reported as
-// one segment per contiguous mapped range, with is_expandable set (spec §2.13); the pages of
+// one segment per contiguous mapped range, with is_expandable set (docs/pytorch-compatibility.md §2.13); the pages of
 // expandable segments held outside every segment are listed as leftover pages, so that segments
 // plus leftover pages add up to reserved_bytes (Note [Leftover pages] in expandable.hpp).
 #include "native/device_state.hpp"

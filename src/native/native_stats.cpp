@@ -1,4 +1,4 @@
-// native_stats.cpp — memory_stats of a device (spec §2.14): the per-arena statistics summed, the
+// native_stats.cpp — memory_stats of a device (docs/pytorch-compatibility.md §2.14): the per-arena statistics summed, the
 // device peaks of Note [Device peaks], and the device-wide segment/reserved counters.
 #include "native/device_state.hpp"
 

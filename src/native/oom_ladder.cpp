@@ -1,4 +1,4 @@
-// oom_ladder.cpp — an allocation that found no free block (spec §2.3 steps 4–5): garbage
+// oom_ladder.cpp — an allocation that found no free block (docs/pytorch-compatibility.md §2.3 steps 4–5): garbage
 // collection, a new segment (or expandable growth), release of oversize blocks, release of
 // everything cached and a retry, and finally the out-of-memory error with the figures of Note
 // [OOM message] (plus Note [OOM during capture] when a capture is underway).

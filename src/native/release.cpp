@@ -1,9 +1,9 @@
-// release.cpp — the paths that give memory back to the driver (spec §2.10–§2.12): garbage
+// release.cpp — the paths that give memory back to the driver (docs/pytorch-compatibility.md §2.10–§2.12): garbage
 // collection of old unsplit blocks, release_available_cached_blocks (max_split_size set),
 // release_cached_blocks (= empty_cache: sync events, free every unsplit free segment and unmap
 // the free pages of expandable segments, in the default pools and in freeable private pools, then
 // the deletion of dead private pools: capture_arenas.cpp). GC and release_available skip
-// expandable blocks (spec §2.13). All run under the device mutex (Note [Lock order] in
+// expandable blocks (docs/pytorch-compatibility.md §2.13). All run under the device mutex (Note [Lock order] in
 // device_state.hpp).
 #include <algorithm>
 #include <vector>
@@ -30,7 +30,7 @@ std::vector<block*> unsplit_free_blocks(const stream_arena& a) {
 }  // namespace
 
 void device_state::garbage_collect(const stream_arena* held) {
-  // spec §2.11: only with a fraction cap; frees unsplit blocks of the default large pool, oldest
+  // docs/pytorch-compatibility.md §2.11: only with a fraction cap; frees unsplit blocks of the default large pool, oldest
   // (by the large-pool search clock) first, until reserved <= threshold × allowed.
   const std::size_t allowed = allowed_bytes();
   const auto threshold = static_cast<std::size_t>(config_->garbage_collection_threshold * static_cast<double>(allowed));
@@ -74,7 +74,7 @@ void device_state::garbage_collect(const stream_arena* held) {
 }
 
 bool device_state::release_available(stream_arena& a, std::size_t rounded) {
-  // spec §2.10 release_available_cached_blocks, on the allocation's own arena (same stream, same
+  // docs/pytorch-compatibility.md §2.10 release_available_cached_blocks, on the allocation's own arena (same stream, same
   // pool). Oversize blocks are whole segments; a split one (possible with a large
   // large_segment_size) is skipped.
   const std::size_t max_split = policy_->max_split_size();
@@ -107,7 +107,7 @@ void device_state::release_cached(const stream_arena* held) {
     if (a.get() != held) lock = std::unique_lock(a->mutex());
     if (a->pool() != nullptr && !a->pool()->freeable()) continue;
     for (block* b : unsplit_free_blocks(*a)) release_block(*a, b);
-    unmap_free_pages(*a);  // expandable segments: every wholly free page (spec §2.13)
+    unmap_free_pages(*a);  // expandable segments: every wholly free page (docs/pytorch-compatibility.md §2.13)
   }
   delete_dead_pools();
 }

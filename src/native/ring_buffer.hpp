@@ -1,6 +1,6 @@
 // ring_buffer.hpp — a FIFO on a power-of-two vector: push/pop never allocate once it has grown to
 // the largest backlog seen (std::deque allocates and frees chunks as it moves). Used for the
-// per-stream queues of outstanding events (spec §2.9).
+// per-stream queues of outstanding events (docs/pytorch-compatibility.md §2.9).
 #pragma once
 
 #include <cstddef>

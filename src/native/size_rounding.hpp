@@ -1,6 +1,6 @@
-// size_rounding.hpp — the sizing rules of the native backend: request rounding (spec §2.4), pool
-// choice and new-segment size (spec §2.5), split rules (spec §2.7) and the oversize reuse rules of
-// the free-block search (spec §2.6). A `size_policy` is a read-only copy of the config values the
+// size_rounding.hpp — the sizing rules of the native backend: request rounding (docs/pytorch-compatibility.md §2.4), pool
+// choice and new-segment size (docs/pytorch-compatibility.md §2.5), split rules (docs/pytorch-compatibility.md §2.7) and the oversize reuse rules of
+// the free-block search (docs/pytorch-compatibility.md §2.6). A `size_policy` is a read-only copy of the config values the
 // hot path needs, built once per allocator.
 #pragma once
 
@@ -21,25 +21,25 @@ class size_policy {
  public:
   explicit size_policy(const allocator_config& config);
 
-  /// round_size (spec §2.4): 512-byte floor and multiple, power-of-two divisions when configured
+  /// round_size (docs/pytorch-compatibility.md §2.4): 512-byte floor and multiple, power-of-two divisions when configured
   /// (guard: size > 512·D), skipped for requests above roundup_bypass_threshold.
   [[nodiscard]] std::size_t round_size(std::size_t bytes) const noexcept {
     // Inline for the hot path: without roundup_power2_divisions it is the 512-byte rule alone.
     if (!any_divisions_) [[likely]] return bytes < min_block_size ? min_block_size : round_up_512(bytes);
     return round_size_divisions(bytes);
   }
-  /// True when a rounded size goes to the small pool (spec §2.5).
+  /// True when a rounded size goes to the small pool (docs/pytorch-compatibility.md §2.5).
   [[nodiscard]] static constexpr bool is_small(std::size_t rounded) noexcept { return rounded <= small_size; }
-  /// get_allocation_size (spec §2.5): the size of a new segment for a rounded request.
+  /// get_allocation_size (docs/pytorch-compatibility.md §2.5): the size of a new segment for a rounded request.
   [[nodiscard]] std::size_t allocation_size(std::size_t rounded) const noexcept;
-  /// should_split (spec §2.7) for a free block of `block_size` serving `rounded` bytes. `fine`: the
+  /// should_split (docs/pytorch-compatibility.md §2.7) for a free block of `block_size` serving `rounded` bytes. `fine`: the
   /// block is in the small pool or in an expandable segment (split when >= 512 bytes remain).
   [[nodiscard]] bool should_split(bool fine, std::size_t block_size, std::size_t rounded) const noexcept {
     const std::size_t remaining = block_size - rounded;
     if (fine) return remaining >= min_block_size;
     return rounded < max_split_size_ && remaining > small_size;
   }
-  /// Oversize reuse rules (spec §2.6): may a free large block of `candidate` bytes serve `rounded`?
+  /// Oversize reuse rules (docs/pytorch-compatibility.md §2.6): may a free large block of `candidate` bytes serve `rounded`?
   [[nodiscard]] bool may_reuse(std::size_t candidate, std::size_t rounded) const noexcept;
   /// True for blocks and segments counted by the oversize_* statistics.
   [[nodiscard]] bool is_oversize(std::size_t bytes) const noexcept { return bytes >= max_split_size_; }

@@ -1,6 +1,6 @@
 // stream_arena.cpp — the per-(device, pool, stream) block logic off the hot path: block objects,
 // events for record_stream'ed blocks (§2.9), frees parked by a capture (§3.4), segments and
-// statistics. Best fit, split and merge (spec §2.6–§2.8) are in hot_path.cpp.
+// statistics. Best fit, split and merge (docs/pytorch-compatibility.md §2.6–§2.8) are in hot_path.cpp.
 #include "native/stream_arena.hpp"
 
 #include <string>
@@ -43,7 +43,7 @@ block* stream_arena::largest_free() const noexcept {
   return big->size >= small->size ? big : small;
 }
 
-// --- events (spec §2.9) --------------------------------------------------------------------------
+// --- events (docs/pytorch-compatibility.md §2.9) --------------------------------------------------------------------------
 
 // Note [Failed frees]
 // allocator.hpp promises that a deallocate that throws leaves the state unchanged. The only
@@ -152,7 +152,7 @@ void stream_arena::synchronize_events() {
 }
 
 void stream_arena::complete_deferred(block* b) {
-  b->uses.drop_capture_uses();  // the capture's own stream order covers them (spec §3.4)
+  b->uses.drop_capture_uses();  // the capture's own stream order covers them (docs/pytorch-compatibility.md §3.4)
   if (b->uses.empty()) {
     b->deferred = false;
     complete_pending(b);

@@ -1,6 +1,6 @@
 // stream_arena.hpp — one (device, pool, stream) shard of the native backend: its free lists (small
 // and large pool kinds), segments, blocks, outstanding events and deferred frees, with its own
-// lock. Free blocks are never reused across streams (spec §2.6), so an allocation only ever needs
+// lock. Free blocks are never reused across streams (docs/pytorch-compatibility.md §2.6), so an allocation only ever needs
 // its own arena; see Note [Stream arenas] in native_allocator.hpp.
 #pragma once
 
@@ -53,14 +53,14 @@ class stream_arena {
   void reassign(stream_t stream, private_pool* pool, mempool_id pool_id) noexcept;
 
   // --- everything below: arena lock held ------------------------------------------------------
-  /// Best fit (spec §2.6) + split (§2.7) + stats + trace; nullptr when no free block fits.
+  /// Best fit (docs/pytorch-compatibility.md §2.6) + split (§2.7) + stats + trace; nullptr when no free block fits.
   [[nodiscard]] block* try_allocate(std::size_t rounded, std::size_t requested);
   /// try_allocate, inlined into do_allocate (hot_path.cpp only; Note [Hot path layout]).
   [[nodiscard, gnu::always_inline]] inline block* try_allocate_inline(std::size_t rounded, std::size_t requested);
   /// Hands out `b`, a block of at least `rounded` bytes that is in no list (a new segment's block,
-  /// or one taken by take_free): split, stats, trace (the new-segment branch of spec §2.3).
+  /// or one taken by take_free): split, stats, trace (the new-segment branch of docs/pytorch-compatibility.md §2.3).
   [[nodiscard]] block* allocate_block(block* b, std::size_t rounded, std::size_t requested);
-  /// The user's free (spec §2.8): stats, trace, then back to the free list, wait for events, or
+  /// The user's free (docs/pytorch-compatibility.md §2.8): stats, trace, then back to the free list, wait for events, or
   /// park until the capture ends (§3.4). `b` was already taken out of the live map (take_live).
   /// @throws cuda_error when the events of record_stream uses cannot be recorded: `b` is then
   /// back in the live map and nothing changed (Note [Failed frees]).
@@ -71,7 +71,7 @@ class stream_arena {
     block* const* b = live_.find(ptr);
     return b != nullptr ? *b : nullptr;
   }
-  /// Adds a stream use (spec §2.9) to an allocated block.
+  /// Adds a stream use (docs/pytorch-compatibility.md §2.9) to an allocated block.
   void record_use(block* b, stream_t stream, bool during_capture) { b->uses.add(stream, during_capture); }
 
   [[nodiscard]] bool has_pending_events() const noexcept { return pending_events_ != 0; }
@@ -182,7 +182,7 @@ class stream_arena {
     recycle(n);
   }
   void unlink_segment(segment* seg) noexcept;
-  /// The expandable best-fit rule of spec §2.6 (Note [Expandable segments]).
+  /// The expandable best-fit rule of docs/pytorch-compatibility.md §2.6 (Note [Expandable segments]).
   [[nodiscard]] block* prefer_without_tail(block* b, bool small) const noexcept;
   void release_expandable_at_exit(segment* seg) noexcept;
   // Defined in hot_path.cpp and inlined into their callers there (Note [Hot path layout]);
@@ -301,7 +301,7 @@ class stream_arena {
   void raise_device_peak(std::size_t index) noexcept;
 
   device_state* device_;
-  const std::atomic<std::uint64_t>* gc_clock_;  // the device's GC clock (spec §2.11)
+  const std::atomic<std::uint64_t>* gc_clock_;  // the device's GC clock (docs/pytorch-compatibility.md §2.11)
   stream_t stream_;
   private_pool* pool_;
   mempool_id pool_id_;

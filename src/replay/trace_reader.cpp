@@ -1,10 +1,14 @@
-// trace_reader.cpp — parse_trace/read_trace: the CSV trace format, plain or gzip-compressed, with
-// errors that name the file, the line and the field.
+// trace_reader.cpp — parse_trace/read_trace/read_trace_file: the CSV trace format, plain or
+// gzip-compressed, with errors that name the file, the line and the field; and the format
+// detection that sends a pickle (a PyTorch memory snapshot) to snapshot_trace.cpp.
+#include <algorithm>
 #include <charconv>
+#include <memory>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
 
+#include "replay/snapshot_trace.hpp"
 #include "streampool/errors.hpp"
 #include "streampool/replay.hpp"
 
@@ -103,6 +107,13 @@ std::vector<trace_event> parse_trace(std::istream& in, std::string_view source) 
     if (!line_text.empty() && line_text.back() == '\r') line_text.pop_back();
     if (line_text.empty()) continue;
     if (!header_seen) {
+      const bool binary = std::any_of(line_text.begin(), line_text.end(), [](char c) {
+        return (static_cast<unsigned char>(c) < 0x20 && c != '\t') || c == 0x7f;
+      });
+      if (binary) {
+        fail(source, line, "binary data: neither a CSV trace (header '" + std::string(expected_header) +
+                               "') nor a PyTorch memory snapshot (a pickle of protocol 2 or newer, first byte 0x80)");
+      }
       if (line_text != expected_header) {
         fail(source, line, "header is '" + line_text + "'; expected '" + std::string(expected_header) + "'");
       }
@@ -115,15 +126,65 @@ std::vector<trace_event> parse_trace(std::istream& in, std::string_view source) 
   return events;
 }
 
-std::vector<trace_event> read_trace(const std::string& path) {
-  const bool gz = path.size() > 3 && path.compare(path.size() - 3, 3, ".gz") == 0;
+namespace {
+
+/// The bytes of `rest` after `first`, which was read to detect the format.
+class prefixed_source final : public replay_detail::byte_source {
+ public:
+  prefixed_source(char first, std::unique_ptr<replay_detail::byte_source> rest) : first_(first), rest_(std::move(rest)) {}
+  std::size_t read(char* out, std::size_t size) override {
+    if (size == 0) return 0;
+    if (!first_used_) {
+      first_used_ = true;
+      out[0] = first_;
+      return 1;
+    }
+    return rest_->read(out, size);
+  }
+
+ private:
+  char first_;
+  bool first_used_ = false;
+  std::unique_ptr<replay_detail::byte_source> rest_;
+};
+
+bool is_gzip(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw error("trace " + path + ": cannot open the file (does it exist and is it readable?)");
+  char magic[2] = {};
+  in.read(magic, 2);
+  return in.gcount() == 2 && static_cast<unsigned char>(magic[0]) == 0x1f && static_cast<unsigned char>(magic[1]) == 0x8b;
+}
+
+}  // namespace
+
+std::vector<trace_event> read_trace(const std::string& path) { return read_trace_file(path).events; }
+
+trace_file read_trace_file(const std::string& path, const trace_read_options& options) {
+  const bool gz = is_gzip(path);
+  std::unique_ptr<replay_detail::byte_source> source = replay_detail::file_source(path, gz);
+  char first = 0;
+  if (source->read(&first, 1) == 1 && static_cast<unsigned char>(first) == 0x80) {
+    prefixed_source whole(first, std::move(source));
+    return replay_detail::read_snapshot(whole, "trace " + path, options);
+  }
+  source.reset();
+  trace_file file;
+  file.format = "csv";
   if (gz) {
     std::istringstream in(read_gzip(path));
-    return parse_trace(in, path);
+    file.events = parse_trace(in, path);
+  } else {
+    std::ifstream in(path);
+    if (!in) throw error("trace " + path + ": cannot open the file (does it exist and is it readable?)");
+    file.events = parse_trace(in, path);
   }
-  std::ifstream in(path);
-  if (!in) throw error("trace " + path + ": cannot open the file (does it exist and is it readable?)");
-  return parse_trace(in, path);
+  return file;
+}
+
+trace_file parse_snapshot(std::string_view bytes, std::string_view source, const trace_read_options& options) {
+  const std::unique_ptr<replay_detail::byte_source> in = replay_detail::memory_source(bytes);
+  return replay_detail::read_snapshot(*in, "trace " + std::string(source), options);
 }
 
 }  // namespace streampool

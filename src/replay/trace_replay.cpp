@@ -43,49 +43,89 @@ std::vector<bool> find_delayed_frees(const std::vector<trace_event>& events) {
   return delayed;
 }
 
-class stream_table {
- public:
-  stream_table(driver& drv, int device) : driver_(drv), device_(device) {}
-  ~stream_table() {
-    for (const auto& [value, stream] : streams_) (void)driver_.stream_destroy(device_, stream);
-    for (const stream_t stream : holders_) (void)driver_.stream_destroy(device_, stream);
-  }
-  stream_t recorded(std::uint64_t value) {
-    if (value == 0) return nullptr;
-    const auto it = streams_.find(value);
-    if (it != streams_.end()) return it->second;
-    return streams_[value] = create();
-  }
-  stream_t take_holder() {
-    if (idle_holders_.empty()) {
-      holders_.push_back(create());
-      return holders_.back();
-    }
-    const stream_t stream = idle_holders_.back();
-    idle_holders_.pop_back();
-    return stream;
-  }
-  void give_back_holder(stream_t stream) { idle_holders_.push_back(stream); }
+}  // namespace
 
- private:
-  stream_t create() {
-    stream_t stream = nullptr;
-    check(driver_, driver_.stream_create(device_, &stream), "replay: stream_create");
-    return stream;
+// Note [Replay stream lifetime]
+// The streams a replay creates are the streams of the allocator's cached blocks afterwards:
+// empty_cache() and the allocator's destructor synchronise a segment's stream before unmapping
+// its free expandable pages (PyTorch does the same: docs/pytorch-compatibility.md, "Expandable
+// segments"), and PyTorch's own allocator (the torch-native peer) keeps per-stream state too.
+// The first replay destroyed its streams at the end of replay_trace, before the caller released
+// the allocator: on the sim the synchronisation of a destroyed stream failed as "invalid value"
+// and the allocator fell back to a device synchronisation, but on an H200 it failed with
+// cudaErrorDeviceUninitialized, and PyTorch's allocator crashed. Now the caller owns the streams
+// (replay_streams, created before the allocator and so destroyed after it), or replay_trace
+// empties the cache before destroying the streams it made itself. The sim driver now fails a call
+// given a destroyed stream the way the real driver does (Note [Sim destroyed streams]), so the sim
+// tests catch a regression.
+replay_streams::~replay_streams() {
+  for (const auto& [value, stream] : recorded_) (void)driver_.stream_destroy(device_, stream);
+  for (const stream_t stream : holders_) (void)driver_.stream_destroy(device_, stream);
+}
+
+stream_t replay_streams::recorded(std::uint64_t value) {
+  if (value == 0) return nullptr;
+  for (const auto& [known, stream] : recorded_) {
+    if (known == value) return stream;
   }
-  driver& driver_;
-  int device_;
-  std::unordered_map<std::uint64_t, stream_t> streams_;
-  std::vector<stream_t> holders_;
-  std::vector<stream_t> idle_holders_;
-};
+  const stream_t stream = create();
+  recorded_.emplace_back(value, stream);
+  return stream;
+}
+
+stream_t replay_streams::take_holder() {
+  if (idle_holders_.empty()) {
+    holders_.push_back(create());
+    return holders_.back();
+  }
+  const stream_t stream = idle_holders_.back();
+  idle_holders_.pop_back();
+  return stream;
+}
+
+stream_t replay_streams::create() {
+  stream_t stream = nullptr;
+  check(driver_, driver_.stream_create(device_, &stream), "replay: stream_create");
+  return stream;
+}
+
+namespace {
+
+replay_result replay_with(allocator& alloc, const std::vector<trace_event>& events, const replay_options& options,
+                          replay_streams& streams);
 
 }  // namespace
 
 replay_result replay_trace(allocator& alloc, const std::vector<trace_event>& events, const replay_options& options) {
+  if (options.streams != nullptr) {
+    if (&options.streams->device_driver() != &alloc.device_driver()) {
+      throw error("replay_trace: options.streams belongs to another driver than the allocator");
+    }
+    return replay_with(alloc, events, options, *options.streams);
+  }
   driver& drv = alloc.device_driver();
   int device = 0;
   check(drv, drv.get_device(&device), "replay: get_device");
+  replay_streams streams(drv, device);
+  replay_result result;
+  try {
+    result = replay_with(alloc, events, options, streams);
+  } catch (...) {
+    try {
+      alloc.empty_cache();  // best effort: the replay's error is the one to report
+    } catch (...) {
+    }
+    throw;
+  }
+  alloc.empty_cache();  // Note [Replay stream lifetime]: nothing cached may outlive `streams`
+  return result;
+}
+
+namespace {
+
+replay_result replay_with(allocator& alloc, const std::vector<trace_event>& events, const replay_options& options,
+                          replay_streams& streams) {
+  const int device = streams.device();
   replay_result result;
   result.events = events.size();
   for (const trace_event& e : events) {
@@ -98,7 +138,6 @@ replay_result replay_trace(allocator& alloc, const std::vector<trace_event>& eve
   sim_driver* sim = options.sim;
   if (sim != nullptr) sim->set_eager(false);
 
-  stream_table streams(drv, device);
   std::unordered_map<std::uint64_t, live_block> live;
   std::unordered_map<std::uint64_t, stream_t> held;        // sim: address -> holder stream
   std::unordered_map<std::uint64_t, void*> deferred;       // real driver: address -> pointer
@@ -176,5 +215,7 @@ replay_result replay_trace(allocator& alloc, const std::vector<trace_event>& eve
   if (options.progress) options.progress(events.size(), events.size());
   return result;
 }
+
+}  // namespace
 
 }  // namespace streampool

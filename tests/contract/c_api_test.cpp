@@ -45,10 +45,7 @@ TEST_F(c_api, BadInputGivesCodesAndMessages) {
   EXPECT_NE(std::string(streampool_last_error()).find("was not allocated by streampool_alloc"), std::string::npos);
 
   void* p = streampool_alloc(64, 0, nullptr);
-  streampool_free(p, 65, 0, nullptr);  // wrong size: refused, nothing freed
-  EXPECT_EQ(streampool_last_status(), STREAMPOOL_ERROR_INVALID_ARGUMENT);
-  EXPECT_NE(std::string(streampool_last_error()).find("do not match"), std::string::npos);
-  streampool_free(p, 64, 0, nullptr);
+  streampool_free(p, 65, 0, nullptr);  // wrong size: freed anyway, reported once (c_api_lifetime_test)
   EXPECT_EQ(streampool_last_status(), STREAMPOOL_OK);
   streampool_free(p, 64, 0, nullptr);  // double free
   EXPECT_EQ(streampool_last_status(), STREAMPOOL_ERROR_INVALID_ARGUMENT);

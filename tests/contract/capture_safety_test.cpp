@@ -2,7 +2,7 @@
 // backends: nothing illegal is issued while a capture_scope is open (the sim would refuse it and
 // invalidate the capture, so end() succeeding is itself the proof; the call counters say which),
 // out-of-memory and failures during a capture leave the capture and the allocator usable,
-// record_stream during capture (spec §3.4 default mode), and the graph objects' lifetime.
+// record_stream during capture (docs/pytorch-compatibility.md §3.4 default mode), and the graph objects' lifetime.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -125,7 +125,7 @@ TEST_P(capture_safety, record_stream_during_capture_defers_the_free_until_it_end
   captured_graph graph = scope.end();
   void* y = alloc_->allocate(4096, side);  // the first allocation after the capture handles it
   if (is_native()) {
-    EXPECT_EQ(y, x) << "spec §3.4: the capture-time use is dropped, the block is reusable at once";
+    EXPECT_EQ(y, x) << "docs/pytorch-compatibility.md §3.4: the capture-time use is dropped, the block is reusable at once";
   }
   EXPECT_FALSE(pending_free_in_snapshot());
   EXPECT_EQ(sim_->calls(driver_call::event_query), 0u);

@@ -1,11 +1,10 @@
-// expandable_segments_test.cpp — expandable segments (spec §2.13) on a real GPU through the CUDA
+// expandable_segments_test.cpp — expandable segments (docs/pytorch-compatibility.md §2.13) on a real GPU through the CUDA
 // VMM calls: growth in place keeps the data written before it, empty_cache unmaps free pages and
 // the memory is reusable afterwards, an allocation larger than any free run succeeds once free
 // pages are unmapped and remapped (a small device made with set_memory_fraction), and a replay of
-// the shared trace whose peak reserved must equal the sim driver's prediction within a page per
-// pool. Skips (with the reason) without a device, without VMM, or without the trace.
+// the trace in tests/data whose peak reserved must equal the sim driver's prediction within a
+// page per pool. Skips (with the reason) without a device or without VMM.
 #include <cstdio>
-#include <fstream>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -132,19 +131,10 @@ TEST_F(gpu_expandable, AllocationLargerThanAnyFreeRunSucceedsAfterUnmapping) {
   }
 }
 
-std::string find_trace() {
-  for (const char* dir : {STREAMPOOL_SHARED_TRACES_DIR, STREAMPOOL_CARRIED_TRACES_DIR}) {
-    const std::string path = std::string(dir) + "/encoder_varlen.trace.csv.gz";
-    if (std::ifstream(path).good()) return path;
-  }
-  return "";
-}
-
 TEST_F(gpu_expandable, TraceReplayReservesWhatTheSimPredicts) {
-  const std::string path = find_trace();
-  if (path.empty()) GTEST_SKIP() << "encoder_varlen.trace.csv.gz not in ../shared/traces or .carry/traces";
-  const std::vector<trace_event> events = read_trace(path);
-  const replay_result real = replay_trace(*alloc_, events);
+  const std::vector<trace_event> events =
+      read_trace(std::string(STREAMPOOL_TEST_DATA_DIR) + "/encoder_varlen.trace.csv.gz");
+  const replay_result real = replay_trace(*alloc_, events);  // empties the cache (its own streams)
 
   sim_options o;
   o.capacity = info_.total_memory;

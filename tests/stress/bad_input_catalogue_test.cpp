@@ -245,7 +245,8 @@ TEST_P(bad_input_catalogue, DestroyedStreamIsAClearErrorOrHarmless) {
     EXPECT_TRUE(run_op([&] { alloc_->deallocate(p); }).ok());
   } else {
     EXPECT_EQ(o.kind, thrown::cuda_error) << o.message;
-    EXPECT_TRUE(contains(o.message, "invalid_value")) << o.message;
+    // The sim fails a destroyed stream as the real driver does (Note [Sim destroyed streams]).
+    EXPECT_TRUE(contains(o.message, "destroyed stream")) << o.message;
     EXPECT_TRUE(observe(*alloc_) == before) << "a failed allocation on a destroyed stream changed the state";
   }
   // record_stream to a stream that is then destroyed, and free: ordering on it fails in the driver.
@@ -353,8 +354,6 @@ TEST_P(c_api_bad_input, EveryEntryPointReturnsAStatus) {
   rejects("double free", STREAMPOOL_ERROR_INVALID_ARGUMENT, [&] { streampool_free(freed, 100, 0, nullptr); });
   rejects("free(interior)", STREAMPOOL_ERROR_INVALID_ARGUMENT,
           [&] { streampool_free(static_cast<char*>(p) + 8, 4088, 0, nullptr); });
-  rejects("free with the wrong size", STREAMPOOL_ERROR_INVALID_ARGUMENT, [&] { streampool_free(p, 4095, 0, nullptr); });
-  rejects("free with the wrong device", STREAMPOOL_ERROR_INVALID_ARGUMENT, [&] { streampool_free(p, 4096, 1, nullptr); });
   rejects("record_stream(NULL)", STREAMPOOL_ERROR_INVALID_ARGUMENT, [&] { (void)streampool_record_stream(nullptr, nullptr); });
   rejects("record_stream(host)", STREAMPOOL_ERROR_INVALID_ARGUMENT, [&] { (void)streampool_record_stream(&host, nullptr); });
   for (const double f : {std::nan(""), -0.1, 1.5}) {
@@ -373,8 +372,9 @@ TEST_P(c_api_bad_input, EveryEntryPointReturnsAStatus) {
   ++bad_inputs_tried;  // shutdown empties the cache first, so only the status is checked
   EXPECT_EQ(streampool_shutdown(), STREAMPOOL_ERROR_STATE) << "shutdown with a live allocation";
   EXPECT_TRUE(contains(streampool_last_error(), "still live")) << streampool_last_error();
-  // Still works.
-  streampool_free(p, 4096, 0, nullptr);
+  // Still works. A free with the wrong size and device frees the block anyway (Note [Mismatched
+  // free]: refusing it would leak), reported once through the warning handler.
+  streampool_free(p, 4095, 1, nullptr);
   EXPECT_EQ(streampool_last_status(), STREAMPOOL_OK) << streampool_last_error();
   EXPECT_EQ(streampool_shutdown(), STREAMPOOL_OK) << streampool_last_error();
   EXPECT_EQ(sim_->bytes_in_use(0), 0u);

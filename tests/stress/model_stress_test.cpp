@@ -356,7 +356,7 @@ class sequence_runner {
     } else {
       deferred = recording && !b.uses.empty();
       for (const use_rec& u : b.uses) {
-        if (!deferred || !u.during_capture) waited.push_back(u.stream);  // spec §3.4: capture uses dropped
+        if (!deferred || !u.during_capture) waited.push_back(u.stream);  // docs/pytorch-compatibility.md §3.4: capture uses dropped
       }
     }
     pending_free pf;
@@ -584,7 +584,7 @@ class sequence_runner {
       if (snap_total[0] != 0) ++fig_.leftover_checks;
       for (const segment_info& seg : snap.segments) {
         if (seg.device != d) continue;
-        // spec §2.13: expandable segments are listed per mapped range but not counted in `segment`.
+        // docs/pytorch-compatibility.md §2.13: expandable segments are listed per mapped range but not counted in `segment`.
         if (!seg.is_expandable) ++snap_segments;
         snap_total[0] += static_cast<std::int64_t>(seg.total_size);
         snap_total[seg.is_large ? 2 : 1] += static_cast<std::int64_t>(seg.total_size);

@@ -2,7 +2,7 @@
 // STREAMPOOL_ALLOC_CONF, or with it unset PYTORCH_CUDA_ALLOC_CONF / PYTORCH_ALLOC_CONF, through
 // config_from_env() and detail::make_async_allocator (the make_allocator() path, which also needs
 // the native backend, is covered by tests/contract/backend_selection_test.cpp), plus the warning
-// for keys only the native backend reads (spec §1.3).
+// for keys only the native backend reads (docs/pytorch-compatibility.md §1.3).
 #include <array>
 #include <cstdlib>
 #include <optional>

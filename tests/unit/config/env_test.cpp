@@ -1,5 +1,5 @@
-// tests/unit/config/env_test.cpp — config_from_env(): variable precedence (DESIGN.md "Names",
-// spec §1.1), per-key sources, shadowed-variable warnings and error messages.
+// tests/unit/config/env_test.cpp — config_from_env(): variable precedence (docs/config.md "Where the string comes from",
+// docs/pytorch-compatibility.md §1.1), per-key sources, shadowed-variable warnings and error messages.
 //
 // The fixture saves the three variables, clears them, and restores them after each test.
 #include <cstdlib>

@@ -1,4 +1,4 @@
-// tests/unit/config/grammar_test.cpp — the config-string grammar (spec §1.2) and its messages.
+// tests/unit/config/grammar_test.cpp — the config-string grammar (docs/pytorch-compatibility.md §1.2) and its messages.
 //
 // Empty strings, whitespace, separators, trailing/empty items, duplicate keys, positions,
 // unknown keys with did-you-mean, and the misconception messages.
@@ -26,7 +26,7 @@ TEST(ConfigGrammar, WhitespaceIsDroppedEvenInsideWords) {
       parse_config(" max_split_size_mb : 2 0 ,\texpandable_segments:\nTrue , backend: native ");
   EXPECT_EQ(config.max_split_size, 20 * mib);
   EXPECT_TRUE(config.expandable_segments);
-  // Without a ',' the next item glues onto the value (spec §1.2: whitespace does not separate).
+  // Without a ',' the next item glues onto the value (docs/pytorch-compatibility.md §1.2: whitespace does not separate).
   expect_config_error("max_split_size_mb:20 expandable_segments:True", "max_split_size_mb", 0,
                       {"'20expandable_segments' is not an integer"});
 }
@@ -89,7 +89,9 @@ TEST(ConfigGrammar, DuplicateKeysLastWins) {
       "False");
   EXPECT_EQ(config.max_split_size, 200 * mib);
   EXPECT_FALSE(config.expandable_segments);
-  EXPECT_EQ(parse_config("backend:cudaMallocAsync,backend:native").backend, backend_kind::native);
+  // Except backend: a second one must name the same backend (Note [A second backend key]).
+  EXPECT_EQ(parse_config("backend:cudaMallocAsync,backend:cudaMallocAsync").backend, backend_kind::cuda_malloc_async);
+  EXPECT_THROW((void)parse_config("backend:cudaMallocAsync,backend:native"), config_error);
 }
 
 TEST(ConfigGrammar, ValuesAndKeysAreCaseSensitive) {

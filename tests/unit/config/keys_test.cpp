@@ -1,4 +1,4 @@
-// tests/unit/config/keys_test.cpp — valid and invalid values of every allocator key (spec §1.3).
+// tests/unit/config/keys_test.cpp — valid and invalid values of every allocator key (docs/pytorch-compatibility.md §1.3).
 //
 // Each key: accepted values land in the right field with the right unit; rejected values name
 // the key, the value, the valid range and the position. roundup_power2_divisions is in

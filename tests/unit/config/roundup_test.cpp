@@ -1,5 +1,5 @@
 // tests/unit/config/roundup_test.cpp — roundup_power2_divisions in both forms and
-// allocator_config::divisions_for(), with the exact table semantics of spec §1.4 (newest).
+// allocator_config::divisions_for(), with the exact table semantics of docs/pytorch-compatibility.md §1.4 (newest).
 //
 // Tables are written out index by index: index k covers [2^k MiB, 2^(k+1) MiB), 0 also < 1 MiB.
 #include <array>
@@ -36,7 +36,7 @@ TEST(ConfigRoundup, SingleValueSetsEveryInterval) {
 }
 
 TEST(ConfigRoundup, DocsExampleIsOneIntervalOffFromTheProse) {
-  // spec §1.4: K is the lower bound of the interval it sets; the first entry back-fills below.
+  // docs/pytorch-compatibility.md §1.4: K is the lower bound of the interval it sets; the first entry back-fills below.
   EXPECT_EQ(roundup("[256:1,512:2,1024:4,>:8]"),
             (table{1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 4, 8, 8, 8, 8, 8}));
 }
@@ -44,7 +44,7 @@ TEST(ConfigRoundup, DocsExampleIsOneIntervalOffFromTheProse) {
 TEST(ConfigRoundup, ListWithRepeatedValues) {
   EXPECT_EQ(roundup("[64:8,128:2,256:2,512:2,1024:1,>:1]"),
             (table{8, 8, 8, 8, 8, 8, 8, 2, 2, 2, 1, 1, 1, 1, 1, 1}));
-  // PyTorch's test_allocator_settings: 84 MiB -> 8 divisions, 400 MiB -> 2 (spec §1.4, §6).
+  // PyTorch's test_allocator_settings: 84 MiB -> 8 divisions, 400 MiB -> 2 (docs/pytorch-compatibility.md §1.4, §6).
   const allocator_config config =
       parse_config("roundup_power2_divisions:[64:8,128:2,256:2,512:2,1024:1,>:1]");
   EXPECT_EQ(config.divisions_for(84 * mib), 8u);

@@ -1,7 +1,7 @@
 // tests/unit/config/warnings_test.cpp — non-fatal findings stored in allocator_config::warnings.
 //
-// Keys the chosen backend ignores (spec §1.3), async_pool under backend:native, and an inert
-// garbage_collection_threshold (spec §2.11). All decided after the whole string is parsed.
+// Keys the chosen backend ignores (docs/pytorch-compatibility.md §1.3), async_pool under backend:native, and an inert
+// garbage_collection_threshold (docs/pytorch-compatibility.md §2.11). All decided after the whole string is parsed.
 #include "config_test_support.hpp"
 
 namespace streampool::test {
@@ -10,9 +10,21 @@ namespace {
 TEST(ConfigWarnings, PlainNativeConfigHasNone) {
   const allocator_config config = parse_config(
       "backend:native,max_split_size_mb:128,roundup_power2_divisions:4,expandable_segments:True,"
-      "per_process_memory_fraction:0.9,garbage_collection_threshold:0.8,"
-      "graph_capture_record_stream_reuse:True");
+      "per_process_memory_fraction:0.9,garbage_collection_threshold:0.8");
   EXPECT_TRUE(config.warnings.empty()) << config.warnings.front();
+}
+
+TEST(ConfigWarnings, KeysNotImplementedSaySo) {
+  const allocator_config config =
+      parse_config("graph_capture_record_stream_reuse:True,release_lock_on_cudamalloc:True");
+  ASSERT_EQ(config.warnings.size(), 2u);
+  EXPECT_TRUE(contains(config.warnings[0], "release_lock_on_cudamalloc:True is accepted (PyTorch has this key) but "
+                                           "not implemented by streampool: the native backend holds its device lock"))
+      << config.warnings[0];
+  EXPECT_TRUE(contains(config.warnings[1], "graph_capture_record_stream_reuse:True is accepted (PyTorch has this key) "
+                                           "but not implemented by streampool: a block freed during a capture"))
+      << config.warnings[1];
+  EXPECT_TRUE(config.graph_capture_record_stream_reuse) << "still stored, as every key";
 }
 
 TEST(ConfigWarnings, AsyncBackendIgnoresNativeKeys) {
@@ -30,9 +42,11 @@ TEST(ConfigWarnings, BackendIgnoresIsOrderIndependent) {
   const allocator_config after = parse_config("backend:cudaMallocAsync,max_split_size_mb:64");
   ASSERT_EQ(before.warnings.size(), 1u);
   EXPECT_EQ(before.warnings, after.warnings);
-  // A later backend:native cancels it.
-  EXPECT_TRUE(
-      parse_config("backend:cudaMallocAsync,max_split_size_mb:64,backend:native").warnings.empty());
+  // A later backend key naming the other backend is an error, as in PyTorch (Note [A second
+  // backend key]); repeating the same one changes nothing.
+  EXPECT_THROW((void)parse_config("backend:cudaMallocAsync,max_split_size_mb:64,backend:native"), config_error);
+  EXPECT_EQ(parse_config("backend:cudaMallocAsync,max_split_size_mb:64,backend:cudaMallocAsync").warnings,
+            after.warnings);
 }
 
 TEST(ConfigWarnings, EveryNativeOnlyKeyIsNamed) {
@@ -41,21 +55,21 @@ TEST(ConfigWarnings, EveryNativeOnlyKeyIsNamed) {
       "roundup_power2_divisions:[256:1,>:2],roundup_bypass_threshold_mb:512,"
       "garbage_collection_threshold:0.5,expandable_segments:True,release_lock_on_cudamalloc:True,"
       "large_segment_size_mb:32,expandable_segments_reserve:4G");
-  ASSERT_EQ(config.warnings.size(), 1u);
+  ASSERT_EQ(config.warnings.size(), 2u);
   for (const std::string_view part :
        {"max_split_size_mb:64", "max_non_split_rounding_mb:32", "roundup_power2_divisions:[",
         "roundup_bypass_threshold_mb:512", "garbage_collection_threshold:0.5",
-        "expandable_segments:True", "release_lock_on_cudamalloc:True", "large_segment_size_mb:32",
-        "expandable_segments_reserve:4G"}) {
+        "expandable_segments:True", "large_segment_size_mb:32", "expandable_segments_reserve:4G"}) {
     EXPECT_TRUE(contains(config.warnings[0], part));
   }
+  // release_lock_on_cudamalloc is not implemented by either backend: its own warning says so.
+  EXPECT_FALSE(contains(config.warnings[0], "release_lock_on_cudamalloc"));
+  EXPECT_TRUE(contains(config.warnings[1], "release_lock_on_cudamalloc:True is accepted"));
 }
 
 TEST(ConfigWarnings, KeysBothBackendsUseDoNotWarn) {
   const allocator_config config = parse_config(
-      "backend:cudaMallocAsync,per_process_memory_fraction:0.5,graph_capture_record_stream_reuse:"
-      "True,"
-      "async_pool:dedicated");
+      "backend:cudaMallocAsync,per_process_memory_fraction:0.5,async_pool:dedicated");
   EXPECT_TRUE(config.warnings.empty()) << config.warnings.front();
 }
 

@@ -37,14 +37,24 @@ TEST_F(sim_streams, handles_are_distinct_and_stale_ones_stay_invalid) {
   void* ptr = nullptr;
   mempool_t pool = nullptr;
   ASSERT_TRUE(ok(sim().pool_get_default(0, &pool)));
-  EXPECT_TRUE(fails(status::invalid_value, sim().stream_destroy(0, first)));
-  EXPECT_TRUE(fails(status::invalid_value, sim().stream_synchronize(0, first)));
-  EXPECT_TRUE(fails(status::invalid_value, sim().stream_wait_event(first, event)));
-  EXPECT_TRUE(fails(status::invalid_value, sim().stream_capture_info(first, &info)));
-  EXPECT_TRUE(fails(status::invalid_value, sim().event_record(event, first)));
-  EXPECT_TRUE(fails(status::invalid_value, sim().malloc_async(pool, 1, first, &ptr)));
-  EXPECT_TRUE(fails(status::invalid_value, sim().free_async(nullptr, first)));
+  // A destroyed stream fails as on the real driver (not "invalid value"), and each use is counted:
+  // Note [Sim destroyed streams].
+  EXPECT_EQ(sim().destroyed_stream_uses(), 0u);
+  EXPECT_TRUE(fails(status::other, sim().stream_destroy(0, first)));
+  EXPECT_TRUE(fails(status::other, sim().stream_synchronize(0, first)));
+  EXPECT_TRUE(fails(status::other, sim().stream_wait_event(first, event)));
+  EXPECT_TRUE(fails(status::other, sim().stream_capture_info(first, &info)));
+  EXPECT_TRUE(fails(status::other, sim().event_record(event, first)));
+  EXPECT_TRUE(fails(status::other, sim().malloc_async(pool, 1, first, &ptr)));
+  EXPECT_TRUE(fails(status::other, sim().free_async(nullptr, first)));
+  int device = -1;
+  EXPECT_TRUE(fails(status::other, sim().stream_get_device(first, &device)));
+  EXPECT_EQ(sim().destroyed_stream_uses(), 8u);
+  const drv_result synced = sim().stream_synchronize(0, first);
+  EXPECT_NE(sim().describe(synced).find("destroyed stream"), std::string::npos) << sim().describe(synced);
+  // A handle that never was a stream is an invalid value, and not counted.
   EXPECT_TRUE(fails(status::invalid_value, sim().stream_synchronize(0, reinterpret_cast<stream_t>(0x1234))));
+  EXPECT_EQ(sim().destroyed_stream_uses(), 9u);
   EXPECT_THROW(sim().complete(first), error);
 }
 

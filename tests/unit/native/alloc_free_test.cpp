@@ -1,4 +1,4 @@
-// Single-stream allocation and free: segment sizes (spec §2.5), best fit (§2.6), splitting (§2.7),
+// Single-stream allocation and free: segment sizes (docs/pytorch-compatibility.md §2.5), best fit (§2.6), splitting (§2.7),
 // oversize rules, merging on free (§2.8) and the exact statistics of §2.14.
 #include <gtest/gtest.h>
 
@@ -59,7 +59,7 @@ TEST(AllocFree, TenMiBPlusOneGetsTwelveMiBSegment) {
   env.alloc->deallocate(p);
 }
 
-// spec §6 test_graph_memory_stats_and_use_result_after_destroy_graph: segment sizes.
+// docs/pytorch-compatibility.md §6 test_graph_memory_stats_and_use_result_after_destroy_graph: segment sizes.
 TEST(AllocFree, SpecSegmentSizesPerRequest) {
   const std::size_t requests[] = {512, 1 * MiB, 1 * MiB + 512, 10 * MiB - 512, 10 * MiB + 512};
   const std::size_t expected[] = {2 * MiB, 2 * MiB, 20 * MiB, 20 * MiB, 12 * MiB};
@@ -169,7 +169,7 @@ TEST(AllocFree, MaxNonSplitRoundingIsConfigurable) {
 
 TEST(AllocFree, StatsFollowSpecSemantics) {
   native_env env;
-  void* p = env.alloc->allocate(1024);  // spec §6 test_memory_stats: 256 floats
+  void* p = env.alloc->allocate(1024);  // docs/pytorch-compatibility.md §6 test_memory_stats: 256 floats
   memory_stats s = env.stats();
   EXPECT_EQ(s.active_bytes[all].current, 1024);
   EXPECT_EQ(s.active_bytes[all].freed, 0);

@@ -1,4 +1,4 @@
-// Bad input (DESIGN "Bad input never corrupts state"): each case throws a clear error and leaves
+// Bad input (bad input never corrupts state: docs/reliability.md): each case throws a clear error and leaves
 // every statistic and the snapshot unchanged; the allocator keeps working afterwards.
 #include <gtest/gtest.h>
 

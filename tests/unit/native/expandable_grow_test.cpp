@@ -1,6 +1,6 @@
-// Expandable segments, growth (spec §2.13): one reservation per (stream, pool kind), only the
+// Expandable segments, growth (docs/pytorch-compatibility.md §2.13): one reservation per (stream, pool kind), only the
 // rounded request is mapped in whole pages, growth in place merges with the free block before
-// it, lowest-address fill, the expandable best-fit rule (spec §2.6), exact statistics and the
+// it, lowest-address fill, the expandable best-fit rule (docs/pytorch-compatibility.md §2.6), exact statistics and the
 // snapshot's one-segment-per-mapped-range, and no driver call on a cache hit.
 #include <gtest/gtest.h>
 

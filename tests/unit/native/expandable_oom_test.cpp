@@ -1,4 +1,4 @@
-// Expandable segments under memory pressure (spec §2.13, §2.3, §2.12): allocations that fail with
+// Expandable segments under memory pressure (docs/pytorch-compatibility.md §2.13, §2.3, §2.12): allocations that fail with
 // normal segments and succeed here, the memory-fraction cap, vmm_create running out of memory
 // (pages of the call released, then the OOM ladder), driver errors, and the fallback to normal
 // segments when the device or driver has no VMM.

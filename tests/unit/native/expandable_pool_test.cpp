@@ -1,4 +1,4 @@
-// Expandable segments and graph capture (spec §2.13, §3): private pools get their own
+// Expandable segments and graph capture (docs/pytorch-compatibility.md §2.13, §3): private pools get their own
 // reservations; their pages are never unmapped while the pool is in use or while a capture is
 // underway (a graph may replay them); a released pool's pages go at the next empty_cache and its
 // arenas are recycled; running out of memory during a capture releases nothing.

@@ -1,11 +1,10 @@
-// Replay of the shared trace encoder_varlen (82,319 events of a PyTorch training run) on the sim
-// driver with expandable_segments:True: peak reserved / peak allocated must be <= 1.02 (PyTorch
-// with expandable segments: 1.017); the default config is replayed too for comparison. Skips with
-// the reason when the trace is not on this machine (../shared/traces or .carry/traces).
+// Replay of the trace encoder_varlen (tests/data: 82,319 events of a PyTorch training run) on the
+// sim driver with expandable_segments:True: peak reserved / peak allocated must be <= 1.02
+// (PyTorch with expandable segments: 1.017, tests/data/README.md); the default config is replayed
+// too for comparison.
 #include <gtest/gtest.h>
 
 #include <cstdio>
-#include <fstream>
 #include <string>
 #include <vector>
 
@@ -15,14 +14,7 @@
 namespace streampool::test {
 namespace {
 
-/// The trace's path, or "" when neither directory has it.
-std::string find_trace() {
-  for (const char* dir : {STREAMPOOL_SHARED_TRACES_DIR, STREAMPOOL_CARRIED_TRACES_DIR}) {
-    const std::string path = std::string(dir) + "/encoder_varlen.trace.csv.gz";
-    if (std::ifstream(path).good()) return path;
-  }
-  return "";
-}
+const std::string trace_path = std::string(STREAMPOOL_TEST_DATA_DIR) + "/encoder_varlen.trace.csv.gz";
 
 replay_result replay(const std::vector<trace_event>& events, const std::string& conf) {
   sim_options o;
@@ -40,12 +32,7 @@ replay_result replay(const std::vector<trace_event>& events, const std::string& 
 double mib(std::size_t bytes) { return static_cast<double>(bytes) / static_cast<double>(MiB); }
 
 TEST(ExpandableReplay, EncoderVarlenFragmentationMatchesPyTorch) {
-  const std::string path = find_trace();
-  if (path.empty()) {
-    GTEST_SKIP() << "encoder_varlen.trace.csv.gz not found in " << STREAMPOOL_SHARED_TRACES_DIR << " or "
-                 << STREAMPOOL_CARRIED_TRACES_DIR;
-  }
-  const std::vector<trace_event> events = read_trace(path);
+  const std::vector<trace_event> events = read_trace(trace_path);  // in the repository: never skipped
   const replay_result normal = replay(events, "");
   const replay_result expandable = replay(events, "expandable_segments:True");
   const double normal_ratio = static_cast<double>(normal.peak_reserved) / static_cast<double>(normal.peak_allocated);

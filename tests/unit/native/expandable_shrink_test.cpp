@@ -1,4 +1,4 @@
-// Expandable segments, shrinking (spec §2.13): empty_cache unmaps the pages lying entirely inside
+// Expandable segments, shrinking (docs/pytorch-compatibility.md §2.13): empty_cache unmaps the pages lying entirely inside
 // free blocks (partial pages stay mapped), after synchronising the segment's stream; a reservation
 // with nothing mapped is freed; unmapped holes are reused; blocks waiting on record_stream events
 // are neither reused nor unmapped before their events complete.
@@ -159,7 +159,7 @@ TEST(ExpandableShrink, RecordStreamDelaysReuseAndUnmap) {
 
 TEST(ExpandableShrink, GarbageCollectionSkipsExpandableBlocks) {
   // Allowed 100 MiB, GC above 50 MiB reserved: with normal segments the free 20 MiB segment is
-  // collected; expandable blocks are not (spec §2.11, newest), growth just maps a page.
+  // collected; expandable blocks are not (docs/pytorch-compatibility.md §2.11, newest), growth just maps a page.
   expandable_env env(200 * MiB, "garbage_collection_threshold:0.5,per_process_memory_fraction:0.5");
   void* a = env.alloc->allocate(2 * large_page);
   void* b = env.alloc->allocate(large_page);

@@ -1,4 +1,4 @@
-// The OOM ladder (spec §2.3 step 4, §2.10), the memory-fraction cap (§2.12), garbage collection
+// The OOM ladder (docs/pytorch-compatibility.md §2.3 step 4, §2.10), the memory-fraction cap (§2.12), garbage collection
 // (§2.11), empty_cache (§2.12) and the out-of-memory error.
 #include <gtest/gtest.h>
 

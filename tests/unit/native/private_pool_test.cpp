@@ -1,4 +1,4 @@
-// Private pools and graph capture (spec §3.1–§3.4): routing by filter (newest first), use counts,
+// Private pools and graph capture (docs/pytorch-compatibility.md §3.1–§3.4): routing by filter (newest first), use counts,
 // release only through empty_cache once unused, and the capture-safety rules of
 // Note [Deferred frees during capture]: no event query/sync and no cudaFree while a capture is
 // underway (the sim refuses them while a stream is set capturing), relaxed cudaMalloc.
@@ -121,7 +121,7 @@ TEST(private_pool, memory_released_only_after_release_pool_and_empty_cache) {
   EXPECT_EQ(env.native().pool_use_count(env.pool, 0), 0) << "the pool object is gone";
 }
 
-// spec §6 test_graph_memory_stats_and_use_result_after_destroy_graph.
+// docs/pytorch-compatibility.md §6 test_graph_memory_stats_and_use_result_after_destroy_graph.
 TEST(private_pool, graph_memory_stats_per_request) {
   const std::size_t requests[] = {512, 1 * MiB, 1 * MiB + 512, 10 * MiB - 512, 10 * MiB + 512};
   const std::size_t segment_bytes[] = {2 * MiB, 2 * MiB, 20 * MiB, 20 * MiB, 12 * MiB};

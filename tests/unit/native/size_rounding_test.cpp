@@ -1,4 +1,4 @@
-// Size rounding (spec §2.4), segment sizes (§2.5) and split rules (§2.7) of size_policy, and the
+// Size rounding (docs/pytorch-compatibility.md §2.4), segment sizes (§2.5) and split rules (§2.7) of size_policy, and the
 // same rules observed through the allocator's statistics.
 #include <gtest/gtest.h>
 

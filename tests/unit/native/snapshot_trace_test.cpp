@@ -1,4 +1,4 @@
-// Snapshots (spec §2.15) agree with stats (the §2.14 invariant), and the trace ring records the
+// Snapshots (docs/pytorch-compatibility.md §2.15) agree with stats (the §2.14 invariant), and the trace ring records the
 // allocator's actions in order.
 #include <gtest/gtest.h>
 
@@ -10,7 +10,7 @@
 namespace streampool::test {
 namespace {
 
-/// spec §2.14 invariant (test_cuda_multigpu._check_memory_stat_consistency).
+/// docs/pytorch-compatibility.md §2.14 invariant (test_cuda_multigpu._check_memory_stat_consistency).
 void expect_consistent(const allocator& a, int device = 0) {
   const memory_stats s = a.stats(device);
   std::int64_t segments[3] = {}, reserved[3] = {}, allocated[3] = {}, active[3] = {}, active_bytes[3] = {};

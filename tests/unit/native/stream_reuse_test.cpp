@@ -1,4 +1,4 @@
-// Stream-ordered reuse (spec §2.6, §2.9): no reuse across streams, record_stream delays reuse
+// Stream-ordered reuse (docs/pytorch-compatibility.md §2.6, §2.9): no reuse across streams, record_stream delays reuse
 // until events recorded at free time complete, events come from the pool, and nothing is polled
 // when nothing is pending.
 #include <gtest/gtest.h>
@@ -147,7 +147,7 @@ TEST(StreamReuse, EmptyCacheSynchronizesEvents) {
   EXPECT_EQ(s.num_sync_all_streams, 1);
 }
 
-// spec §6 test_caching_allocator_record_stream_oom: delayed blocks never cause an OOM, the OOM
+// docs/pytorch-compatibility.md §6 test_caching_allocator_record_stream_oom: delayed blocks never cause an OOM, the OOM
 // path synchronises the events.
 TEST(StreamReuse, RecordStreamDelayedBlocksDoNotCauseOom) {
   sim_options o = lazy();

@@ -1,0 +1,23 @@
+// trace_input.hpp — reading --trace for `replay` and `tune`: either format (CSV or a PyTorch
+// memory snapshot pickle, by content), the --device of a snapshot, and bad input as exit status 2.
+#pragma once
+
+#include <string>
+
+#include "cli_common.hpp"
+#include "streampool/replay.hpp"
+
+namespace streampool::bench {
+
+/// Reads the trace (one line on stderr unless --quiet). Warnings of the reader (a recording that
+/// starts mid-run) are returned in the trace_file for the report's notes.
+/// @throws usage_error for no --trace, a missing, malformed or empty file, or an absent --device
+[[nodiscard]] trace_file load_trace_input(const std::string& path, int device, const common_options& opts);
+
+/// "--trace FILE" help text shared by the commands.
+inline constexpr const char* trace_option_help =
+    "trace file: CSV (action,addr,size,stream,time_us) or a PyTorch memory snapshot pickle from "
+    "torch.cuda.memory._dump_snapshot() / streampool.record(); plain or gzip, detected by content";
+inline constexpr const char* device_option_help = "PyTorch snapshots: the device whose trace is replayed";
+
+}  // namespace streampool::bench

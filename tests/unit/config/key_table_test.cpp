@@ -1,0 +1,200 @@
+// key_table_test.cpp — the key table (src/config/key_table.cpp) is the one source of what is
+// claimed about each key, so these tests fail when a claim and the code part ways:
+// - docs/config.md's "Keys" table lists exactly the table's keys, with its aliases, backend and
+//   status (honoured / not implemented / warned, not used);
+// - an honoured key names the allocator_config member it sets, and the sources of every backend
+//   that uses it read that member (`.member` or `->member`); a key that is not implemented is read by none;
+// - a key that is not implemented gets a warning saying so, and is listed so by `config`.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "config/config_detail.hpp"
+#include "streampool/config.hpp"
+#include "streampool/errors.hpp"
+
+namespace streampool::config_detail {
+namespace {
+
+namespace fs = std::filesystem;
+const fs::path source_dir = STREAMPOOL_SOURCE_DIR;
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::vector<std::string> split_cells(const std::string& line) {
+  std::vector<std::string> cells;
+  std::string cell;
+  for (std::size_t i = 1; i < line.size(); ++i) {  // skip the leading '|'
+    if (line[i] == '|') {
+      const auto first = cell.find_first_not_of(' ');
+      const auto last = cell.find_last_not_of(' ');
+      cells.push_back(first == std::string::npos ? "" : cell.substr(first, last - first + 1));
+      cell.clear();
+    } else {
+      cell += line[i];
+    }
+  }
+  return cells;
+}
+
+struct doc_row {
+  std::string alias;
+  std::string backend;
+  std::string status;
+};
+
+/// The rows of the table under "## Keys" in docs/config.md, by key; columns found by heading.
+std::map<std::string, doc_row> documented_keys() {
+  std::istringstream in(read_file(source_dir / "docs" / "config.md"));
+  std::string line;
+  while (std::getline(in, line) && line != "## Keys") {
+  }
+  std::vector<std::string> headings;
+  std::map<std::string, doc_row> rows;
+  while (std::getline(in, line) && line.rfind("## ", 0) != 0) {
+    if (line.rfind("|", 0) != 0) {
+      if (!headings.empty() && !rows.empty()) break;  // the table ended
+      continue;
+    }
+    const std::vector<std::string> cells = split_cells(line);
+    if (headings.empty()) {
+      headings = cells;
+      continue;
+    }
+    if (cells.empty() || cells[0].rfind("---", 0) == 0) continue;
+    std::map<std::string, std::string> by_heading;
+    for (std::size_t i = 0; i < cells.size() && i < headings.size(); ++i) by_heading[headings[i]] = cells[i];
+    const std::string& key_cell = by_heading["Key"];
+    const std::regex key_re("^`([a-z0-9_]+)`(?: \\(alias `([a-z0-9_]+)`\\))?$");
+    std::smatch m;
+    EXPECT_TRUE(std::regex_match(key_cell, m, key_re)) << "docs/config.md: key cell '" << key_cell << "'";
+    rows[m[1]] = {m[2], by_heading["Backend"], by_heading["Status"]};
+  }
+  return rows;
+}
+
+std::string expected_backend(const key_info& info) {
+  if (info.native && info.async) return "both";
+  if (info.native) return "native";
+  if (info.async) return "cudaMallocAsync";
+  return "none";
+}
+
+std::string expected_status(const key_info& info) {
+  if (!info.implemented()) return "not implemented";
+  return info.native || info.async ? "honoured" : "warned, not used";
+}
+
+TEST(KeyTable, DocsTableMatchesTheKeyTable) {
+  const std::map<std::string, doc_row> docs = documented_keys();
+  ASSERT_FALSE(docs.empty()) << "no key table found under '## Keys' in docs/config.md";
+  EXPECT_EQ(docs.size(), config_key_count) << "docs/config.md lists another number of keys than the key table";
+  for (std::size_t i = 0; i < config_key_count; ++i) {
+    const key_info& info = info_of(static_cast<config_key>(i));
+    const auto row = docs.find(std::string(info.name));
+    if (row == docs.end()) {
+      ADD_FAILURE() << info.name << " is missing from docs/config.md";
+      continue;
+    }
+    EXPECT_EQ(row->second.alias, info.alias) << info.name;
+    EXPECT_EQ(row->second.backend.rfind(expected_backend(info), 0), 0u)
+        << info.name << ": docs say backend '" << row->second.backend << "', the key table '" << expected_backend(info)
+        << "'";
+    EXPECT_EQ(row->second.status, expected_status(info)) << info.name;
+  }
+}
+
+/// The sources of `backend`: its directory, the factory that builds it, and checking mode (which
+/// wraps either backend).
+std::string backend_sources(bool native) {
+  std::string text = read_file(source_dir / "src" / "allocator_factory.cpp");
+  for (const char* dir : {native ? "src/native" : "src/async", "src/check"}) {
+    for (const auto& entry : fs::recursive_directory_iterator(source_dir / dir)) {
+      if (entry.is_regular_file()) text += read_file(entry.path());
+    }
+  }
+  return text;
+}
+
+bool reads_member(const std::string& sources, std::string_view member) {
+  return std::regex_search(sources, std::regex("(\\.|->)" + std::string(member) + "\\b"));
+}
+
+TEST(KeyTable, EveryHonouredKeyIsReadByTheBackendsThatClaimIt) {
+  const std::string native = backend_sources(true);
+  const std::string async = backend_sources(false);
+  ASSERT_GT(native.size(), 10000u) << "the native sources were not found under " << source_dir;
+  for (std::size_t i = 0; i < config_key_count; ++i) {
+    const key_info& info = info_of(static_cast<config_key>(i));
+    ASSERT_FALSE(info.field.empty()) << info.name << " names no allocator_config member";
+    if (info.implemented()) {
+      if (info.native) {
+        EXPECT_TRUE(reads_member(native, info.field)) << info.name << ": no native code reads ." << info.field;
+      }
+      if (info.async) {
+        EXPECT_TRUE(reads_member(async, info.field)) << info.name << ": no async code reads ." << info.field;
+      }
+    } else {
+      EXPECT_FALSE(reads_member(native, info.field) || reads_member(async, info.field))
+          << info.name << " is marked not implemented, but a backend reads ." << info.field
+          << ": implement it fully and mark it honoured";
+    }
+  }
+}
+
+TEST(KeyTable, TheMemberCheckCanFail) {
+  const std::string native = backend_sources(true);
+  EXPECT_TRUE(reads_member(native, "max_split_size"));
+  EXPECT_FALSE(reads_member(native, "no_such_member_anywhere"));
+  EXPECT_FALSE(reads_member(native, "max_split_siz")) << "whole names only";
+}
+
+TEST(KeyTable, NotImplementedKeysWarnAndAreListedSo) {
+  for (std::size_t i = 0; i < config_key_count; ++i) {
+    const key_info& info = info_of(static_cast<config_key>(i));
+    if (info.implemented()) continue;
+    const allocator_config config = parse_config(std::string(info.name) + ":True");
+    bool warned = false;
+    for (const std::string& warning : config.warnings) {
+      warned = warned || (warning.find(std::string(info.name)) == 0 &&
+                          warning.find("not implemented by streampool: " + std::string(info.missing)) != std::string::npos);
+    }
+    EXPECT_TRUE(warned) << info.name << " set without a 'not implemented' warning";
+    EXPECT_FALSE(key_used_by(info.key, backend_kind::native)) << info.name;
+    EXPECT_FALSE(key_used_by(info.key, backend_kind::cuda_malloc_async)) << info.name;
+    EXPECT_NE(to_string(config).find("accepted but not implemented: "), std::string::npos);
+  }
+  EXPECT_FALSE(info_of(config_key::release_lock_on_cudamalloc).implemented());
+  EXPECT_FALSE(info_of(config_key::graph_capture_record_stream_reuse).implemented());
+}
+
+TEST(KeyTable, ASecondBackendKeyMustNameTheSameBackend) {
+  EXPECT_EQ(parse_config("backend:native,backend:native").backend, backend_kind::native);
+  EXPECT_EQ(parse_config("backend:cudaMallocAsync,max_split_size_mb:20,backend:cudaMallocAsync").backend,
+            backend_kind::cuda_malloc_async);
+  try {
+    (void)parse_config("backend:native,max_split_size_mb:20,backend:cudaMallocAsync");
+    FAIL() << "a conflicting second backend key was accepted";
+  } catch (const config_error& e) {
+    const std::string message = e.what();
+    EXPECT_EQ(e.key(), "backend");
+    EXPECT_EQ(e.position(), 36u) << message;
+    EXPECT_NE(message.find("backend:native at position 0"), std::string::npos) << message;
+    EXPECT_NE(message.find("refuses a different one"), std::string::npos) << message;
+  }
+  EXPECT_THROW((void)parse_config("backend:cudaMallocAsync,backend:native"), config_error);
+}
+
+}  // namespace
+}  // namespace streampool::config_detail
