@@ -1,5 +1,5 @@
 // sim_trace_parity_test.cpp — the sim predicts PyTorch exactly: every real training trace in
-// tests/data/traces is replayed through the native backend on the sim driver under every config
+// tests/data/traces (and tests/data/encoder_varlen) is replayed through the native backend on the sim driver under every config
 // of the tune grid, and peak reserved must equal what PyTorch's own allocator reached on an H200
 // (tests/data/traces/expected.csv; README.md there says how each figure was measured), and so
 // must the number of device mallocs wherever the H200 figure is known.
@@ -68,11 +68,17 @@ std::vector<expected_row> read_expected() {
   return rows;
 }
 
-class sim_trace_parity : public ::testing::TestWithParam<const char*> {};
+/// A trace: its name in expected.csv and its file under tests/data.
+struct trace_file {
+  const char* name;
+  const char* path;
+};
+
+class sim_trace_parity : public ::testing::TestWithParam<trace_file> {};
 
 TEST_P(sim_trace_parity, peak_reserved_equals_pytorch_on_the_h200_for_every_config) {
-  const std::string trace = GetParam();
-  const std::vector<trace_event> events = read_trace(data_dir + trace + ".trace.csv.gz");
+  const std::string trace = GetParam().name;
+  const std::vector<trace_event> events = read_trace(std::string(STREAMPOOL_TEST_DATA_DIR) + "/" + GetParam().path);
   std::map<std::string, std::size_t> seen;  // config -> expected.csv line
   for (const expected_row& row : read_expected()) {
     if (row.trace != trace) continue;
@@ -97,9 +103,12 @@ TEST_P(sim_trace_parity, peak_reserved_equals_pytorch_on_the_h200_for_every_conf
 }
 
 INSTANTIATE_TEST_SUITE_P(h200, sim_trace_parity,
-                         ::testing::Values("resnet50_varres", "gpt2_varlen", "twostream_cnn", "threestream_enc",
-                                           "encoder_varlen"),
-                         [](const ::testing::TestParamInfo<const char*>& test) { return std::string(test.param); });
+                         ::testing::Values(trace_file{"resnet50_varres", "traces/resnet50_varres.trace.csv.gz"},
+                                           trace_file{"gpt2_varlen", "traces/gpt2_varlen.trace.csv.gz"},
+                                           trace_file{"twostream_cnn", "traces/twostream_cnn.trace.csv.gz"},
+                                           trace_file{"threestream_enc", "traces/threestream_enc.trace.csv.gz"},
+                                           trace_file{"encoder_varlen", "encoder_varlen.trace.csv.gz"}),
+                         [](const ::testing::TestParamInfo<trace_file>& test) { return std::string(test.param.name); });
 
 /// README.md's table shows expected.csv: "7210 (7246)" = replay figure (rerun figure when it
 /// differs), "1324 r" = a rerun figure used as the expectation.
