@@ -74,6 +74,14 @@ struct trace_file {
   const char* path;
 };
 
+const trace_file traces[] = {
+    {"resnet50_varres", "traces/resnet50_varres.trace.csv.gz"},
+    {"gpt2_varlen", "traces/gpt2_varlen.trace.csv.gz"},
+    {"twostream_cnn", "traces/twostream_cnn.trace.csv.gz"},
+    {"threestream_enc", "traces/threestream_enc.trace.csv.gz"},
+    {"encoder_varlen", "encoder_varlen.trace.csv.gz"},
+};
+
 class sim_trace_parity : public ::testing::TestWithParam<trace_file> {};
 
 TEST_P(sim_trace_parity, peak_reserved_equals_pytorch_on_the_h200_for_every_config) {
@@ -103,11 +111,7 @@ TEST_P(sim_trace_parity, peak_reserved_equals_pytorch_on_the_h200_for_every_conf
 }
 
 INSTANTIATE_TEST_SUITE_P(h200, sim_trace_parity,
-                         ::testing::Values(trace_file{"resnet50_varres", "traces/resnet50_varres.trace.csv.gz"},
-                                           trace_file{"gpt2_varlen", "traces/gpt2_varlen.trace.csv.gz"},
-                                           trace_file{"twostream_cnn", "traces/twostream_cnn.trace.csv.gz"},
-                                           trace_file{"threestream_enc", "traces/threestream_enc.trace.csv.gz"},
-                                           trace_file{"encoder_varlen", "encoder_varlen.trace.csv.gz"}),
+                         ::testing::ValuesIn(traces),
                          [](const ::testing::TestParamInfo<trace_file>& test) { return std::string(test.param.name); });
 
 /// README.md's table shows expected.csv: "7210 (7246)" = replay figure (rerun figure when it
@@ -152,6 +156,15 @@ TEST(sim_trace_parity_data, readme_table_matches_expected_csv) {
     }
   }
   EXPECT_EQ(compared, cells.size()) << "README.md's table and expected.csv must list the same cells";
+}
+
+TEST(sim_trace_parity_data, every_trace_in_expected_csv_is_replayed) {
+  for (const expected_row& row : read_expected()) {
+    bool listed = false;
+    for (const trace_file& t : traces) listed = listed || row.trace == t.name;
+    EXPECT_TRUE(listed) << "expected.csv line " << row.line << " names '" << row.trace
+                        << "', which sim_trace_parity_test's list of traces lacks";
+  }
 }
 
 }  // namespace
