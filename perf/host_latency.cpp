@@ -180,7 +180,7 @@ host_latency_result measure_host_latency(const backend_spec& spec, const driver_
     if (copy_loop) {
       std::unique_ptr<host_peer> peer = make_host_peer(spec, inst.drv);
       std::vector<void*> device(threads, nullptr);
-      for (void*& d : device) check(drv, drv.malloc(0, params.size, &d, false), "latency: device buffer");
+      for (void*& d : device) check(drv, drv.malloc(0, params.size, &d), "latency: device buffer");
       auto one = [&](std::size_t t) {
         void* p = peer->allocate(params.size);
         check(drv, drv.memcpy_async(device[t], p, params.size, streams[t]), "latency: memcpy_async");

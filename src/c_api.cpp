@@ -184,7 +184,10 @@ std::unique_ptr<allocator> c_api_uninstall() noexcept {
 int c_api_guarded(const std::function<void()>& body) noexcept { return guarded(body); }
 
 int c_api_with_allocator(const std::function<void(allocator&)>& body) noexcept {
-  return guarded([&] { body(instance()); });
+  return guarded([&] {
+    const allocator_lease lease = instance();  // keeps the allocator alive for the whole call
+    body(*lease);
+  });
 }
 
 }  // namespace streampool::detail

@@ -32,6 +32,15 @@ std::string format_pointer(std::uintptr_t address) {
 
 std::string format_pointer(const void* ptr) { return format_pointer(reinterpret_cast<std::uintptr_t>(ptr)); }
 
+std::string json_object(const std::map<std::string, std::int64_t>& values) {
+  std::string out = "{";
+  for (const auto& [key, value] : values) {
+    if (out.size() > 1) out += ',';
+    out += json_quote(key) + ':' + std::to_string(value);
+  }
+  return out + '}';
+}
+
 std::uint64_t now_us() noexcept {
   return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
                                         std::chrono::system_clock::now().time_since_epoch())

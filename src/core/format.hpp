@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <map>
 #include <string_view>
 
 #include "streampool/stats.hpp"  // json_quote is public (users build JSON around to_json output)
@@ -11,6 +12,8 @@
 namespace streampool::detail {
 
 using streampool::json_quote;
+/// {"key":value,...} of a flat statistics map (to_map() of memory_stats and host_memory_stats).
+[[nodiscard]] std::string json_object(const std::map<std::string, std::int64_t>& values);
 
 /// "0x7f00deadbeef".
 [[nodiscard]] std::string format_pointer(const void* ptr);

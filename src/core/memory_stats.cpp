@@ -58,18 +58,7 @@ std::map<std::string, std::int64_t> memory_stats::to_map() const {
   return out;
 }
 
-std::string memory_stats::to_json() const {
-  detail::text_builder out;
-  out << '{';
-  bool first = true;
-  for (const auto& [key, value] : to_map()) {
-    if (!first) out << ',';
-    first = false;
-    out << detail::json_quote(key) << ':' << value;
-  }
-  out << '}';
-  return out.str();
-}
+std::string memory_stats::to_json() const { return detail::json_object(to_map()); }
 
 void memory_stats::reset_peak() noexcept {
   for_each_array(*this, [](stat& s) { s.reset_peak(); });

@@ -48,18 +48,7 @@ std::map<std::string, std::int64_t> host_memory_stats::to_map() const {
   return out;
 }
 
-std::string host_memory_stats::to_json() const {
-  detail::text_builder out;
-  out << '{';
-  bool first = true;
-  for (const auto& [key, value] : to_map()) {
-    if (!first) out << ',';
-    first = false;
-    out << detail::json_quote(key) << ':' << value;
-  }
-  out << '}';
-  return out.str();
-}
+std::string host_memory_stats::to_json() const { return detail::json_object(to_map()); }
 
 std::string host_snapshot::to_json() const {
   detail::text_builder out;

@@ -37,7 +37,7 @@ TEST_F(c_api_host, AllocRecordFreeAndStreamOrderedReuse) {
   stream_t stream = nullptr;
   ASSERT_TRUE(sim_->stream_create(0, &stream).ok());
   void* device = nullptr;
-  ASSERT_TRUE(sim_->malloc(0, 4096, &device, false).ok());
+  ASSERT_TRUE(sim_->malloc(0, 4096, &device).ok());
   void* a = streampool_host_alloc(3000);
   ASSERT_NE(a, nullptr) << streampool_last_error();
   ASSERT_TRUE(sim_->memcpy_async(device, a, 3000, stream).ok());

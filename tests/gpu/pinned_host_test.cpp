@@ -51,7 +51,7 @@ class gpu_pinned : public ::testing::TestWithParam<const char*> {
   }
   void* device_buffer(std::size_t bytes) {
     void* p = nullptr;
-    check(*drv_, drv_->malloc(0, bytes, &p, false), "cudaMalloc");
+    check(*drv_, drv_->malloc(0, bytes, &p), "cudaMalloc");
     device_.push_back(p);
     return p;
   }

@@ -53,7 +53,9 @@ class host_model {
     const auto addr = reinterpret_cast<std::uintptr_t>(p);
     EXPECT_EQ(live_.count(addr), 0u) << "handed out twice";
     auto next = live_.lower_bound(addr);
-    if (next != live_.end()) EXPECT_GE(next->first, addr + bytes) << "overlaps a live block";
+    if (next != live_.end()) {
+      EXPECT_GE(next->first, addr + bytes) << "overlaps a live block";
+    }
     if (next != live_.begin()) {
       const auto before = std::prev(next);
       EXPECT_LE(before->first + before->second.bytes, addr) << "overlaps a live block";

@@ -40,7 +40,7 @@ struct host_env {
   }
   [[nodiscard]] void* device_buffer(std::size_t bytes) {
     void* ptr = nullptr;
-    check(*sim, sim->malloc(0, bytes, &ptr, false), "malloc");
+    check(*sim, sim->malloc(0, bytes, &ptr), "malloc");
     return ptr;
   }
 

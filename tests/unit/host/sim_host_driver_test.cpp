@@ -102,7 +102,7 @@ TEST(SimHost, HostFreeWaitsForEveryStreamLikeCudaFreeHost) {
   void* host = nullptr;
   void* device = nullptr;
   ASSERT_TRUE(sim.host_alloc(4096, &host).ok());
-  ASSERT_TRUE(sim.malloc(0, 4096, &device, false).ok());
+  ASSERT_TRUE(sim.malloc(0, 4096, &device).ok());
   event_t event = nullptr;
   ASSERT_TRUE(sim.event_create(0, &event).ok());
   ASSERT_TRUE(sim.memcpy_async(device, host, 4096, stream).ok());
@@ -141,7 +141,7 @@ TEST(DriverDefaults, HostCallsAreNotSupportedByADriverThatPredatesThem) {
     drv_result set_device(int) noexcept override { return {}; }
     drv_result get_device_info(int, device_info*) noexcept override { return {}; }
     drv_result mem_get_info(int, std::size_t*, std::size_t*) noexcept override { return {}; }
-    drv_result malloc(int, std::size_t, void**, bool) noexcept override { return {}; }
+    drv_result malloc(int, std::size_t, void**) noexcept override { return {}; }
     drv_result free(int, void*) noexcept override { return {}; }
     drv_result stream_create(int, stream_t*) noexcept override { return {}; }
     drv_result stream_destroy(int, stream_t) noexcept override { return {}; }
