@@ -129,7 +129,7 @@ TEST(sim_trace_parity_data, readme_table_matches_expected_csv) {
   }
   std::ifstream in(data_dir + "README.md");
   ASSERT_TRUE(in.good()) << data_dir << "README.md is missing";
-  std::vector<std::string> traces;
+  std::vector<std::string> columns;  // the table's trace names
   std::size_t compared = 0;
   std::string line;
   while (std::getline(in, line)) {
@@ -141,16 +141,16 @@ TEST(sim_trace_parity_data, readme_table_matches_expected_csv) {
     }
     if (f.size() < 3) continue;
     if (f[1] == "config") {
-      traces.assign(f.begin() + 2, f.end());
-    } else if (!traces.empty() && f[1].size() > 2 && f[1].front() == '`') {
+      columns.assign(f.begin() + 2, f.end());
+    } else if (!columns.empty() && f[1].size() > 2 && f[1].front() == '`') {
       std::string config = f[1].substr(1, f[1].size() - 2);
       if (config == "(default)") config.clear();
-      ASSERT_EQ(f.size(), traces.size() + 2) << line;
-      for (std::size_t i = 0; i < traces.size(); ++i) {
-        const auto found = cells.find({traces[i], config});
-        ASSERT_NE(found, cells.end()) << "README.md shows " << traces[i] << " with '" << config
+      ASSERT_EQ(f.size(), columns.size() + 2) << line;
+      for (std::size_t i = 0; i < columns.size(); ++i) {
+        const auto found = cells.find({columns[i], config});
+        ASSERT_NE(found, cells.end()) << "README.md shows " << columns[i] << " with '" << config
                                       << "', which expected.csv does not list";
-        EXPECT_EQ(f[i + 2], found->second) << traces[i] << " with '" << config << "'";
+        EXPECT_EQ(f[i + 2], found->second) << columns[i] << " with '" << config << "'";
         ++compared;
       }
     }
