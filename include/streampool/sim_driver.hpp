@@ -1,10 +1,10 @@
 // streampool/sim_driver.hpp — a simulated CUDA device implementing `driver`.
 //
-// Fixed capacity, fake non-overlapping addresses (512 B granularity for malloc, the VMM
-// granularity for address reservations), streams and events whose completion the test controls
-// (or that complete eagerly), scriptable capture status, a stream-ordered pool emulating
-// cudaMallocAsync/cudaFreeAsync/trim, VMM reserve/create/map/unmap, capture sequences and fake
-// graphs, fault injection and per-call counters. CI runs every allocator test on it; trace
+// Fixed capacity, fake non-overlapping addresses (malloc places them as the real driver does,
+// 512 B or 2 MiB aligned; the VMM granularity for address reservations), streams and events
+// whose completion the test controls (or that complete eagerly), scriptable capture status, a
+// stream-ordered pool emulating cudaMallocAsync/cudaFreeAsync/trim, VMM reserve/create/map/unmap,
+// capture sequences and fake graphs, fault injection and per-call counters. CI runs every allocator test on it; trace
 // replay uses it to predict memory use.
 #pragma once
 
@@ -29,6 +29,16 @@ namespace streampool {
 /// from the sim pool are estimates within this bound; the harness prints them as such.
 inline constexpr double sim_pool_peak_error = 0.06;
 
+/// How the sim's malloc places allocations.
+enum class sim_addresses {
+  /// As the real CUDA driver does: address chunks reserved top-down, newest chunk first, best
+  /// fit inside it, freed ranges and empty chunks reused (Note [Sim address assignment] in
+  /// src/driver/sim_malloc_space.cpp). Replays break best-fit ties as on a GPU.
+  driver,
+  /// Increasing and never reused: a stale pointer stays invalid for good.
+  bump,
+};
+
 struct STREAMPOOL_API sim_options {
   int device_count = 1;
   std::size_t capacity = 80 * gib;     ///< bytes of memory per device
@@ -39,6 +49,7 @@ struct STREAMPOOL_API sim_options {
   std::size_t vmm_granularity = 2 * mib;
   /// Pinned host memory the sim hands out (host_alloc) or registers (host_register), in total.
   std::size_t host_capacity = 64 * gib;
+  sim_addresses malloc_addresses = sim_addresses::driver;  ///< where malloc puts allocations
 };
 
 class STREAMPOOL_API sim_driver final : public driver {

@@ -20,8 +20,9 @@ namespace streampool {
 // nothing but the test reads them, and the test's own writes are immediate too, so stream order
 // cannot be observed (memset_async still submits a work item, so events and completion behave
 // as with a real memset). Contents outlive frees, as on a GPU: memory reused by a pool or a
-// cache shows the old bytes until someone writes it; the sim never reuses malloc addresses, so
-// stale runs of freed mallocs are never read again (they are a few bytes each). check_bytes
+// cache shows the old bytes until someone writes it. cudaFree gives the pages back, so free
+// resets the range to zeros: a later malloc at the same address (the sim reuses malloc
+// addresses as the driver does) reads 0, as never-written memory does. check_bytes
 // waits as the real driver does: the stream's work up to the check completes.
 
 int sim_driver::state::device_of_range(std::uintptr_t addr, std::size_t bytes) const noexcept {

@@ -45,9 +45,8 @@ sim_driver::state::state(const sim_options& options)
   for (int device = 0; device < options.device_count; ++device) {
     sim::device_rec& rec = devices_[static_cast<std::size_t>(device)];
     const std::uintptr_t base = std::uintptr_t(device + 1) << sim::device_space_shift;
-    rec.malloc_next = base;
-    rec.malloc_end = base + sim::part_size;
-    rec.pool_next = rec.malloc_end;
+    rec.mallocs = std::make_unique<sim::malloc_space>(base, base + sim::part_size, options.malloc_addresses);
+    rec.pool_next = base + sim::part_size;
     rec.pool_end = rec.pool_next + sim::part_size;
     rec.vmm_next = rec.pool_end;
     rec.vmm_end = base + (std::uintptr_t{1} << sim::device_space_shift);
@@ -309,7 +308,7 @@ drv_result sim_driver::malloc(int device, std::size_t bytes, void** out) noexcep
       return state_->out_of_memory(device);
     }
     const std::size_t size = sim::round_up(bytes, alignment);
-    const std::uintptr_t address = state::bump(rec.malloc_next, rec.malloc_end, size, alignment);
+    const std::uintptr_t address = rec.mallocs->allocate(size, alignment);
     if (address == 0) {
       return sim::fail(status::other, sim::reason_address_space);
     }
@@ -340,7 +339,12 @@ drv_result sim_driver::free(int device, void* ptr) noexcept {
         state_->complete_stream(index);  // cudaFree synchronises the device
       }
     }
-    state_->devices_[static_cast<std::size_t>(device)].malloc_bytes -= found->second.size;
+    sim::device_rec& rec = state_->devices_[static_cast<std::size_t>(device)];
+    rec.malloc_bytes -= found->second.size;
+    rec.mallocs->release(found->first, found->second.size);
+    if (!state_->contents_.empty()) {
+      state_->write_run(found->first, found->second.size, 0);  // Note [Sim memory contents]
+    }
     state_->mallocs_.erase(found);
     return drv_result{};
   });

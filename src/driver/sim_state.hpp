@@ -16,6 +16,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "driver/sim_malloc_space.hpp"
 #include "streampool/sim_driver.hpp"
 
 namespace streampool {
@@ -33,11 +34,15 @@ inline constexpr std::uint32_t no_stream = UINT32_MAX;  ///< also "no such handl
 
 // Note [Sim address spaces]
 // Device d owns [(d + 1) << 52, (d + 2) << 52): 1 PiB for cudaMalloc, 1 PiB for pool chunks,
-// 2 PiB for VMM reservations. Each part is a bump range and addresses are never reused, so a
-// stale pointer can never alias a newer allocation and free/free_async of it fails. Real
-// addresses are below 2^47; these are not, on purpose, but stay below 2^59 (top bits clear).
-// A churning benchmark would need a million 1 GiB mallocs to exhaust a part; then the call
-// fails with status::other ("simulated address space exhausted").
+// 2 PiB for VMM reservations, so the three kinds never overlap. Pool chunks and VMM
+// reservations are bump ranges whose addresses are never reused, so a stale pointer can never
+// alias a newer allocation and free_async or vmm_free of it fails. cudaMalloc addresses follow
+// the real driver (Note [Sim address assignment], sim_malloc_space.cpp): freed ranges are
+// reused, so a stale malloc pointer may name a newer allocation, as on a GPU, unless
+// sim_options::malloc_addresses is bump. Real addresses are below 2^47; these are not, on
+// purpose, but stay below 2^59 (top bits clear). A churning benchmark would need a million
+// 1 GiB mallocs (bump) or pool chunks to exhaust a part; then the call fails with
+// status::other ("simulated address space exhausted").
 inline constexpr int device_space_shift = 52;
 inline constexpr std::uintptr_t part_size = std::uintptr_t{1} << 50;
 
@@ -204,7 +209,7 @@ struct device_rec {
   std::size_t malloc_bytes = 0;  ///< cudaMalloc'd (rounded to the malloc alignment)
   std::size_t pool_bytes = 0;    ///< reserved by pools (all of this device's pools)
   std::size_t vmm_bytes = 0;     ///< VMM physical memory
-  std::uintptr_t malloc_next = 0, malloc_end = 0;
+  std::unique_ptr<malloc_space> mallocs;  ///< where malloc puts allocations
   std::uintptr_t pool_next = 0, pool_end = 0;
   std::uintptr_t vmm_next = 0, vmm_end = 0;
   std::uint32_t legacy_stream = no_stream;

@@ -1,10 +1,13 @@
 // sim_memory_test.cpp — the sim driver's devices and plain device memory: options validation,
 // device info, the per-thread (and per-instance) current device, malloc alignment and
-// accounting, never-reused addresses, capacity and out_of_memory, and free's error paths.
+// accounting, address reuse (and the bump mode that never reuses), capacity and out_of_memory,
+// and free's error paths. The address model itself: sim_address_model_test.cpp.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "driver_test_support.hpp"
@@ -119,23 +122,67 @@ TEST_F(sim_memory, malloc_aligns_like_cuda_malloc_and_charges_rounded_sizes) {
   EXPECT_THROW((void)sim().bytes_in_use(2), error);
 }
 
-TEST_F(sim_memory, addresses_never_overlap_and_are_never_reused) {
+TEST_F(sim_memory, live_addresses_never_overlap_and_freed_ones_are_reused) {
+  std::vector<std::pair<std::uintptr_t, std::size_t>> live;
+  std::vector<std::uintptr_t> freed;
+  for (int round = 0; round < 60; ++round) {
+    void* ptr = nullptr;
+    const std::size_t bytes = (round % 5 + 1) * 1000 + (round % 7 == 0 ? 3 * mib : 0);
+    ASSERT_TRUE(ok(sim().malloc(0, bytes, &ptr)));
+    for (const auto& [start, length] : live) {
+      EXPECT_TRUE(address(ptr) + bytes <= start || address(ptr) >= start + length) << "round " << round;
+    }
+    live.emplace_back(address(ptr), bytes);
+    if (round % 3 == 2) {  // free the oldest live one
+      freed.push_back(live.front().first);
+      ASSERT_TRUE(ok(sim().free(0, reinterpret_cast<void*>(live.front().first))));
+      live.erase(live.begin());
+    }
+  }
+  std::size_t reused = 0;
+  for (const auto& [start, length] : live) {
+    reused += static_cast<std::size_t>(std::count(freed.begin(), freed.end(), start));
+  }
+  EXPECT_GT(reused, 0u) << "like cudaMalloc, the sim hands freed addresses out again";
+  void* other = nullptr;
+  ASSERT_TRUE(ok(sim().malloc(1, 1000, &other)));
+  for (const auto& [start, length] : live) {
+    EXPECT_TRUE(address(other) + 1000 <= start || address(other) >= start + length)
+        << "devices have disjoint address spaces";
+  }
+}
+
+TEST_F(sim_memory, a_reused_address_reads_zeros_not_the_freed_blocks_bytes) {
+  void* first = nullptr;
+  ASSERT_TRUE(ok(sim().malloc(0, 4 * mib, &first)));
+  const std::vector<std::uint8_t> pattern(64, 0xab);
+  sim().write_bytes(static_cast<char*>(first) + mib, pattern.data(), pattern.size());
+  ASSERT_EQ(sim().read_bytes(static_cast<char*>(first) + mib, pattern.size()), pattern);
+  ASSERT_TRUE(ok(sim().free(0, first)));
+  void* second = nullptr;
+  ASSERT_TRUE(ok(sim().malloc(0, 4 * mib, &second)));
+  ASSERT_EQ(second, first) << "the freed range is handed out again";
+  EXPECT_EQ(sim().read_bytes(static_cast<char*>(second) + mib, pattern.size()), std::vector<std::uint8_t>(64, 0))
+      << "cudaFree gave the pages back: the new allocation does not see the old bytes";
+}
+
+TEST(sim_bump_addresses, are_increasing_and_never_reused) {
+  sim_options options;
+  options.malloc_addresses = sim_addresses::bump;
+  sim_driver sim(options);
   std::vector<std::uintptr_t> seen;
   std::uintptr_t previous_end = 0;
   for (int round = 0; round < 50; ++round) {
     void* ptr = nullptr;
     const std::size_t bytes = (round % 5 + 1) * 1000 + (round % 7 == 0 ? 3 * mib : 0);
-    ASSERT_TRUE(ok(sim().malloc(0, bytes, &ptr)));
+    ASSERT_TRUE(succeeded(sim, sim.malloc(0, bytes, &ptr)));
     EXPECT_GE(address(ptr), previous_end) << "bump order: past every earlier block, freed or not";
+    EXPECT_EQ(address(ptr) % (bytes >= 2 * mib ? 2 * mib : 512), 0u);
     previous_end = address(ptr) + bytes;
     seen.push_back(address(ptr));
-    ASSERT_TRUE(ok(sim().free(0, ptr)));
+    ASSERT_TRUE(succeeded(sim, sim.free(0, ptr)));
   }
-  void* other = nullptr;
-  ASSERT_TRUE(ok(sim().malloc(1, 1000, &other)));
-  EXPECT_TRUE(address(other) + 1000 <= seen.front() || address(other) >= previous_end)
-      << "devices have disjoint address spaces";
-  EXPECT_TRUE(fails(status::invalid_value, sim().free(0, reinterpret_cast<void*>(seen.front()))))
+  EXPECT_TRUE(fails_with(sim, status::invalid_value, sim.free(0, reinterpret_cast<void*>(seen.front()))))
       << "a stale pointer stays invalid";
 }
 
@@ -192,8 +239,30 @@ TEST_F(sim_memory, free_synchronises_its_device) {
 }
 
 TEST(sim_address_space, exhaustion_is_reported_not_wrapped) {
+  // The malloc part of a device is 1 PiB, 512 MiB of which the simulated context holds.
   sim_options options;
-  options.capacity = std::size_t{1} << 50;  // the malloc part of a device is 1 PiB
+  options.capacity = std::size_t{1} << 50;
+  sim_driver sim(options);
+  const std::size_t quarter = std::size_t{1} << 48;
+  std::vector<void*> live(3);
+  for (void*& ptr : live) {
+    ASSERT_TRUE(succeeded(sim, sim.malloc(0, quarter, &ptr)));
+  }
+  void* ptr = nullptr;
+  const drv_result exhausted = sim.malloc(0, quarter, &ptr);
+  EXPECT_EQ(exhausted.code, status::other);
+  EXPECT_EQ(ptr, nullptr);
+  EXPECT_EQ(sim.describe(exhausted), "sim: other (simulated address space exhausted)");
+  ASSERT_TRUE(succeeded(sim, sim.free(0, live[1])));
+  ASSERT_TRUE(succeeded(sim, sim.malloc(0, quarter / 2, &ptr))) << "freed address space comes back";
+  EXPECT_GT(address(ptr), address(live[2]));
+  EXPECT_LT(address(ptr), address(live[0]));
+}
+
+TEST(sim_address_space, bump_exhaustion_is_reported_not_wrapped) {
+  sim_options options;
+  options.capacity = std::size_t{1} << 50;
+  options.malloc_addresses = sim_addresses::bump;
   sim_driver sim(options);
   void* ptr = nullptr;
   for (int round = 0; round < 2; ++round) {
