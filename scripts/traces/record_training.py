@@ -135,6 +135,9 @@ def main():
     ap.add_argument("--snapshot", help="write the allocation history here (a _dump_snapshot pickle)")
     ap.add_argument("--stats", help="write PyTorch's peak figures here (JSON)")
     ap.add_argument("--max-entries", type=int, default=2_000_000)
+    ap.add_argument("--record-with", choices=["torch", "streampool"], default="torch",
+                    help="write --snapshot with torch.cuda.memory directly, or with streampool.record() "
+                         "(the Python package; same file)")
     args = ap.parse_args()
     if not torch.cuda.is_available():
         sys.exit("record_training.py: no CUDA device")
@@ -142,14 +145,20 @@ def main():
     torch.backends.cudnn.benchmark = False
     torch.backends.cudnn.deterministic = True
     rng = random.Random(args.seed)
-    if args.snapshot:
-        torch.cuda.memory._record_memory_history(max_entries=args.max_entries, context=None, stacks="python")
     start = time.time()
-    losses = [float(l) for l in MODELS[args.model](args.steps, rng)]
-    torch.cuda.synchronize()
-    if args.snapshot:
-        torch.cuda.memory._dump_snapshot(args.snapshot)
-        torch.cuda.memory._record_memory_history(enabled=None)
+    if args.snapshot and args.record_with == "streampool":
+        import streampool
+        with streampool.record(args.snapshot):
+            losses = [float(l) for l in MODELS[args.model](args.steps, rng)]
+            torch.cuda.synchronize()
+    else:
+        if args.snapshot:
+            torch.cuda.memory._record_memory_history(max_entries=args.max_entries, context=None, stacks="python")
+        losses = [float(l) for l in MODELS[args.model](args.steps, rng)]
+        torch.cuda.synchronize()
+        if args.snapshot:
+            torch.cuda.memory._dump_snapshot(args.snapshot)
+            torch.cuda.memory._record_memory_history(enabled=None)
     s = torch.cuda.memory_stats()
     out = {
         "model": args.model, "steps": args.steps, "seed": args.seed,
