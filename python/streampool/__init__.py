@@ -17,6 +17,7 @@ PYTORCH_ALLOC_CONF), or init(config=...) / install(config=...). See docs/integra
 
 from ._core import (DEFAULT_MAX_ENTRIES, backend_name, device_count, empty_cache, init, record_history,
                     reset_accumulated_stats, reset_peak_stats, set_memory_fraction, shutdown, stats, trace_csv)
+from ._host import host_alloc, host_empty_cache, host_free, host_init, host_record_stream, host_stats
 from ._library import StreampoolError, find_library, library
 from ._record import Recording, record
 from ._snapshot import dump_snapshot, snapshot
@@ -29,6 +30,12 @@ except ImportError:  # running from a checkout
     __version__ = "0+checkout"
 
 __all__ = [
+    "host_init",
+    "host_alloc",
+    "host_free",
+    "host_record_stream",
+    "host_empty_cache",
+    "host_stats",
     "StreampoolError",
     "find_library",
     "library",

@@ -87,6 +87,12 @@ _SIGNATURES = {
     "streampool_trace_csv": ([ctypes.c_int], ctypes.c_char_p),
     "streampool_device_count": ([ctypes.POINTER(ctypes.c_int)], ctypes.c_int),
     "streampool_init_sim": ([ctypes.c_char_p, ctypes.c_size_t, ctypes.c_int], ctypes.c_int),
+    "streampool_host_init": ([ctypes.c_char_p], ctypes.c_int),
+    "streampool_host_alloc": ([ctypes.c_size_t], ctypes.c_void_p),
+    "streampool_host_free": ([ctypes.c_void_p], ctypes.c_int),
+    "streampool_host_record_stream": ([ctypes.c_void_p, ctypes.c_void_p], ctypes.c_int),
+    "streampool_host_empty_cache": ([], ctypes.c_int),
+    "streampool_host_stats_json": ([], ctypes.c_char_p),
 }
 
 
