@@ -41,7 +41,9 @@ using k = config_key;
 // key, from PyTorch's release history: "" = streampool's own key (stock PyTorch rejects it;
 // roundup_bypass_threshold_mb existed only briefly around PyTorch 2.0 and current releases reject
 // it), "main" = only in PyTorch builds newer than 2.9 (not in a release we could confirm). The
-// list form of roundup_power2_divisions came in 2.0 (pytorch_compatibility_of() knows it).
+// list form of roundup_power2_divisions came in 2.0 (pytorch_compatibility_of() knows it). The
+// pinned_* keys, release_lock_on_cudamalloc and graph_capture_record_stream_reuse are dated from
+// the PyTorch change that added them (may be one release off; docs/config.md says so).
 // `tune` reads this column to print the PYTORCH_CUDA_ALLOC_CONF line and its minimum version;
 // docs/config.md shows the same column, and a test keeps the two equal.
 constexpr std::array<key_info, config_key_count> key_table{{
@@ -79,7 +81,7 @@ constexpr std::array<key_info, config_key_count> key_table{{
     {k::pinned_num_register_threads, "pinned_num_register_threads", "", "a power of two <= 128",
      true, true, "pinned_num_register_threads", "", "2.2"},
     {k::pinned_use_background_threads, "pinned_use_background_threads", "", "True or False", true,
-     true, "pinned_use_background_threads", "", "2.4"},
+     true, "pinned_use_background_threads", "", "2.6"},
     {k::pinned_reserve_segment_size_mb, "pinned_reserve_segment_size_mb", "",
      "an integer > 0 (MiB)", true, true, "pinned_reserve_segment_size_mb", "", "2.10"},
 }};
