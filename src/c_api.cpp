@@ -85,19 +85,8 @@ c_api_instance* detach_locked(c_api_state& s) noexcept {
   return instance;
 }
 
-/// Misuse of the C API's lifecycle (init twice, shutdown with live allocations).
-struct state_error : error {
-  using error::error;
-};
-
 thread_local int last_status = STREAMPOOL_OK;
 thread_local std::string last_message;
-
-int fail(int status, std::string message) {
-  last_status = status;
-  last_message = std::move(message);
-  return status;
-}
 
 int succeed() {
   last_status = STREAMPOOL_OK;
@@ -105,28 +94,14 @@ int succeed() {
   return STREAMPOOL_OK;
 }
 
-/// Runs `body` and turns any exception into a status.
+/// Runs `body` and turns any exception into a status (Note [One exception ladder]).
 template <typename F>
 int guarded(F&& body) {
   try {
     body();
     return succeed();
-  } catch (const out_of_memory& e) {
-    return fail(STREAMPOOL_ERROR_OUT_OF_MEMORY, e.what());
-  } catch (const config_error& e) {
-    return fail(STREAMPOOL_ERROR_CONFIG, e.what());
-  } catch (const cuda_error& e) {
-    return fail(STREAMPOOL_ERROR_CUDA, e.what());
-  } catch (const state_error& e) {
-    return fail(STREAMPOOL_ERROR_STATE, e.what());
-  } catch (const error& e) {
-    return fail(STREAMPOOL_ERROR_INVALID_ARGUMENT, e.what());
-  } catch (const std::bad_alloc&) {
-    return fail(STREAMPOOL_ERROR_OUT_OF_MEMORY, "streampool: host memory exhausted");
-  } catch (const std::exception& e) {
-    return fail(STREAMPOOL_ERROR_INTERNAL, std::string("streampool: internal error: ") + e.what());
   } catch (...) {
-    return fail(STREAMPOOL_ERROR_INTERNAL, "streampool: internal error (unknown exception)");
+    return c_api_fail_current();
   }
 }
 
@@ -172,6 +147,32 @@ int c_api_set_last(int status, std::string message) noexcept {
   last_status = status;
   last_message = std::move(message);
   return status;
+}
+
+// Note [One exception ladder]
+// Every C entry point (this file, c_api_trace.cpp, c_api_host.cpp) maps exceptions to statuses the
+// same way, here: called inside a catch block, it rethrows the exception in flight and records
+// its status and message as the calling thread's last ones.
+int c_api_fail_current() noexcept {
+  try {
+    throw;
+  } catch (const out_of_memory& e) {
+    return c_api_set_last(STREAMPOOL_ERROR_OUT_OF_MEMORY, e.what());
+  } catch (const config_error& e) {
+    return c_api_set_last(STREAMPOOL_ERROR_CONFIG, e.what());
+  } catch (const cuda_error& e) {
+    return c_api_set_last(STREAMPOOL_ERROR_CUDA, e.what());
+  } catch (const state_error& e) {
+    return c_api_set_last(STREAMPOOL_ERROR_STATE, e.what());
+  } catch (const error& e) {
+    return c_api_set_last(STREAMPOOL_ERROR_INVALID_ARGUMENT, e.what());
+  } catch (const std::bad_alloc&) {
+    return c_api_set_last(STREAMPOOL_ERROR_OUT_OF_MEMORY, "streampool: host memory exhausted");
+  } catch (const std::exception& e) {
+    return c_api_set_last(STREAMPOOL_ERROR_INTERNAL, std::string("streampool: internal error: ") + e.what());
+  } catch (...) {
+    return c_api_set_last(STREAMPOOL_ERROR_INTERNAL, "streampool: internal error (unknown exception)");
+  }
 }
 
 std::unique_ptr<allocator> c_api_uninstall() noexcept {

@@ -61,6 +61,15 @@ int c_api_with_allocator(const std::function<void(allocator&)>& body) noexcept;
 /// file of the C API); returns `status`.
 int c_api_set_last(int status, std::string message) noexcept;
 
+/// Misuse of a C API lifecycle (init twice, shutdown with live allocations): STREAMPOOL_ERROR_STATE.
+struct state_error : error {
+  using error::error;
+};
+
+/// Called inside a catch block: the status of the exception in flight, recorded as the calling
+/// thread's last status and message (Note [One exception ladder] in c_api.cpp).
+int c_api_fail_current() noexcept;
+
 /// The host C API's allocator (src/c_api_host.cpp): install one (e.g. on the sim driver) before
 /// first use. @throws error if one is already installed.
 void c_api_host_install(std::unique_ptr<host_allocator> alloc);
