@@ -41,6 +41,13 @@ std::string json_object(const std::map<std::string, std::int64_t>& values) {
   return out + '}';
 }
 
+void put_stat(std::map<std::string, std::int64_t>& out, const std::string& prefix, const stat& s) {
+  out[prefix + ".current"] = s.current;
+  out[prefix + ".peak"] = s.peak;
+  out[prefix + ".allocated"] = s.allocated;
+  out[prefix + ".freed"] = s.freed;
+}
+
 std::uint64_t now_us() noexcept {
   return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
                                         std::chrono::system_clock::now().time_since_epoch())

@@ -14,6 +14,8 @@ namespace streampool::detail {
 using streampool::json_quote;
 /// {"key":value,...} of a flat statistics map (to_map() of memory_stats and host_memory_stats).
 [[nodiscard]] std::string json_object(const std::map<std::string, std::int64_t>& values);
+/// Adds "<prefix>.current/.peak/.allocated/.freed" of `s` to a statistics map (PyTorch's names).
+void put_stat(std::map<std::string, std::int64_t>& out, const std::string& prefix, const stat& s);
 
 /// "0x7f00deadbeef".
 [[nodiscard]] std::string format_pointer(const void* ptr);

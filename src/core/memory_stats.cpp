@@ -1,6 +1,5 @@
 // memory_stats.cpp — memory_stats::to_map/to_json/reset with PyTorch's flat key names (docs/pytorch-compatibility.md §2.14):
 // "<stat>.<all|small_pool|large_pool>.<current|peak|allocated|freed>" and plain counters.
-#include "core/text_builder.hpp"
 
 #include "core/format.hpp"
 #include "streampool/stats.hpp"
@@ -10,12 +9,7 @@ namespace {
 
 constexpr const char* pool_names[stat_pool_count] = {"all", "small_pool", "large_pool"};
 
-void put_stat(std::map<std::string, std::int64_t>& out, const std::string& prefix, const stat& s) {
-  out[prefix + ".current"] = s.current;
-  out[prefix + ".peak"] = s.peak;
-  out[prefix + ".allocated"] = s.allocated;
-  out[prefix + ".freed"] = s.freed;
-}
+using detail::put_stat;
 
 void put_array(std::map<std::string, std::int64_t>& out, const char* name, const stat_array& array) {
   for (std::size_t i = 0; i < stat_pool_count; ++i) {

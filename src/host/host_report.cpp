@@ -9,12 +9,7 @@
 namespace streampool {
 namespace {
 
-void put_stat(std::map<std::string, std::int64_t>& out, const std::string& name, const stat& s) {
-  out[name + ".current"] = s.current;
-  out[name + ".peak"] = s.peak;
-  out[name + ".allocated"] = s.allocated;
-  out[name + ".freed"] = s.freed;
-}
+using detail::put_stat;
 
 void put_duration(std::map<std::string, std::int64_t>& out, const std::string& name, const duration_stat& d) {
   out[name + ".total"] = d.total;
