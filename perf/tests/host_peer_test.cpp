@@ -4,6 +4,8 @@
 // its copy loop.
 #include <gtest/gtest.h>
 
+#include "tests/bench_test_support.hpp"
+
 #include "backend_registry.hpp"
 #include "cli_common.hpp"
 #include "host_latency.hpp"
@@ -12,14 +14,6 @@
 
 namespace streampool::bench {
 namespace {
-
-driver_choice sim_choice() {
-  driver_choice choice;
-  choice.sim = true;
-  choice.why = "test";
-  choice.sim_capacity = std::size_t{8} << 30;
-  return choice;
-}
 
 TEST(HostPeers, RegistryEntriesAreHostOnlyAndNotDefaults) {
   for (const char* name : {"pinned", "cudaHostAlloc", "torch-pinned"}) {

@@ -2,6 +2,8 @@
 // --backends (configs after '=', continuation pieces, ';', brackets, unknown or unavailable names).
 #include <gtest/gtest.h>
 
+#include "tests/bench_test_support.hpp"
+
 #include "backend_registry.hpp"
 #include "cli_common.hpp"
 #include "size_parse.hpp"
@@ -119,12 +121,6 @@ TEST(BackendList, Errors) {
   EXPECT_THROW((void)parse_backend_list("native=max_split_size_mb:banana"), usage_error);
   EXPECT_THROW((void)parse_backend_list("native=backend:cudaMallocAsync"), usage_error);
   EXPECT_THROW((void)parse_backend_list("native,,cuda"), usage_error);
-}
-
-driver_choice sim_choice() {
-  driver_choice choice;
-  choice.sim = true;
-  return choice;
 }
 
 TEST(BackendList, DefaultsOnTheSimLeaveOutTheRealGpuPeers) {

@@ -4,6 +4,8 @@
 // (cub, torch-*) refused on the sim with their reasons.
 #include <gtest/gtest.h>
 
+#include "tests/bench_test_support.hpp"
+
 #include "backend_registry.hpp"
 #include "latency.hpp"
 #include "peer_torch.hpp"
@@ -12,14 +14,6 @@
 
 namespace streampool::bench {
 namespace {
-
-driver_choice sim_choice() {
-  driver_choice choice;
-  choice.sim = true;
-  choice.why = "test";
-  choice.sim_capacity = std::size_t{8} << 30;
-  return choice;
-}
 
 class PeerTest : public ::testing::TestWithParam<const char*> {};
 
