@@ -85,8 +85,8 @@ INSTANTIATE_TEST_SUITE_P(
                                  driver_call::host_register},
                       sweep_case{"pinned_use_cuda_host_register:True", driver_call::host_unregister},
                       sweep_case{"pinned_reserve_segment_size_mb:1", driver_call::host_alloc}),
-    [](const ::testing::TestParamInfo<sweep_case>& info) {
-      return std::string(to_string(info.param.call)) + "_" + std::to_string(info.index);
+    [](const ::testing::TestParamInfo<sweep_case>& param_info) {
+      return std::string(to_string(param_info.param.call)) + "_" + std::to_string(param_info.index);
     });
 
 }  // namespace
