@@ -62,6 +62,7 @@ enum class config_key : std::uint8_t {
   pinned_num_register_threads,
   pinned_use_background_threads,
   pinned_reserve_segment_size_mb,
+  cross_stream_reuse,
   count_
 };
 inline constexpr std::size_t config_key_count = static_cast<std::size_t>(config_key::count_);
@@ -98,6 +99,8 @@ struct STREAMPOOL_API allocator_config {
   std::size_t pinned_num_register_threads = 1;
   bool pinned_use_background_threads = false;
   std::size_t pinned_reserve_segment_size_mb = 0;
+  /// streampool-only policy: free memory serves any stream, ordered by events (docs/cross-stream-reuse.md)
+  bool cross_stream_reuse = false;
 
   /// Where each key's value came from, indexed by config_key.
   std::array<config_source, config_key_count> sources{};

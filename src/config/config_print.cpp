@@ -63,6 +63,7 @@ std::string render_value(const allocator_config& config, config_key key) {
     case k::roundup_bypass_threshold_mb: return render_mib(config.roundup_bypass_threshold);
     case k::garbage_collection_threshold: return render_double(config.garbage_collection_threshold);
     case k::expandable_segments: return render_bool(config.expandable_segments);
+    case k::cross_stream_reuse: return render_bool(config.cross_stream_reuse);
     case k::release_lock_on_cudamalloc: return render_bool(config.release_lock_on_cudamalloc);
     case k::graph_capture_record_stream_reuse:
       return render_bool(config.graph_capture_record_stream_reuse);

@@ -212,6 +212,7 @@ void apply_value(allocator_config& config, config_key key, const config_value& v
       config.garbage_collection_threshold = require_fraction(value, key, false);
       break;
     case k::expandable_segments: config.expandable_segments = require_bool(value, key); break;
+    case k::cross_stream_reuse: config.cross_stream_reuse = require_bool(value, key); break;
     case k::release_lock_on_cudamalloc:
       config.release_lock_on_cudamalloc = require_bool(value, key);
       break;

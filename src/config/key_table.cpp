@@ -84,6 +84,7 @@ constexpr std::array<key_info, config_key_count> key_table{{
      true, "pinned_use_background_threads", "", "2.6"},
     {k::pinned_reserve_segment_size_mb, "pinned_reserve_segment_size_mb", "",
      "an integer > 0 (MiB)", true, true, "pinned_reserve_segment_size_mb", "", "2.10"},
+    {k::cross_stream_reuse, "cross_stream_reuse", "", "True or False", true, false, "cross_stream_reuse", "", ""},
 }};
 
 constexpr bool table_in_enum_order() {

@@ -43,7 +43,8 @@ struct device_context {
         config(&config_ref),
         policy(&policy_ref),
         events(driver_ref, device),
-        captures(&router) {}
+        captures(&router),
+        cross_stream(config_ref.cross_stream_reuse) {}
   device_context(const device_context&) = delete;
   device_context& operator=(const device_context&) = delete;
 
@@ -61,6 +62,8 @@ struct device_context {
   std::atomic<std::uint64_t> gc_clock{0};        ///< large-pool searches while GC is on (docs/pytorch-compatibility.md §2.11)
   std::atomic<bool> gc_enabled{false};           ///< a fraction cap and a GC threshold are set
   capture_router* captures;  ///< parked frees (defer) and the capture-underway count
+  /// cross_stream_reuse:True: the default pool's streams share one arena (docs/cross-stream-reuse.md)
+  bool cross_stream;
 };
 
 }  // namespace streampool::native

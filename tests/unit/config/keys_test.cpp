@@ -99,6 +99,7 @@ TEST(ConfigKeys, BooleansAreExactlyTrueAndFalse) {
       {"graph_capture_record_stream_reuse", &allocator_config::graph_capture_record_stream_reuse},
       {"pinned_use_cuda_host_register", &allocator_config::pinned_use_cuda_host_register},
       {"pinned_use_background_threads", &allocator_config::pinned_use_background_threads},
+      {"cross_stream_reuse", &allocator_config::cross_stream_reuse},
   };
   for (const bool_key& key : keys) {
     const std::string name(key.name);

@@ -128,7 +128,7 @@ TEST(ConfigPrint, PrintedValuesParseBack) {
       "graph_capture_record_stream_reuse:True,per_process_memory_fraction:0.3,"
       "large_segment_size_mb:32,expandable_segments_reserve:6G,async_pool:dedicated,"
       "debug_checks:True,pinned_use_cuda_host_register:True,pinned_num_register_threads:16,"
-      "pinned_use_background_threads:True,pinned_reserve_segment_size_mb:128");
+      "pinned_use_background_threads:True,pinned_reserve_segment_size_mb:128,cross_stream_reuse:True");
   const std::string dump = to_string(original);
   std::string rebuilt;
   for (std::size_t i = 0; i < config_key_count; ++i) {
@@ -148,6 +148,7 @@ TEST(ConfigPrint, PrintedValuesParseBack) {
   EXPECT_EQ(again.large_segment_size, original.large_segment_size);
   EXPECT_EQ(again.expandable_segments_reserve_bytes, original.expandable_segments_reserve_bytes);
   EXPECT_EQ(again.async_pool, original.async_pool);
+  EXPECT_EQ(again.cross_stream_reuse, original.cross_stream_reuse);
   EXPECT_EQ(again.debug_checks, original.debug_checks);
   EXPECT_EQ(again.pinned_num_register_threads, original.pinned_num_register_threads);
   EXPECT_EQ(again.pinned_reserve_segment_size_mb, original.pinned_reserve_segment_size_mb);
