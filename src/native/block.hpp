@@ -79,6 +79,11 @@ struct block {
   block* right = nullptr;
   segment* seg = nullptr;
   stream_arena* arena = nullptr;   ///< owner (device, pool, stream)
+  stream_t stream = nullptr;       ///< the stream it was last allocated on (its arena's, unless shared)
+  /// Free blocks of a shared arena (Note [Cross-stream reuse] in stream_order.hpp): the streams
+  /// whose uses the next user must be ordered after (one bit each), and the newest free's ticket.
+  std::uint64_t hazard_streams = 0;
+  std::uint64_t hazard_ticket = 0;
   std::uint64_t gc_count_base = 0; ///< GC clock when the block entered the free list (docs/pytorch-compatibility.md §2.11)
   std::uint32_t event_count = 0;   ///< events recorded at free time and not yet completed
   bool allocated = false;
@@ -138,6 +143,8 @@ class block_pool {
     b->size = b->requested_size = 0;
     b->prev = b->next = b->right = nullptr;
     b->seg = nullptr;
+    b->stream = nullptr;
+    b->hazard_streams = b->hazard_ticket = 0;
     b->event_count = 0;
     b->allocated = b->in_free_list = b->deferred = false;
     b->mapped = true;

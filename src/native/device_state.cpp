@@ -32,6 +32,12 @@ stream_arena& device_state::default_arena(stream_t stream) {
 
 stream_arena& device_state::default_arena_locked(stream_t stream) {
   if (stream_arena* a = table_.find(stream)) return *a;
+  if (context_.cross_stream) {
+    if (stream_arena* shared = shared_arena_locked(stream)) {
+      table_.insert(stream, shared);
+      return *shared;
+    }
+  }
   stream_arena& a = new_arena(stream, nullptr, mempool_id{});
   table_.insert(stream, &a);
   return a;
@@ -48,6 +54,17 @@ stream_arena& device_state::new_arena(stream_t stream, private_pool* pool, mempo
   arenas_.reserve(arenas_.size() + 1);
   arenas_.push_back(std::make_unique<stream_arena>(context_, stream, pool, pool_id));
   return *arenas_.back();
+}
+
+stream_arena* device_state::shared_arena_locked(stream_t stream) {
+  if (shared_ == nullptr) {
+    order_ = std::make_unique<stream_order>(context_);
+    shared_ = &new_arena(stream, nullptr, mempool_id{});
+    std::lock_guard lock(shared_->mutex());
+    shared_->share(order_.get());
+  }
+  std::lock_guard lock(shared_->mutex());  // hot-path readers look streams up under it
+  return order_->add(stream) ? shared_ : nullptr;
 }
 
 std::vector<std::unique_lock<hybrid_mutex>> device_state::lock_arenas(const stream_arena* held) {

@@ -79,7 +79,7 @@ class device_state {
   /// Locks every arena except `held` (already locked by the caller).
   [[nodiscard]] std::vector<std::unique_lock<hybrid_mutex>> lock_arenas(const stream_arena* held);
   /// Allocation after a miss (docs/pytorch-compatibility.md §2.3 steps 4–5); `a` locked. Throws out_of_memory at the end.
-  [[nodiscard]] block* allocate_slow(stream_arena& a, std::size_t rounded, std::size_t requested);
+  [[nodiscard]] block* allocate_slow(stream_arena& a, std::size_t rounded, std::size_t requested, stream_t stream);
   /// Parked frees (capture_arenas.cpp) and outstanding events of every arena (no capture may be
   /// underway).
   void process_deferred(const stream_arena* held);
@@ -110,6 +110,9 @@ class device_state {
 
  private:
   [[nodiscard]] stream_arena& new_arena(stream_t stream, private_pool* pool, mempool_id pool_id);
+  /// cross_stream_reuse:True: the shared default-pool arena, with `stream` added to its order;
+  /// nullptr when its 64 streams are taken (Note [Cross-stream reuse]).
+  [[nodiscard]] stream_arena* shared_arena_locked(stream_t stream);
   void release_cached(const stream_arena* held);
   void synchronize_all_events(const stream_arena* held);
   void delete_dead_pools();
@@ -126,6 +129,8 @@ class device_state {
   segment_source source_;
 
   arena_table table_;
+  std::unique_ptr<stream_order> order_;  // cross_stream_reuse:True only
+  stream_arena* shared_ = nullptr;       // the default pool's shared arena, when order_ is set
   std::vector<std::unique_ptr<stream_arena>> arenas_;  // owner of every arena ever created
   std::vector<stream_arena*> spare_arenas_;            // arenas of deleted private pools
   device_counters counters_;

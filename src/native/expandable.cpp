@@ -44,7 +44,9 @@ vmm_geometry make_vmm_geometry(const device_info& info, const allocator_config& 
   const std::size_t unit = std::lcm(std::max<std::size_t>(info.vmm_granularity, 1), small_buffer);
   vmm_geometry g;
   g.small_page = round_up(small_buffer, unit);
-  g.large_page = round_up(config.large_segment_size, unit);
+  // cross_stream_reuse moves free pages where they are needed: 2 MiB pages in both pool kinds
+  // waste less at the edges of the blocks (Note [Moving free pages]).
+  g.large_page = config.cross_stream_reuse ? g.small_page : round_up(config.large_segment_size, unit);
   g.alignment = std::bit_floor(unit);  // >= 2 MiB: page boundaries are granule boundaries
   g.total_memory = info.total_memory;
   g.reserve_fraction = config.expandable_segments_reserve;
@@ -94,6 +96,7 @@ void expandable_segments::fall_back_to_normal_segments(const std::string& reason
 // --- growth -----------------------------------------------------------------------------------------
 
 block* expandable_segments::grow(stream_arena& a, std::size_t rounded, bool small) {
+  if (a.order() != nullptr) reclaim_pages(a, rounded, small);  // Note [Moving free pages]
   block* c = a.find_growable(small, rounded);
   if (c == nullptr) c = reserve_segment(a, small, rounded);
   if (c == nullptr) return nullptr;
@@ -235,6 +238,10 @@ void expandable_segments::unmap_free_pages(stream_arena& a) {
         const std::size_t last = (b->ptr + b->size - seg->base) / seg->page;
         if (b->mapped && b->in_free_list && first < last) frees.push_back(b);
       }
+      if (!frees.empty() && !synchronized && a.order() != nullptr) {
+        a.order()->complete_all();  // a shared arena: every stream's uses (Note [Cross-stream reuse])
+        synchronized = true;
+      }
       if (!frees.empty() && !synchronized) {
         // Unmap and release do not synchronise: the stream's work on these pages must be done.
         // A stream destroyed since (an invalid handle, or on the real driver "invalid device
@@ -261,13 +268,13 @@ void expandable_segments::unmap_free_pages(stream_arena& a) {
   }
 }
 
-void expandable_segments::unmap_block(stream_arena& a, segment& seg, block* b) {
+void expandable_segments::unmap_block(stream_arena& a, segment& seg, block* b, std::size_t max_pages) {
   // Per page: release the handle (legal while mapped: the memory goes with the mapping), then
   // unmap. A refused call leaves that page and the ones after it mapped, as they were; a page
   // whose handle is already released is marked so the next attempt only unmaps it.
   const std::size_t page = seg.page;
-  const std::size_t first = (b->ptr - seg.base + page - 1) / page;
   const std::size_t last = (b->ptr + b->size - seg.base) / page;
+  const std::size_t first = std::max((b->ptr - seg.base + page - 1) / page, last > max_pages ? last - max_pages : 0);
   a.reserve_blocks();
   std::size_t done = 0;
   drv_result result{};

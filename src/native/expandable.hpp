@@ -139,7 +139,11 @@ class expandable_segments {
   void fall_back_to_normal_segments(const std::string& reason);
   [[nodiscard]] block* reserve_segment(stream_arena& a, bool small, std::size_t rounded);
   [[nodiscard]] block* map_pages(stream_arena& a, block* b, std::size_t bytes);
-  void unmap_block(stream_arena& a, segment& seg, block* b);
+  /// Unmaps the whole pages inside free block `b` (at most `max_pages`, the highest ones).
+  void unmap_block(stream_arena& a, segment& seg, block* b, std::size_t max_pages = SIZE_MAX);
+  /// Before a growth of a shared arena: unmaps free pages so that reserved memory does not pass
+  /// its peak (Note [Moving free pages], page_moves.cpp).
+  void reclaim_pages(stream_arena& a, std::size_t rounded, bool small);
   void destroy(stream_arena& a, segment* seg);
   void count_mapping(const stream_arena& a, const segment& seg, std::uintptr_t lo, std::size_t bytes, bool mapped);
   // leftover pages (Note [Leftover pages])

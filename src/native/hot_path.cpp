@@ -23,7 +23,7 @@ namespace streampool::native {
 
 // --- stream_arena ------------------------------------------------------------------------------------
 
-inline block* stream_arena::alloc_found(block* b, std::size_t rounded, std::size_t requested) {
+inline block* stream_arena::alloc_found(block* b, std::size_t rounded, std::size_t requested, stream_t stream) {
   // reserve_blocks() ran before: the split below finds a block object.
   const segment* seg = b->seg;
   const bool small = seg->small;
@@ -34,6 +34,8 @@ inline block* stream_arena::alloc_found(block* b, std::size_t rounded, std::size
     rest->ptr = b->ptr + rounded;
     rest->size = b->size - rounded;
     rest->seg = b->seg;
+    rest->hazard_streams = b->hazard_streams;  // Note [Cross-stream reuse]: the rest is still free
+    rest->hazard_ticket = b->hazard_ticket;
     rest->prev = b;
     rest->next = b->next;
     if (rest->next != nullptr) rest->next->prev = rest;
@@ -52,6 +54,8 @@ inline block* stream_arena::alloc_found(block* b, std::size_t rounded, std::size
   }
   b->allocated = true;
   b->requested_size = requested;
+  b->stream = stream;
+  b->hazard_streams = 0;
   const auto size = static_cast<std::int64_t>(b->size);
   stats_.add(arena_stat_kind::allocation, small, 1);
   stats_.add(arena_stat_kind::allocated_bytes, small, size);
@@ -60,13 +64,17 @@ inline block* stream_arena::alloc_found(block* b, std::size_t rounded, std::size
   stats_.add(arena_stat_kind::requested_bytes, small, static_cast<std::int64_t>(requested));
   if (device_->policy->is_oversize(b->size)) [[unlikely]] stats_.change_oversize(1);
   live_.insert(b->ptr, b);
-  device_->trace.record(trace_action::alloc, device_->index, b->ptr, requested, stream_, pool_id_);
+  device_->trace.record(trace_action::alloc, device_->index, b->ptr, requested, stream, pool_id_);
   return b;
 }
 
 inline void stream_arena::free_block(block* b) {
-  device_->trace.record(trace_action::free_completed, device_->index, b->ptr, b->requested_size, stream_,
+  device_->trace.record(trace_action::free_completed, device_->index, b->ptr, b->requested_size, b->stream,
                           pool_id_);
+  if (order_ != nullptr) [[unlikely]] {  // Note [Cross-stream reuse]: the uses so far were on b->stream
+    b->hazard_streams = order_->bit(b->stream);
+    b->hazard_ticket = order_->next_ticket();
+  }
   const bool small = b->seg->small;
   const auto requested = static_cast<std::int64_t>(b->requested_size);
   std::int64_t split_blocks = 0;
@@ -94,11 +102,12 @@ inline void stream_arena::free_block(block* b) {
   stats_.sub(arena_stat_kind::requested_bytes, small, requested);
 }
 
-inline block* stream_arena::try_allocate_inline(std::size_t rounded, std::size_t requested) {
+inline block* stream_arena::try_allocate_inline(std::size_t rounded, std::size_t requested, stream_t stream) {
   block* b = nullptr;
   if (size_policy::is_small(rounded)) {
     b = small_.find(rounded);
     if (b != nullptr && b->seg->expandable) b = prefer_without_tail(b, true);
+    if (b == nullptr && order_ != nullptr) [[unlikely]] b = partial_page_fit(b, rounded);
   } else {
     if (device_->gc_enabled.load(std::memory_order_relaxed)) {
       device_->gc_clock.fetch_add(1, std::memory_order_relaxed);  // docs/pytorch-compatibility.md §2.6
@@ -109,16 +118,20 @@ inline block* stream_arena::try_allocate_inline(std::size_t rounded, std::size_t
   }
   if (b == nullptr) return nullptr;
   reserve_blocks();
+  if (b->hazard_streams != 0 && (b->hazard_streams & ~order_->bit(stream)) != 0 &&
+      !order_->order_after(b->hazard_streams, b->hazard_ticket, stream)) [[unlikely]] {
+    return nullptr;  // Note [Cross-stream reuse]: not during a capture; new memory instead
+  }
   remove_free(b);
-  return alloc_found(b, rounded, requested);
+  return alloc_found(b, rounded, requested, stream);
 }
 
-block* stream_arena::try_allocate(std::size_t rounded, std::size_t requested) {
-  return try_allocate_inline(rounded, requested);
+block* stream_arena::try_allocate(std::size_t rounded, std::size_t requested, stream_t stream) {
+  return try_allocate_inline(rounded, requested, stream);
 }
 
-block* stream_arena::allocate_block(block* b, std::size_t rounded, std::size_t requested) {
-  return alloc_found(b, rounded, requested);
+block* stream_arena::allocate_block(block* b, std::size_t rounded, std::size_t requested, stream_t stream) {
+  return alloc_found(b, rounded, requested, stream);
 }
 
 // --- free -----------------------------------------------------------------------------------------
@@ -138,7 +151,7 @@ inline void stream_arena::free_request(block* b) {
   stats_.sub(arena_stat_kind::allocation, small, 1);
   stats_.sub(arena_stat_kind::allocated_bytes, small, size);
   if (device_->policy->is_oversize(b->size)) [[unlikely]] stats_.change_oversize(-1);
-  device_->trace.record(trace_action::free_requested, device_->index, b->ptr, b->requested_size, stream_,
+  device_->trace.record(trace_action::free_requested, device_->index, b->ptr, b->requested_size, b->stream,
                           pool_id_);
   b->allocated = false;
   if (b->event_count == 0 && b->uses.empty()) [[likely]] {
@@ -174,7 +187,7 @@ void* native_allocator::do_allocate(int device, std::size_t bytes, stream_t stre
       if (!d.needs_slow_entry()) [[likely]] {
         // Polls only this arena's events, and only when it has some: no driver call otherwise.
         if (a->has_pending_events()) a->process_events();
-        b = a->try_allocate_inline(rounded, bytes);
+        b = a->try_allocate_inline(rounded, bytes, stream);
       }
     }
     if (b == nullptr) b = allocate_slow_entry(d, stream, rounded, bytes);

@@ -41,8 +41,8 @@ block* native_allocator::allocate_slow_entry(device_state& d, stream_t stream, s
     a = &d.default_arena_locked(stream);
   }
   std::lock_guard arena_lock(a->mutex());
-  block* b = a->try_allocate(rounded, requested);
-  return b != nullptr ? b : d.allocate_slow(*a, rounded, requested);
+  block* b = a->try_allocate(rounded, requested, stream);
+  return b != nullptr ? b : d.allocate_slow(*a, rounded, requested, stream);
 }
 
 void native_allocator::do_record_stream(void* ptr, stream_t stream) {
@@ -50,7 +50,7 @@ void native_allocator::do_record_stream(void* ptr, stream_t stream) {
   if (stream_arena* a = segments_.find(address)) {
     std::lock_guard lock(a->mutex());
     if (block* b = a->find_live(address)) {
-      if (stream == a->stream()) return;
+      if (stream == b->stream) return;
       check_stream_device(*a, *b, stream);
       a->record_use(b, stream, a->device().capture_underway());
       return;

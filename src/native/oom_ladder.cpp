@@ -16,7 +16,7 @@
 
 namespace streampool::native {
 
-block* device_state::allocate_slow(stream_arena& a, std::size_t rounded, std::size_t requested) {
+block* device_state::allocate_slow(stream_arena& a, std::size_t rounded, std::size_t requested, stream_t stream) {
   const bool small = size_policy::is_small(rounded);
   // Note [Deferred frees during capture]: while a capture is underway nothing may cudaFree or
   // query/synchronise events, so the steps that release memory are skipped (PyTorch skips only
@@ -39,7 +39,7 @@ block* device_state::allocate_slow(stream_arena& a, std::size_t rounded, std::si
     b = source_.grow(a, rounded, small);
   }
   if (b == nullptr) throw_oom(a, requested, rounded, context_.policy->allocation_size(rounded));
-  return a.allocate_block(b, rounded, requested);
+  return a.allocate_block(b, rounded, requested, stream);
 }
 
 void device_state::release_cached(const stream_arena* held) {

@@ -178,6 +178,8 @@ block* stream_arena::mark_unmapped(block* b, std::uintptr_t lo, std::size_t byte
     before->ptr = b->ptr;
     before->size = lo - b->ptr;
     before->seg = b->seg;
+    before->hazard_streams = b->hazard_streams;  // still free: same last users
+    before->hazard_ticket = b->hazard_ticket;
     before->prev = b->prev;
     before->next = b;
     if (before->prev != nullptr) before->prev->next = before;
@@ -190,6 +192,8 @@ block* stream_arena::mark_unmapped(block* b, std::uintptr_t lo, std::size_t byte
     after->ptr = hi;
     after->size = b->ptr + b->size - hi;
     after->seg = b->seg;
+    after->hazard_streams = b->hazard_streams;
+    after->hazard_ticket = b->hazard_ticket;
     after->prev = b;
     after->next = b->next;
     if (after->next != nullptr) after->next->prev = after;
@@ -199,6 +203,7 @@ block* stream_arena::mark_unmapped(block* b, std::uintptr_t lo, std::size_t byte
   b->ptr = lo;
   b->size = bytes;
   b->mapped = false;
+  b->hazard_streams = b->hazard_ticket = 0;  // the unmap waited for its users (Note [Moving free pages])
   auto& unmapped = unmapped_[kind_of(b->seg->small)];
   for (block* n : {b->prev, b->next}) {
     if (n == nullptr || n->mapped) continue;

@@ -17,6 +17,7 @@
 #include "native/device_context.hpp"
 #include "native/event_queues.hpp"
 #include "native/free_list.hpp"
+#include "native/stream_order.hpp"
 #include "streampool/graph.hpp"
 
 namespace streampool::native {
@@ -36,6 +37,10 @@ class stream_arena {
 
   [[nodiscard]] hybrid_mutex& mutex() noexcept { return mutex_; }
   [[nodiscard]] stream_t stream() const noexcept { return stream_; }
+  /// The cross-stream order of a shared arena (Note [Cross-stream reuse]); nullptr otherwise.
+  [[nodiscard]] stream_order* order() const noexcept { return order_; }
+  /// Makes this the device's shared arena (cross_stream_reuse:True), before its first block.
+  void share(stream_order* order) noexcept { order_ = order; }
   [[nodiscard]] private_pool* pool() const noexcept { return pool_; }
   [[nodiscard]] mempool_id pool_id() const noexcept { return pool_id_; }
   [[nodiscard]] device_context& device() const noexcept { return *device_; }
@@ -44,12 +49,15 @@ class stream_arena {
 
   // --- everything below: arena lock held ------------------------------------------------------
   /// Best fit (docs/pytorch-compatibility.md §2.6) + split (§2.7) + stats + trace; nullptr when no free block fits.
-  [[nodiscard]] block* try_allocate(std::size_t rounded, std::size_t requested);
+  /// In a shared arena the block may be ordered after other streams first (Note [Cross-stream
+  /// reuse]); nullptr also when it cannot be now. @throws cuda_error (nothing changed then)
+  [[nodiscard]] block* try_allocate(std::size_t rounded, std::size_t requested, stream_t stream);
   /// try_allocate, inlined into do_allocate (hot_path.cpp only; Note [Hot path layout]).
-  [[nodiscard, gnu::always_inline]] inline block* try_allocate_inline(std::size_t rounded, std::size_t requested);
+  [[nodiscard, gnu::always_inline]] inline block* try_allocate_inline(std::size_t rounded, std::size_t requested,
+                                                                      stream_t stream);
   /// Hands out `b`, a block of at least `rounded` bytes that is in no list (from the segment
   /// source): split, stats, trace (the new-segment branch of docs/pytorch-compatibility.md §2.3).
-  [[nodiscard]] block* allocate_block(block* b, std::size_t rounded, std::size_t requested);
+  [[nodiscard]] block* allocate_block(block* b, std::size_t rounded, std::size_t requested, stream_t stream);
   /// The user's free (docs/pytorch-compatibility.md §2.8): stats, trace, then back to the free list, wait for events, or
   /// park until the capture ends (§3.4). `b` was already taken out of the live map (take_live).
   /// @throws cuda_error when the events of record_stream uses cannot be recorded: `b` is then
@@ -148,16 +156,22 @@ class stream_arena {
       if (b->next != nullptr) b->next->prev = b;
     }
     b->size += n->size;
+    b->hazard_streams |= n->hazard_streams;  // Note [Cross-stream reuse]; both 0 unless shared
+    if (n->hazard_ticket > b->hazard_ticket) b->hazard_ticket = n->hazard_ticket;
     recycle(n);
   }
   void link_segment(segment* seg) noexcept;
   void unlink_segment(segment* seg) noexcept;
   /// The expandable best-fit rule of docs/pytorch-compatibility.md §2.6 (Note [Expandable segments]).
   [[nodiscard]] block* prefer_without_tail(block* b, bool small) const noexcept;
+  /// A shared arena's small request: a free piece of a partly used large-kind page that fits,
+  /// else `small_fit` (Note [Filling partial pages], page_moves.cpp).
+  [[nodiscard]] block* partial_page_fit(block* small_fit, std::size_t rounded) const noexcept;
   // Defined in hot_path.cpp and inlined into their callers there (Note [Hot path layout]);
   // callers elsewhere use allocate_block and complete_pending.
   [[gnu::always_inline]] inline void free_block(block* b);
-  [[gnu::always_inline]] inline block* alloc_found(block* b, std::size_t rounded, std::size_t requested);
+  [[gnu::always_inline]] inline block* alloc_found(block* b, std::size_t rounded, std::size_t requested,
+                                                   stream_t stream);
   /// A pending free (its events done, or its capture over with no use left) completes: it is no
   /// longer active, and goes back to the free list (Note [Derived active counters]).
   void complete_pending(block* b);
@@ -169,6 +183,7 @@ class stream_arena {
   arena_counters stats_;
   device_context* device_;
   stream_t stream_;
+  stream_order* order_ = nullptr;  // shared arena only (Note [Cross-stream reuse])
   private_pool* pool_;
   mempool_id pool_id_;
   hybrid_mutex mutex_;

@@ -1,0 +1,111 @@
+// stream_order.cpp — the event side of the cross_stream_reuse policy (Note [Cross-stream reuse]
+// in stream_order.hpp): fences recorded on the streams that last used a block, their queries, the
+// waits that order a new user stream after them, and the host waits an unmap needs.
+#include "native/stream_order.hpp"
+
+#include <string>
+
+#include "core/format.hpp"
+#include "streampool/errors.hpp"
+
+namespace streampool::native {
+
+stream_order::~stream_order() {
+  for (std::size_t i = 0; i < count_; ++i) {
+    if (streams_[i].fence != nullptr) device_->events.release(streams_[i].fence);
+  }
+}
+
+bool stream_order::add(stream_t stream) {
+  if (bit(stream) != 0) return true;
+  if (count_ == max_streams) return false;
+  streams_[count_] = stream_slot{};
+  streams_[count_].stream = stream;
+  ++count_;
+  return true;
+}
+
+void stream_order::fail(const char* what, stream_t stream, const drv_result& result) const {
+  throw cuda_error(std::string("streampool: cross_stream_reuse: ") + what + " on stream " +
+                       detail::format_pointer(stream) + " failed: " + device_->drv->describe(result) +
+                       "; nothing was handed out (the allocation may be retried)",
+                   result.native);
+}
+
+void stream_order::fence_for(stream_slot& a, std::uint64_t ticket) {
+  if (a.fence != nullptr && a.fence_ticket >= ticket) return;
+  // A new fence covers every free made so far, on this stream: those came after their uses.
+  const event_t fresh = device_->events.acquire();
+  const drv_result recorded = device_->drv->event_record(fresh, a.stream);
+  if (!recorded.ok()) {
+    device_->events.release(fresh);
+    fail("cudaEventRecord of a fence", a.stream, recorded);
+  }
+  // A wait already made on the old fence keeps its meaning (cudaStreamWaitEvent takes the event's
+  // state at the call), so the old event can go back to the pool now.
+  if (a.fence != nullptr) device_->events.release(a.fence);
+  a.fence = fresh;
+  a.fence_ticket = ticket_;
+  ++fences_;
+}
+
+bool stream_order::fence_done(stream_slot& a) {
+  const drv_result r = device_->drv->event_query(a.fence);
+  if (r.ok()) {
+    a.done_ticket = a.fence_ticket;
+    return true;
+  }
+  if (r.code != status::not_ready) fail("cudaEventQuery of a fence", a.stream, r);
+  return false;
+}
+
+bool stream_order::order_after(std::uint64_t users, std::uint64_t ticket, stream_t stream) {
+  const std::uint64_t own = bit(stream);
+  std::uint64_t others = users & ~own;
+  if (others == 0) return true;
+  if (device_->capture_underway()) {
+    // Only what needs no event may be handed out during a capture (Note [Cross-stream reuse]).
+    for (std::uint64_t rest = others; rest != 0; rest &= rest - 1) {
+      const stream_slot& a = streams_[static_cast<std::size_t>(__builtin_ctzll(rest))];
+      if (a.done_ticket < ticket) return false;
+    }
+    return true;
+  }
+  stream_slot* b = nullptr;
+  for (std::size_t i = 0; i < count_; ++i) {
+    if (streams_[i].stream == stream) b = &streams_[i];
+  }
+  for (; others != 0; others &= others - 1) {
+    const auto index = static_cast<std::size_t>(__builtin_ctzll(others));
+    stream_slot& a = streams_[index];
+    if (a.done_ticket >= ticket) continue;
+    if (b != nullptr && b->waited[index] >= ticket) continue;
+    fence_for(a, ticket);
+    if (fence_done(a)) continue;
+    const drv_result waited = device_->drv->stream_wait_event(stream, a.fence);
+    if (!waited.ok()) fail("cudaStreamWaitEvent for a fence", stream, waited);
+    if (b != nullptr) b->waited[index] = a.fence_ticket;
+    ++waits_;
+  }
+  ++reuses_;
+  return true;
+}
+
+void stream_order::complete(std::uint64_t users, std::uint64_t ticket) {
+  for (; users != 0; users &= users - 1) {
+    stream_slot& a = streams_[static_cast<std::size_t>(__builtin_ctzll(users))];
+    if (a.done_ticket >= ticket) continue;
+    fence_for(a, ticket);
+    if (fence_done(a)) continue;
+    const drv_result r = device_->drv->event_synchronize(a.fence);
+    if (!r.ok()) fail("cudaEventSynchronize of a fence", a.stream, r);
+    a.done_ticket = a.fence_ticket;
+  }
+}
+
+void stream_order::complete_all() {
+  std::uint64_t all = count_ == max_streams ? ~std::uint64_t{0} : (std::uint64_t{1} << count_) - 1;
+  complete(all, ticket_);
+}
+
+}  // namespace streampool::native

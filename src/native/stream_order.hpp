@@ -1,0 +1,109 @@
+// stream_order.hpp — what the cross_stream_reuse policy knows about the order of the streams that
+// share one arena (Note [Cross-stream reuse]): the streams (up to 64, one bit each), a ticket per
+// free, one fence event per stream, which fences the host saw complete and which ones each stream
+// was made to wait for. It decides, for a free block last used by some streams, what a new user
+// stream needs before it may touch the block: nothing, or cudaStreamWaitEvent on fences.
+// Owned by the shared arena; everything runs under that arena's lock.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "native/device_context.hpp"
+#include "streampool/driver.hpp"
+
+namespace streampool::native {
+
+// Note [Cross-stream reuse]
+// PyTorch keeps each stream's free memory for that stream: a block freed on stream A serves only
+// allocations on A, since A's kernels that used it may still be running and only A's own order
+// makes a new use safe. With two or more streams that is where most of the waste of its best
+// config comes from (each stream has its own segments, its own expandable segment, its own free
+// pages). cross_stream_reuse:True lets the streams of a device's default pool share one arena, so
+// a free block serves any stream, and keeps it safe with events:
+//   * Every free gets a ticket (a device-wide counter) and marks the block with the bit of its
+//     stream; merged free blocks carry the union of the bits and the larger ticket; a split piece
+//     keeps both. An allocated block carries none.
+//   * A block whose bits name only the allocating stream B is handed out as today (B's own order
+//     covers it): the same-stream cache hit pays one comparison.
+//   * Otherwise, for each other stream A in the bits: if the host has already seen A's work up to
+//     the block's ticket complete, or B already waits for a fence of A recorded after it, nothing
+//     is needed. Else A's fence is used if it was recorded after the ticket (its query may show it
+//     complete: no wait), or a new fence is recorded on A (an event from the device's pool), and
+//     B is made to wait for it (cudaStreamWaitEvent; B's later work is ordered after everything A
+//     had been given when the fence was recorded, which includes every use of the block: the free
+//     came after them). The host never waits here.
+//   * While a capture is underway none of this runs (an event recorded on, or waited for by, a
+//     capturing stream would become part of its graph): a block that would need it is skipped and
+//     the allocation takes new memory. Private pools (graph capture) are never shared.
+//   * Unmapping pages (expandable segments) needs the work done, not ordered: the fences of the
+//     streams that last used the pages are waited for on the host (event synchronize, never a
+//     device-wide synchronisation), see Note [Moving free pages].
+// The sim checks the rule: tests run multi-stream programs with random completion through its
+// hazard checker (every use of a byte range on a stream must be ordered after the last uses on
+// other streams) with this policy on.
+
+class stream_order {
+ public:
+  static constexpr std::size_t max_streams = 64;
+
+  explicit stream_order(device_context& device) : device_(&device) {}
+  ~stream_order();
+  stream_order(const stream_order&) = delete;
+  stream_order& operator=(const stream_order&) = delete;
+
+  /// The bit of `stream`, 0 when it has none (add() refused it).
+  [[nodiscard]] std::uint64_t bit(stream_t stream) const noexcept {
+    for (std::size_t i = 0; i < count_; ++i) {
+      if (streams_[i].stream == stream) return std::uint64_t{1} << i;
+    }
+    return 0;
+  }
+  /// Gives `stream` a bit; false when all 64 are taken (the stream then keeps an arena of its own).
+  [[nodiscard]] bool add(stream_t stream);
+  [[nodiscard]] std::uint64_t next_ticket() noexcept { return ++ticket_; }
+
+  /// Makes `stream`'s next work ordered after the last uses recorded as (`users`, `ticket`) on the
+  /// other streams; false when that needs an event while a capture is underway (nothing done).
+  /// @throws cuda_error when an event cannot be created, recorded or waited for (nothing handed out)
+  [[nodiscard]] bool order_after(std::uint64_t users, std::uint64_t ticket, stream_t stream);
+  /// Waits on the host until the work of `users` up to `ticket` is complete (before an unmap).
+  /// @throws cuda_error
+  void complete(std::uint64_t users, std::uint64_t ticket);
+  /// Waits on the host for every stream's work so far (empty_cache, OOM release). @throws cuda_error
+  void complete_all();
+
+  /// Counters (docs/cross-stream-reuse.md): blocks handed to another stream than their last user,
+  /// waits inserted, fences recorded.
+  [[nodiscard]] std::int64_t reuses() const noexcept { return reuses_; }
+  [[nodiscard]] std::int64_t waits() const noexcept { return waits_; }
+  [[nodiscard]] std::int64_t fences() const noexcept { return fences_; }
+  void reset_counters() noexcept { reuses_ = waits_ = fences_ = 0; }
+
+ private:
+  struct stream_slot {
+    stream_t stream = nullptr;
+    event_t fence = nullptr;          ///< the newest fence recorded on this stream, or none
+    std::uint64_t fence_ticket = 0;   ///< tickets up to this one are covered by `fence`
+    std::uint64_t done_ticket = 0;    ///< the host saw this stream's work complete up to here
+    std::array<std::uint64_t, max_streams> waited{};  ///< waited[a]: this stream waits for a's fence up to it
+  };
+
+  /// Ensures slot `a` has a fence covering `ticket` (recording one if needed). @throws cuda_error
+  void fence_for(stream_slot& a, std::uint64_t ticket);
+  /// True when the host has seen `a`'s fence complete (then done_ticket moves up).
+  [[nodiscard]] bool fence_done(stream_slot& a);
+  [[noreturn]] void fail(const char* what, stream_t stream, const drv_result& result) const;
+
+  device_context* device_;
+  std::array<stream_slot, max_streams> streams_{};
+  std::size_t count_ = 0;
+  std::uint64_t ticket_ = 0;
+  std::int64_t reuses_ = 0;
+  std::int64_t waits_ = 0;
+  std::int64_t fences_ = 0;
+};
+
+}  // namespace streampool::native
