@@ -63,6 +63,12 @@ struct STREAMPOOL_API memory_stats {
   std::int64_t num_device_alloc = 0;  ///< device mallocs + VMM maps
   std::int64_t num_device_free = 0;   ///< device frees + VMM unmaps
   std::int64_t max_split_size = 0;
+  // cross_stream_reuse:True only (streampool's own keys; docs/cross-stream-reuse.md):
+  std::int64_t num_cross_stream_reuses = 0;   ///< free blocks handed to another stream than their last user's
+  std::int64_t num_cross_stream_waits = 0;    ///< cudaStreamWaitEvent calls inserted to order such a reuse
+  std::int64_t num_cross_stream_fences = 0;   ///< fence events recorded on the streams that freed memory
+  std::int64_t num_fence_host_waits = 0;      ///< fences waited for on the host before an unmap
+  std::int64_t num_moved_pages = 0;           ///< free pages unmapped so a growth did not raise reserved
 
   /// Flat map with PyTorch's key names ("allocated_bytes.all.current", "num_ooms", ...).
   [[nodiscard]] std::map<std::string, std::int64_t> to_map() const;
@@ -79,6 +85,9 @@ struct STREAMPOOL_API block_info {
   std::size_t size = 0;
   std::size_t requested_size = 0;
   block_state state = block_state::inactive;
+  /// The stream that allocated the block, or for a free block the stream of its last use (a
+  /// free block of a shared cross_stream_reuse arena may be handed to another stream next).
+  stream_t stream = nullptr;
 };
 
 /// One segment (a device malloc, or a contiguous mapped range of an expandable segment).

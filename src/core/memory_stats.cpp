@@ -49,6 +49,11 @@ std::map<std::string, std::int64_t> memory_stats::to_map() const {
   out["num_device_alloc"] = num_device_alloc;
   out["num_device_free"] = num_device_free;
   out["max_split_size"] = max_split_size;
+  out["num_cross_stream_reuses"] = num_cross_stream_reuses;
+  out["num_cross_stream_waits"] = num_cross_stream_waits;
+  out["num_cross_stream_fences"] = num_cross_stream_fences;
+  out["num_fence_host_waits"] = num_fence_host_waits;
+  out["num_moved_pages"] = num_moved_pages;
   return out;
 }
 
@@ -61,6 +66,8 @@ void memory_stats::reset_peak() noexcept {
 void memory_stats::reset_accumulated() noexcept {
   for_each_array(*this, [](stat& s) { s.reset_accumulated(); });
   num_alloc_retries = num_ooms = num_sync_all_streams = num_device_alloc = num_device_free = 0;
+  num_cross_stream_reuses = num_cross_stream_waits = num_cross_stream_fences = 0;
+  num_fence_host_waits = num_moved_pages = 0;
 }
 
 }  // namespace streampool

@@ -62,7 +62,8 @@ std::string memory_snapshot::to_json() const {
       const block_info& b = s.blocks[j];
       if (j != 0) out << ',';
       out << "{\"address\":" << b.address << ",\"size\":" << b.size << ",\"requested_size\":" << b.requested_size
-          << ",\"state\":\"" << state_name(b.state) << "\",\"frames\":[]}";
+          << ",\"state\":\"" << state_name(b.state) << "\",\"stream\":" << stream_number(b.stream)
+          << ",\"frames\":[]}";
     }
     out << "]}";
   }

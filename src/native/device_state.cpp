@@ -112,6 +112,10 @@ memory_stats device_state::stats() {
   s.num_ooms = counters_.num_ooms;
   s.num_sync_all_streams = counters_.num_sync_all_streams;
   s.max_split_size = static_cast<std::int64_t>(context_.policy->max_split_size());
+  if (shared_ != nullptr) {
+    std::lock_guard arena_lock(shared_->mutex());
+    order_->copy_counters(s);
+  }
   return s;
 }
 
@@ -128,6 +132,7 @@ void device_state::reset_accumulated() {
   context_.peaks.reset_accumulated();
   source_.reset_accumulated();
   counters_ = device_counters{};
+  if (order_ != nullptr) order_->reset_counters();
 }
 
 // --- snapshot ---------------------------------------------------------------------------------------
@@ -150,6 +155,7 @@ void add_block(segment_info& info, const block* b) {
   bi.address = b->ptr;
   bi.size = b->size;
   bi.requested_size = b->requested_size;
+  bi.stream = b->stream != nullptr ? b->stream : info.stream;  // never allocated yet: the segment's
   if (b->allocated) {
     bi.state = block_state::active_allocated;
     info.allocated_size += b->size;

@@ -68,6 +68,7 @@ void expandable_segments::reclaim_pages(stream_arena& a, std::size_t rounded, bo
     a.order()->complete(c.b->hazard_streams, c.b->hazard_ticket);
     const std::size_t before = c.seg->mapped_pages;
     unmap_block(a, *c.seg, c.b, wanted);
+    a.order()->note_moved_pages(before - c.seg->mapped_pages);
     const std::size_t freed = (before - c.seg->mapped_pages) * c.seg->page;
     excess = freed >= excess ? 0 : excess - freed;
   }

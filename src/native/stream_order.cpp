@@ -100,6 +100,7 @@ void stream_order::complete(std::uint64_t users, std::uint64_t ticket) {
     const drv_result r = device_->drv->event_synchronize(a.fence);
     if (!r.ok()) fail("cudaEventSynchronize of a fence", a.stream, r);
     a.done_ticket = a.fence_ticket;
+    ++host_waits_;
   }
 }
 

@@ -13,6 +13,7 @@
 
 #include "native/device_context.hpp"
 #include "streampool/driver.hpp"
+#include "streampool/stats.hpp"
 
 namespace streampool::native {
 
@@ -75,12 +76,17 @@ class stream_order {
   /// Waits on the host for every stream's work so far (empty_cache, OOM release). @throws cuda_error
   void complete_all();
 
-  /// Counters (docs/cross-stream-reuse.md): blocks handed to another stream than their last user,
-  /// waits inserted, fences recorded.
-  [[nodiscard]] std::int64_t reuses() const noexcept { return reuses_; }
-  [[nodiscard]] std::int64_t waits() const noexcept { return waits_; }
-  [[nodiscard]] std::int64_t fences() const noexcept { return fences_; }
-  void reset_counters() noexcept { reuses_ = waits_ = fences_ = 0; }
+  /// Pages unmapped by a growth (Note [Moving free pages]), for the statistics.
+  void note_moved_pages(std::size_t pages) noexcept { moved_pages_ += static_cast<std::int64_t>(pages); }
+  /// Adds the counters (docs/cross-stream-reuse.md) to `s`; reset_counters() zeroes them.
+  void copy_counters(memory_stats& s) const noexcept {
+    s.num_cross_stream_reuses = reuses_;
+    s.num_cross_stream_waits = waits_;
+    s.num_cross_stream_fences = fences_;
+    s.num_fence_host_waits = host_waits_;
+    s.num_moved_pages = moved_pages_;
+  }
+  void reset_counters() noexcept { reuses_ = waits_ = fences_ = host_waits_ = moved_pages_ = 0; }
 
  private:
   struct stream_slot {
@@ -104,6 +110,8 @@ class stream_order {
   std::int64_t reuses_ = 0;
   std::int64_t waits_ = 0;
   std::int64_t fences_ = 0;
+  std::int64_t host_waits_ = 0;
+  std::int64_t moved_pages_ = 0;
 };
 
 }  // namespace streampool::native

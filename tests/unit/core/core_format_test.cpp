@@ -51,7 +51,9 @@ TEST(MemoryStats, ToMapUsesPyTorchKeyNames) {
                           "inactive_split.all.current", "reserved_bytes.all.peak", "active_bytes.all.current",
                           "inactive_split_bytes.all.current", "requested_bytes.all.allocated",
                           "oversize_allocations.current", "oversize_segments.peak", "num_alloc_retries",
-                          "num_sync_all_streams", "num_device_alloc", "num_device_free", "max_split_size"}) {
+                          "num_sync_all_streams", "num_device_alloc", "num_device_free", "max_split_size",
+                          "num_cross_stream_reuses", "num_cross_stream_waits", "num_cross_stream_fences",
+                          "num_fence_host_waits", "num_moved_pages"}) {
     EXPECT_EQ(map.count(key), 1u) << key;
   }
   EXPECT_NE(stats.to_json().find("\"allocated_bytes.all.current\":1024"), std::string::npos);

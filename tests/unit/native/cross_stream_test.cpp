@@ -1,0 +1,253 @@
+// cross_stream_reuse:True on the sim (Note [Cross-stream reuse] in src/native/stream_order.hpp):
+// a free block serves another stream after a fence wait or once its work is seen complete, never
+// during a capture; free pages move instead of raising reserved memory; the counters, the trace
+// and the snapshot show it; failures hand nothing out; without the key nothing changes.
+#include <gtest/gtest.h>
+
+#include "unit/native/native_test_util.hpp"
+
+namespace streampool::test {
+namespace {
+
+sim_options lazy() {
+  sim_options o;
+  o.eager_completion = false;  // work completes only when the test says so (or a sync)
+  return o;
+}
+
+constexpr const char* policy = "cross_stream_reuse:True";
+constexpr const char* policy_expandable = "cross_stream_reuse:True,expandable_segments:True";
+
+TEST(CrossStream, FreeBlockServesAnotherStreamAfterAFenceWait) {
+  native_env env(policy, lazy());
+  const stream_t a = env.new_stream();
+  const stream_t b = env.new_stream();
+  void* p = env.alloc->allocate(4096, a);
+  env.alloc->deallocate(p);
+  env.sim->reset_counters();
+  void* q = env.alloc->allocate(4096, b);
+  EXPECT_EQ(q, p) << "the block freed on a serves b";
+  EXPECT_EQ(env.calls(driver_call::event_record), 1u) << "one fence recorded on a";
+  EXPECT_EQ(env.calls(driver_call::stream_wait_event), 1u) << "b waits for it (a's work is not complete)";
+  EXPECT_EQ(env.calls(driver_call::stream_synchronize) + env.calls(driver_call::device_synchronize) +
+                env.calls(driver_call::event_synchronize),
+            0u)
+      << "the host never waits on the allocation path";
+  const memory_stats s = env.stats();
+  EXPECT_EQ(s.num_cross_stream_reuses, 1);
+  EXPECT_EQ(s.num_cross_stream_waits, 1);
+  EXPECT_EQ(s.num_cross_stream_fences, 1);
+  EXPECT_EQ(s.segment[all].current, 1) << "one segment for both streams";
+  env.alloc->deallocate(q);
+}
+
+TEST(CrossStream, CompletedWorkNeedsNoWait) {
+  native_env env(policy, lazy());
+  const stream_t a = env.new_stream();
+  const stream_t b = env.new_stream();
+  const stream_t c = env.new_stream();
+  void* p1 = env.alloc->allocate(1 * MiB, a);
+  void* p2 = env.alloc->allocate(1 * MiB, a);
+  env.alloc->deallocate(p1);
+  env.alloc->deallocate(p2);
+  void* q1 = env.alloc->allocate(1 * MiB, b);  // records a's fence; b waits for it
+  EXPECT_EQ(env.stats().num_cross_stream_waits, 1);
+  env.sim->complete(a);  // the GPU passes the fence
+  env.sim->reset_counters();
+  void* q2 = env.alloc->allocate(1 * MiB, c);  // freed before that fence, too
+  EXPECT_EQ(env.calls(driver_call::stream_wait_event), 0u) << "the fence's query shows a's work done";
+  EXPECT_EQ(env.calls(driver_call::event_record), 0u) << "the existing fence covers it";
+  EXPECT_EQ(env.stats().num_cross_stream_reuses, 2);
+  EXPECT_EQ(env.stats().num_cross_stream_waits, 1);
+  env.alloc->deallocate(q1);
+  env.alloc->deallocate(q2);
+}
+
+TEST(CrossStream, AStreamWaitsForAFenceOnlyOnce) {
+  native_env env(policy, lazy());
+  const stream_t a = env.new_stream();
+  const stream_t b = env.new_stream();
+  std::vector<void*> blocks;
+  for (int i = 0; i < 8; ++i) blocks.push_back(env.alloc->allocate(1 * MiB, a));
+  for (void* p : blocks) env.alloc->deallocate(p);
+  env.sim->reset_counters();
+  std::vector<void*> taken;
+  for (int i = 0; i < 8; ++i) taken.push_back(env.alloc->allocate(1 * MiB, b));
+  EXPECT_EQ(env.calls(driver_call::stream_wait_event), 1u) << "one fence covers every free made before it";
+  EXPECT_EQ(env.calls(driver_call::event_record), 1u);
+  EXPECT_EQ(env.stats().num_cross_stream_reuses, 8);
+  for (void* p : taken) env.alloc->deallocate(p);
+}
+
+TEST(CrossStream, SameStreamHitNeedsNothing) {
+  native_env env(policy, lazy());
+  const stream_t a = env.new_stream();
+  void* p = env.alloc->allocate(4096, a);
+  env.alloc->deallocate(p);
+  env.sim->reset_counters();
+  EXPECT_EQ(env.alloc->allocate(4096, a), p);
+  EXPECT_EQ(env.calls(driver_call::event_record) + env.calls(driver_call::stream_wait_event) +
+                env.calls(driver_call::event_query),
+            0u);
+  EXPECT_EQ(env.stats().num_cross_stream_reuses, 0);
+  env.alloc->deallocate(p);
+}
+
+TEST(CrossStream, WithoutTheKeyStreamsKeepTheirOwnMemory) {
+  native_env env("", lazy());
+  const stream_t a = env.new_stream();
+  const stream_t b = env.new_stream();
+  void* p = env.alloc->allocate(4096, a);
+  env.alloc->deallocate(p);
+  void* q = env.alloc->allocate(4096, b);
+  EXPECT_NE(q, p) << "PyTorch's rule stays the default";
+  EXPECT_EQ(env.stats().num_cross_stream_reuses, 0);
+  env.alloc->deallocate(q);
+}
+
+TEST(CrossStream, MergedFreeBlocksCarryEveryStreamTheyWereUsedOn) {
+  native_env env(policy, lazy());
+  const stream_t a = env.new_stream();
+  const stream_t b = env.new_stream();
+  const stream_t c = env.new_stream();
+  void* big = env.alloc->allocate(1 * MiB, a);  // one 2 MiB small-pool segment
+  env.alloc->deallocate(big);
+  void* pa = env.alloc->allocate(256 * KiB, a);
+  void* pb = env.alloc->allocate(256 * KiB, b);
+  ASSERT_EQ(addr(pb), addr(pa) + 256 * KiB) << "b took the next piece";
+  env.alloc->deallocate(pa);
+  env.alloc->deallocate(pb);  // merges with a's piece: the free block names a and b
+  env.sim->reset_counters();
+  void* pc = env.alloc->allocate(512 * KiB, c);
+  EXPECT_EQ(pc, pa);
+  EXPECT_EQ(env.calls(driver_call::stream_wait_event), 2u) << "c waits for a and for b";
+  env.alloc->deallocate(pc);
+}
+
+TEST(CrossStream, RecordStreamStillDelaysReuse) {
+  native_env env(policy, lazy());
+  const stream_t side = env.new_stream();
+  const stream_t main = env.new_stream();
+  void* p = env.alloc->allocate(4096, side);
+  env.alloc->record_stream(p, main);
+  env.alloc->deallocate(p);
+  void* q = env.alloc->allocate(4096, main);
+  EXPECT_NE(q, p) << "main has not passed the event recorded at free";
+  env.sim->complete(main);
+  void* r = env.alloc->allocate(4096, main);
+  EXPECT_EQ(r, p) << "after the event the block serves main, ordered after side by a fence";
+  EXPECT_GE(env.stats().num_cross_stream_reuses, 1);
+  env.alloc->deallocate(q);
+  env.alloc->deallocate(r);
+}
+
+TEST(CrossStream, NoEventWorkDuringACapture) {
+  native_env env(policy, lazy());
+  const stream_t a = env.new_stream();
+  const stream_t b = env.new_stream();
+  void* p = env.alloc->allocate(4096, a);
+  env.alloc->deallocate(p);
+  env.alloc->begin_allocate_to_pool(mempool_id{1, 0}, [a](stream_t s) { return s == a; }, 0);
+  env.sim->reset_counters();
+  void* q = env.alloc->allocate(4096, b);  // b is not captured: the default pool, shared arena
+  EXPECT_NE(q, p) << "reusing a's block would need an event while a capture is underway";
+  EXPECT_EQ(env.calls(driver_call::event_record) + env.calls(driver_call::stream_wait_event), 0u);
+  EXPECT_EQ(env.stats().num_cross_stream_reuses, 0);
+  env.alloc->end_allocate_to_pool(mempool_id{1, 0}, 0);
+  env.alloc->release_pool(mempool_id{1, 0}, 0);
+  env.alloc->deallocate(q);
+  const stream_t c = env.new_stream();
+  void* r = env.alloc->allocate(4096, c);  // every free block was last used by a or b
+  EXPECT_EQ(env.stats().num_cross_stream_reuses, 1) << "after the capture free blocks are shared again";
+  EXPECT_EQ(env.stats().segment[all].current, 2);
+  env.alloc->deallocate(r);
+}
+
+TEST(CrossStream, AFailedFenceHandsNothingOut) {
+  native_env env(policy, lazy());
+  const stream_t a = env.new_stream();
+  const stream_t b = env.new_stream();
+  void* p = env.alloc->allocate(4096, a);
+  env.alloc->deallocate(p);
+  env.sim->fail_next(driver_call::event_record, 1, status::other);
+  EXPECT_THROW((void)env.alloc->allocate(4096, b), cuda_error);
+  const memory_stats s = env.stats();
+  EXPECT_EQ(s.allocation[all].current, 0) << "nothing allocated";
+  EXPECT_EQ(s.num_cross_stream_reuses, 0);
+  void* q = env.alloc->allocate(4096, b);
+  EXPECT_EQ(q, p) << "the retry succeeds with the same block";
+  env.alloc->deallocate(q);
+
+  env.sim->fail_next(driver_call::stream_wait_event, 1, status::other);
+  EXPECT_THROW((void)env.alloc->allocate(4096, a), cuda_error) << "q was freed on b: a must wait for b";
+  EXPECT_EQ(env.stats().allocation[all].current, 0);
+  void* r = env.alloc->allocate(4096, a);
+  EXPECT_EQ(r, p);
+  env.alloc->deallocate(r);
+}
+
+TEST(CrossStream, SixtyFifthStreamGetsAnArenaOfItsOwn) {
+  native_env env(policy, lazy());
+  std::vector<stream_t> streams;
+  for (int i = 0; i < 65; ++i) streams.push_back(env.new_stream());
+  std::vector<void*> blocks;
+  for (stream_t s : streams) blocks.push_back(env.alloc->allocate(4096, s));
+  for (void* p : blocks) env.alloc->deallocate(p);
+  EXPECT_EQ(env.stats().segment[all].current, 2) << "64 streams share a segment, the 65th has its own";
+  void* q = env.alloc->allocate(4096, streams[64]);
+  EXPECT_EQ(q, blocks[64]) << "the 65th stream keeps PyTorch's rule";
+  env.alloc->deallocate(q);
+}
+
+TEST(CrossStream, FreePagesMoveInsteadOfRaisingReserved) {
+  native_env env(policy_expandable, lazy());
+  const stream_t a = env.new_stream();
+  const stream_t b = env.new_stream();
+  // a: 3 x 10 MiB; free the middle one: a 10 MiB hole between live blocks.
+  void* x = env.alloc->allocate(10 * MiB, a);
+  void* y = env.alloc->allocate(10 * MiB, a);
+  void* z = env.alloc->allocate(10 * MiB, a);
+  env.alloc->deallocate(y);
+  const std::int64_t peak = env.stats().reserved_bytes[all].peak;
+  EXPECT_EQ(peak, 30 * static_cast<std::int64_t>(MiB)) << "2 MiB pages: exactly what was asked";
+  // b asks for more than the hole: without moving pages reserved would rise to 42 MiB.
+  void* w = env.alloc->allocate(12 * MiB, b);
+  const memory_stats s = env.stats();
+  EXPECT_EQ(s.reserved_bytes[all].peak, 32 * static_cast<std::int64_t>(MiB))
+      << "the hole's 10 MiB moved: 20 live + 12 new";
+  EXPECT_EQ(s.num_moved_pages, 5);
+  EXPECT_EQ(s.num_fence_host_waits, 1) << "the hole's pages were waited for before the unmap";
+  for (void* p : {x, z, w}) env.alloc->deallocate(p);
+  env.alloc->empty_cache();
+  EXPECT_EQ(env.stats().reserved_bytes[all].current, 0);
+}
+
+TEST(CrossStream, TraceAndSnapshotNameEachBlocksStream) {
+  native_env env(policy, lazy());
+  env.alloc->record_history(true, 100);
+  const stream_t a = env.new_stream();
+  const stream_t b = env.new_stream();
+  void* p = env.alloc->allocate(4096, a);
+  void* q = env.alloc->allocate(4096, b);
+  const auto segs = env.segments();
+  ASSERT_EQ(segs.size(), 1u) << "one shared segment";
+  ASSERT_GE(segs[0].blocks.size(), 2u);
+  EXPECT_EQ(segs[0].blocks[0].stream, a);
+  EXPECT_EQ(segs[0].blocks[1].stream, b);
+  env.alloc->deallocate(q);
+  const std::vector<trace_entry> trace = env.alloc->trace(0);
+  bool saw_b_alloc = false;
+  bool saw_b_free = false;
+  for (const trace_entry& e : trace) {
+    if (e.address != addr(q)) continue;
+    saw_b_alloc = saw_b_alloc || (e.action == trace_action::alloc && e.stream == b);
+    saw_b_free = saw_b_free || (e.action == trace_action::free_completed && e.stream == b);
+  }
+  EXPECT_TRUE(saw_b_alloc);
+  EXPECT_TRUE(saw_b_free);
+  EXPECT_EQ(env.segments()[0].blocks[1].stream, b) << "a free block keeps the stream of its last use";
+  env.alloc->deallocate(p);
+}
+
+}  // namespace
+}  // namespace streampool::test
