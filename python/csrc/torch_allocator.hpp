@@ -4,6 +4,10 @@
 // Part of the `streampool._C10` extension module; module.cpp installs it.
 #pragma once
 
+#if __cplusplus < 202002L
+#error "streampool's headers need C++20: compile the extension with -std=c++20 (torch_extension_build.py does)"
+#endif
+
 #include <c10/cuda/CUDACachingAllocator.h>
 
 #include <atomic>
