@@ -22,9 +22,9 @@ package installed with the extension (pip install --no-build-isolation ./python 
   oom              an impossible request raises torch.cuda.OutOfMemoryError with streampool's
                    diagnosis; the OOM observer is called; a config variable changed mid-program is
                    named in the message; the memory-fraction cap gives an OOM too
-  gpt2             transformers.GPT2LMHeadModel (GPT2Config, no download) trains 20 steps: the same
-                   losses as PyTorch's own allocator (run in a subprocess without streampool) and
-                   peak reserved within 10% + 64 MiB of it; step times printed
+  gpt2             transformers.GPT2LMHeadModel (GPT2Config, no download) trains 20 steps in a fresh
+                   process with streampool installed and in one with PyTorch's own allocator (same
+                   environment): the same losses, peak reserved within 10% + 64 MiB; step times printed
 
   python3 python/tests/gpu_torch_extension.py [--out DIR] [--only a,b,...]
 
@@ -333,7 +333,9 @@ def check_history(torch, sp, out: Path) -> str:
 
 def check_oom(torch, sp, out: Path) -> str:
     seen = []
-    torch._C._cuda_attach_out_of_memory_observer(lambda *args: seen.append(args))
+    # An observer that reads the allocator (as memory-dump observers do): it must not deadlock.
+    torch._C._cuda_attach_out_of_memory_observer(
+        lambda *args: seen.append((args, len(torch.cuda.memory._snapshot()["segments"]))))
     old = os.environ.get("PYTORCH_CUDA_ALLOC_CONF")
     os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "" if old else "backend:cudaMallocAsync"  # the misconception
     total = torch.cuda.get_device_properties(0).total_memory
@@ -372,10 +374,11 @@ def gpt2_run(torch) -> Dict[str, object]:
     """20 training steps of a GPT-2-sized model; the same in both processes."""
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    torch.use_deterministic_algorithms(True)
+    torch.use_deterministic_algorithms(True, warn_only=True)
     torch.manual_seed(0)
     config = GPT2Config(n_layer=12, n_embd=768, n_head=12, n_positions=512, vocab_size=50257,
                         resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+    config._attn_implementation = "eager"  # deterministic attention (SDPA's fused backward is not)
     model = GPT2LMHeadModel(config).cuda()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     g = torch.Generator(device="cuda").manual_seed(1)
@@ -396,17 +399,23 @@ def gpt2_run(torch) -> Dict[str, object]:
             "step_ms": statistics.median(times[5:]) * 1000}
 
 
+def gpt2_in_subprocess(which: str) -> Dict[str, object]:
+    """gpt2_run in a fresh process (same environment, so the same backend for PyTorch's allocator):
+    "pytorch" never imports streampool, "streampool" installs the extension first."""
+    result = subprocess.run([sys.executable, __file__, "--gpt2-worker", which], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    if result.returncode != 0:
+        raise CheckFailed(f"the {which} GPT-2 process failed: {result.stderr[-1500:]}")
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
 def check_gpt2(torch, sp, out: Path) -> str:
     try:
         import transformers  # noqa: F401
     except ImportError as e:
         raise CheckFailed(f"transformers is not importable here ({e}); the GPT-2 check needs it") from e
-    # Same environment (so the same PyTorch backend), PyTorch's own allocator: streampool is not imported.
-    result = subprocess.run([sys.executable, __file__, "--gpt2-baseline"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    expect(result.returncode == 0, f"the baseline process failed: {result.stderr[-1500:]}")
-    baseline = json.loads(result.stdout.strip().splitlines()[-1])
-    ours = gpt2_run(torch)
+    baseline = gpt2_in_subprocess("pytorch")
+    ours = gpt2_in_subprocess("streampool")
     (out / "gpt2.json").write_text(json.dumps({"streampool": ours, "pytorch": baseline}, indent=1))
     diff = max(abs(a - b) for a, b in zip(ours["losses"], baseline["losses"]))
     expect(ours["losses"] == baseline["losses"], f"losses differ from PyTorch's allocator (max |diff| {diff:.3e}): "
@@ -431,14 +440,18 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default=None, help="folder for the artefacts (default: a temporary one)")
     parser.add_argument("--only", default="", help="comma-separated subset of: " + ", ".join(CHECKS))
-    parser.add_argument("--gpt2-baseline", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--gpt2-worker", choices=("pytorch", "streampool"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     try:
         import torch
     except ImportError:
         print("SKIP: torch is not importable")
         return 3
-    if args.gpt2_baseline:  # PyTorch's own allocator: streampool is not imported at all
+    if args.gpt2_worker:
+        if args.gpt2_worker == "streampool":
+            import streampool
+
+            streampool.install(route="extension")
         print(json.dumps(gpt2_run(torch)))
         return 0
     if not torch.cuda.is_available():
