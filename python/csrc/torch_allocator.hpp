@@ -84,6 +84,8 @@ class torch_allocator final : public c10a::CUDAAllocator {
   int getPoolUseCount(c10::DeviceIndex device, c10::MempoolId_t mempool_id) override;
   void createOrIncrefPool(c10::DeviceIndex device, c10::MempoolId_t mempool_id,
                           std::shared_ptr<c10a::CUDAAllocator> allocator) override;
+  void setUseOnOOM(c10::DeviceIndex device, c10::MempoolId_t mempool_id, bool use_on_oom) override;
+  void setNoSplit(c10::DeviceIndex device, c10::MempoolId_t mempool_id) override;
   bool checkPoolLiveAllocations(c10::DeviceIndex device, c10::MempoolId_t mempool_id,
                                 const std::unordered_set<void*>& expected_live_allocations) override;
   std::shared_ptr<c10a::AllocatorState> getCheckpointState(c10::DeviceIndex device, c10::MempoolId_t id) override;

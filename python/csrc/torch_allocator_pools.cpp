@@ -53,11 +53,14 @@ void torch_allocator::endAllocateToPool(c10::DeviceIndex device, c10::MempoolId_
 }
 
 void torch_allocator::releasePool(c10::DeviceIndex device, c10::MempoolId_t mempool_id) {
+  // Called from destructors (CUDAGraph::reset, ~MemPool), where an exception would terminate the
+  // process: a failure is reported as a warning.
   try {
     alloc_->release_pool(to_pool(mempool_id), device);
   } catch (const std::exception& e) {
-    TORCH_CHECK(false, "streampool: releasePool(device ", static_cast<int>(device), ", pool ",
-                pool_text(mempool_id), ") failed: ", e.what());
+    TORCH_WARN("streampool: releasePool(device ", static_cast<int>(device), ", pool ", pool_text(mempool_id),
+               ") failed: ", e.what());
+    return;
   }
   std::lock_guard<std::mutex> lock(pools_mutex_);
   auto it = pool_uses_.find({device, to_pool(mempool_id)});
@@ -80,6 +83,18 @@ void torch_allocator::createOrIncrefPool(c10::DeviceIndex device, c10::MempoolId
   // nothing is routed to it until torch.cuda.use_mem_pool begins routing.
   beginAllocateToPool(device, mempool_id, [](cudaStream_t) { return false; });
   endAllocateToPool(device, mempool_id);
+}
+
+void torch_allocator::setUseOnOOM(c10::DeviceIndex /*device*/, c10::MempoolId_t mempool_id, bool use_on_oom) {
+  // ~MemPool turns it off for every pool: that is what streampool always does (a private pool's
+  // cache never serves the general pools), so only turning it on is refused.
+  TORCH_CHECK(!use_on_oom, "streampool: torch.cuda.MemPool(use_on_oom=True) is not supported: streampool never "
+              "serves general allocations from a private pool's cache (pool ", pool_text(mempool_id), ")");
+}
+
+void torch_allocator::setNoSplit(c10::DeviceIndex /*device*/, c10::MempoolId_t mempool_id) {
+  TORCH_CHECK(false, "streampool: torch.cuda.MemPool(no_split=True) is not supported: streampool's pools split "
+              "blocks by its max_split_size_mb setting (pool ", pool_text(mempool_id), ")");
 }
 
 bool torch_allocator::checkPoolLiveAllocations(c10::DeviceIndex device, c10::MempoolId_t mempool_id,

@@ -19,6 +19,9 @@ package installed with the extension (pip install --no-build-isolation ./python 
                    (Tensor.record_stream): no early reuse, checked on the data
   history          _record_memory_history + _snapshot() (segments, blocks, trace) + _dump_snapshot
                    opened by `python -m torch.cuda._memory_viz stats` and `trace_plot`
+  mempool          torch.cuda.MemPool + use_mem_pool: the allocations land in that private pool
+  ipc              native: a CUDA tensor sent to a spawned process (torch.multiprocessing) that also
+                   installed streampool is read there; cudaMallocAsync: the documented refusal
   oom              an impossible request raises torch.cuda.OutOfMemoryError with streampool's
                    diagnosis; the OOM observer is called; a config variable changed mid-program is
                    named in the message; the memory-fraction cap gives an OOM too
@@ -368,6 +371,56 @@ def check_oom(torch, sp, out: Path) -> str:
     return f"OutOfMemoryError with streampool's text ({len(message)} chars), observer called {len(seen)}x"
 
 
+def check_mempool(torch, sp, out: Path) -> str:
+    pool = torch.cuda.MemPool()
+    with torch.cuda.use_mem_pool(pool):
+        x = torch.empty(16 * MIB, dtype=torch.uint8, device="cuda")
+    y = torch.empty(16 * MIB, dtype=torch.uint8, device="cuda")
+    owner = {}
+    for seg in torch.cuda.memory._snapshot()["segments"]:
+        addr = seg["address"]
+        for b in seg["blocks"]:
+            owner[addr] = tuple(seg["segment_pool_id"])
+            addr += b["size"]
+    expect(owner.get(x.data_ptr()) == tuple(pool.id), f"x is in pool {owner.get(x.data_ptr())}, not {pool.id}")
+    expect(owner.get(y.data_ptr()) == (0, 0), f"y (outside use_mem_pool) is in pool {owner.get(y.data_ptr())}")
+    expect(pool.use_count() >= 1, f"use_count {pool.use_count()}")
+    del x, y, pool  # ~MemPool: setUseOnOOM(false), releasePool, emptyCache(pool)
+    torch.cuda.synchronize()
+    return "use_mem_pool allocations land in the MemPool's private pool; the pool is released cleanly"
+
+
+def _ipc_child(queue, result):
+    import streampool
+
+    streampool.install(route="extension")
+    tensor = queue.get()
+    result.put(float(tensor.sum()))
+    del tensor
+
+
+def check_ipc(torch, sp, out: Path) -> str:
+    x = torch.full((4 * MIB,), 2.0, device="cuda")
+    if sp.backend_name() != "native":
+        try:
+            x.untyped_storage()._share_cuda_()
+        except RuntimeError as e:
+            expect("not supported on the cudaMallocAsync backend" in str(e), f"unexpected error: {e}")
+            return "cudaMallocAsync backend: sharing refused with the documented error"
+        raise CheckFailed("sharing memory of the cudaMallocAsync backend did not raise")
+    import torch.multiprocessing as mp
+
+    context = mp.get_context("spawn")
+    queue, result = context.Queue(), context.Queue()
+    child = context.Process(target=_ipc_child, args=(queue, result))
+    child.start()
+    queue.put(x)
+    total = result.get(timeout=120)
+    child.join(60)
+    expect(total == float(x.sum()), f"the child read sum {total}, expected {float(x.sum())}")
+    return f"a spawned process with streampool opened the tensor through cudaIpc and read sum {total:.0f}"
+
+
 # --- GPT-2 -----------------------------------------------------------------------------------------
 
 def gpt2_run(torch) -> Dict[str, object]:
@@ -432,7 +485,7 @@ CHECKS: Dict[str, Callable] = {
     "route": check_route, "graph_step": check_graph_step, "shared_pool": check_shared_pool,
     "graphed_callables": check_graphed_callables, "compile": check_compile, "stats": check_stats,
     "empty_cache": check_empty_cache, "record_stream": check_record_stream, "history": check_history,
-    "oom": check_oom, "gpt2": check_gpt2,
+    "mempool": check_mempool, "ipc": check_ipc, "oom": check_oom, "gpt2": check_gpt2,
 }
 
 
