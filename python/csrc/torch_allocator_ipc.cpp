@@ -49,17 +49,20 @@ c10a::ShareableHandle torch_allocator::shareIpcHandle(void* ptr) {
 }
 
 std::shared_ptr<void> torch_allocator::getIpcDevPtr(std::string handle) {
-  TORCH_CHECK(handle.size() == ipc_prefix.size() + sizeof(cudaIpcMemHandle_t) &&
-                  handle.compare(0, ipc_prefix.size(), ipc_prefix) == 0,
-              "streampool: cannot open this CUDA IPC handle: it was not made by streampool (the sending process "
-              "must also use streampool's extension allocator, streampool.install()).");
+  // A bare cudaIpcMemHandle_t (what code that calls cudaIpcGetMemHandle on getBaseAllocation's
+  // result sends) is accepted too.
+  const bool ours = handle.size() == ipc_prefix.size() + sizeof(cudaIpcMemHandle_t) &&
+                    handle.compare(0, ipc_prefix.size(), ipc_prefix) == 0;
+  TORCH_CHECK(ours || handle.size() == sizeof(cudaIpcMemHandle_t),
+              "streampool: cannot open this CUDA IPC handle (", handle.size(), " bytes): it was not made by "
+              "streampool (the sending process must also use streampool's extension allocator, streampool.install()).");
   std::lock_guard<std::mutex> lock(ipc_mutex_);
   auto it = ipc_opened_.find(handle);
   if (it != ipc_opened_.end()) {
     if (std::shared_ptr<void> open = it->second.lock()) return open;
   }
   cudaIpcMemHandle_t raw;
-  std::memcpy(&raw, handle.data() + ipc_prefix.size(), sizeof(raw));
+  std::memcpy(&raw, handle.data() + (ours ? ipc_prefix.size() : 0), sizeof(raw));
   void* ptr = nullptr;
   C10_CUDA_CHECK(cudaIpcOpenMemHandle(&ptr, raw, cudaIpcMemLazyEnablePeerAccess));
   int device = 0;
