@@ -172,13 +172,23 @@ def check_shared_pool(torch, sp, out: Path) -> str:
     torch.cuda.synchronize()
     expect(torch.all(c == 16.0).item(), f"c = {c[:4].tolist()} after replays, expected 16")
     held = torch.cuda.memory_reserved()
-    del b, c, g1, g2
+    in_pool = sum(seg["total_size"] for seg in private_pool_segments(torch) if tuple(seg["segment_pool_id"]) == tuple(pool))
+    del b, c
     torch.cuda.synchronize()
     torch.cuda.empty_cache()
+    kept = [seg for seg in private_pool_segments(torch) if tuple(seg["segment_pool_id"]) == tuple(pool)]
+    expect(kept, "empty_cache() released the pool while its graphs can still replay")
+    g1.replay()
+    g2.replay()
+    del g1, g2
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    left = [seg for seg in private_pool_segments(torch) if tuple(seg["segment_pool_id"]) == tuple(pool)]
+    expect(not left, f"empty_cache() after both graphs died kept {len(left)} segment(s) of the pool")
     after = torch.cuda.memory_reserved()
-    expect(after < held, f"empty_cache() after both graphs died kept the pool's memory (reserved {held} -> {after})")
     del a
-    return f"pool {tuple(pool)} shared by 2 graphs; reserved {base // MIB} -> {held // MIB} -> {after // MIB} MiB"
+    return (f"pool {tuple(pool)} ({in_pool // MIB} MiB) shared by 2 graphs, kept while they live, released after; "
+            f"reserved {base // MIB} -> {held // MIB} -> {after // MIB} MiB")
 
 
 def check_graphed_callables(torch, sp, out: Path) -> str:
