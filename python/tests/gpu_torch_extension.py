@@ -177,7 +177,8 @@ def check_shared_pool(torch, sp, out: Path) -> str:
     torch.cuda.synchronize()
     torch.cuda.empty_cache()
     kept = [seg for seg in private_pool_segments(torch) if tuple(seg["segment_pool_id"]) == tuple(pool)]
-    expect(kept, "empty_cache() released the pool while its graphs can still replay")
+    if sp.backend_name() == "native":  # cudaMallocAsync: the graphs own their memory in the driver
+        expect(kept, "empty_cache() released the pool while its graphs can still replay")
     g1.replay()
     g2.replay()
     del g1, g2
