@@ -89,9 +89,11 @@ void torch_allocator::raise_oom(const out_of_memory& oom, size_t nbytes, c10::De
     std::lock_guard<std::mutex> lock(observers_mutex_);
     observers = oom_observers_;
   }
-  for (const auto& observer : observers) {
-    observer(device, static_cast<size_t>(stats.allocated_bytes[0].current), device_total, device_free);
-  }
+  // As PyTorch's allocator calls them: the request, the memory the process may use (the fraction
+  // cap when one is set, else the device's total), the device's free memory.
+  const double fraction = alloc_->memory_fraction(device);
+  const auto allowed = fraction < 1.0 ? static_cast<size_t>(fraction * static_cast<double>(device_total)) : device_total;
+  for (const auto& observer : observers) observer(device, nbytes, allowed, device_free);
   c10::reportOutOfMemoryToProfiler(static_cast<int64_t>(nbytes), static_cast<size_t>(stats.allocated_bytes[0].current),
                                    static_cast<size_t>(stats.reserved_bytes[0].current),
                                    c10::Device(c10::DeviceType::CUDA, device));
