@@ -18,6 +18,9 @@ Settings (environment variables, or pip's --config-settings KEY=VALUE with the l
   STREAMPOOL_BENCH       (bench)       auto (default: build streampool-bench when CMake finds
                                        Boost.Program_options), on (required), off.
   STREAMPOOL_JOBS        (jobs)        parallel build jobs (default: CMake's own default).
+  STREAMPOOL_TORCH_EXT   (torch-ext)   auto (default: build the PyTorch extension allocator
+                                       streampool._C10 when torch is importable and supported), on
+                                       (required), off. See torch_extension_build.py.
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ import tempfile
 import zipfile
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
+
+import torch_extension_build
 
 NAME = "streampool"
 PYTHON_DIR = Path(__file__).resolve().parents[1]  # python/
@@ -111,8 +116,9 @@ def _have_nvcc() -> bool:
     return bool(os.environ.get("CUDACXX") or shutil.which("nvcc") or Path("/usr/local/cuda/bin/nvcc").is_file())
 
 
-def _build(config_settings: Optional[Dict[str, str]]) -> Tuple[Path, Optional[Path]]:
-    """Configures (when needed) and builds; returns libstreampool.so and streampool-bench (or None)."""
+def _build(config_settings: Optional[Dict[str, str]], static_too: bool = False) -> Tuple[Path, Optional[Path]]:
+    """Configures (when needed) and builds; returns libstreampool.so and streampool-bench (or None).
+    `static_too` also builds libstreampool.a (what the PyTorch extension links)."""
     root = _source_dir()
     build_dir = Path(_setting(config_settings, "build-dir") or root / "build-python").resolve()
     bench = _setting(config_settings, "bench", "auto").lower()
@@ -148,7 +154,7 @@ def _build(config_settings: Optional[Dict[str, str]]) -> Tuple[Path, Optional[Pa
                          "STREAMPOOL_BUILD_PERF=OFF; pass STREAMPOOL_CMAKE_ARGS=-DSTREAMPOOL_BUILD_PERF=ON "
                          "(needs Boost.Program_options) or use another STREAMPOOL_BUILD_DIR")
     with_bench = has_perf and bench != "off"
-    targets = ["streampool_shared"] + (["streampool-bench"] if with_bench else [])
+    targets = ["streampool_shared"] + (["streampool"] if static_too else []) + (["streampool-bench"] if with_bench else [])
     build = ["cmake", "--build", str(build_dir), "--target"] + targets
     jobs = _setting(config_settings, "jobs")
     if jobs:
@@ -239,7 +245,27 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
     try:
         root = _source_dir()
         version = _version(root)
-        library, bench = _build(config_settings)
+        try:
+            torch_version = None
+            setting = _setting(config_settings, "torch-ext", "auto")
+            if setting.lower() != "off":
+                torch_version = torch_extension_build.probe_torch()
+            with_ext, why = torch_extension_build.plan(setting, torch_version)
+        except (ValueError, RuntimeError) as e:
+            raise BuildError(str(e)) from e
+        if not with_ext:
+            print(f"streampool build: without the PyTorch extension allocator ({why}); install() will use the "
+                  "CUDAPluggableAllocator route", file=sys.stderr)
+        library, bench = _build(config_settings, static_too=with_ext)
+        build_dir = library.parent
+        extension: Optional[Tuple[Path, str]] = None
+        ext_temp = tempfile.TemporaryDirectory()
+        if with_ext:
+            try:
+                extension = torch_extension_build.build(build_dir, Path(ext_temp.name), torch_version or "",
+                                                        _setting(config_settings, "jobs"))
+            except RuntimeError as e:
+                raise BuildError(str(e)) from e
     except BuildError as e:
         print(str(e), file=sys.stderr)
         raise
@@ -251,11 +277,17 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
     writer.add(f"{NAME}/libstreampool.so", library.resolve().read_bytes(), executable=True)
     if bench is not None:
         writer.add(f"{NAME}-{version}.data/scripts/streampool-bench", bench.read_bytes(), executable=True)
+    if extension is not None:
+        module, build_info = extension
+        writer.add(f"{NAME}/{module.name}", module.read_bytes(), executable=True)
+        writer.add(f"{NAME}/_C10_build.py", build_info.encode())
+    ext_temp.cleanup()
     info = _dist_info(version)
     writer.add(f"{info}/METADATA", _metadata(version).encode())
     writer.add(f"{info}/WHEEL", _wheel_file().encode())
     writer.add(f"{info}/top_level.txt", f"{NAME}\n".encode())
     writer.close(f"{info}/RECORD")
-    print(f"streampool build: wrote {name} (libstreampool.so{', streampool-bench' if bench else ''})",
+    print(f"streampool build: wrote {name} (libstreampool.so{', streampool-bench' if bench else ''}"
+          f"{', the PyTorch extension allocator' if extension else ''})",
           file=sys.stderr)
     return name

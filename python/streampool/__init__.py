@@ -3,6 +3,8 @@ cudaMallocAsync backend) for PyTorch and any ctypes user, over libstreampool.so'
 
     import streampool
     streampool.install()                 # first, before any CUDA tensor: streampool becomes torch's allocator
+                                         # (the C++ extension route when built for this torch, else the
+                                         # CUDAPluggableAllocator route, with a FallbackWarning)
     with streampool.record("run.pickle"):
         model = build_model().cuda()     # start recording before the model is built
         train(model)
@@ -22,7 +24,9 @@ from ._library import StreampoolError, find_library, library
 from ._record import Recording, record
 from ._snapshot import dump_snapshot, snapshot
 from ._summary import memory_summary
-from ._torch import install, is_installed, mempool, pluggable_allocator, record_stream
+from ._env_watch import ConfigVariableChanged
+from ._torch import FallbackWarning, install, installed_route, is_installed, mempool, pluggable_allocator, record_stream
+from ._version_gate import SUPPORTED as SUPPORTED_TORCH
 
 try:  # written into the wheel by the build backend, from the CMake project's version
     from ._version import version as __version__
@@ -43,6 +47,10 @@ __all__ = [
     "shutdown",
     "install",
     "is_installed",
+    "installed_route",
+    "FallbackWarning",
+    "ConfigVariableChanged",
+    "SUPPORTED_TORCH",
     "pluggable_allocator",
     "mempool",
     "record_stream",

@@ -21,6 +21,7 @@ import pickle
 from typing import Any, Dict, List, Optional
 
 from ._core import backend_name, device_count
+from ._extension import active as _extension
 from ._library import library, text_call
 
 #: Pickle protocol of dump_snapshot(): pickle.dump's default on Python 3.8-3.13, which torch writes too.
@@ -91,8 +92,12 @@ def to_torch_snapshot(raw: Dict[str, Any], devices: int, backend: str = "") -> D
 def snapshot(path: Optional[str] = None) -> Dict[str, Any]:
     """streampool's segments, blocks and (when recording: record_history() or record()) trace of
     every device, as the dict torch.cuda.memory._snapshot() returns."""
-    lib = library(path)
-    raw = json.loads(text_call(lib, lib.streampool_snapshot_json, "streampool_snapshot_json"))
+    ext = _extension()
+    if ext is not None:  # Note [Two allocators, one answer] in _core.py
+        raw = json.loads(ext.snapshot_json())
+    else:
+        lib = library(path)
+        raw = json.loads(text_call(lib, lib.streampool_snapshot_json, "streampool_snapshot_json"))
     return to_torch_snapshot(raw, device_count(path), backend_name(path))
 
 

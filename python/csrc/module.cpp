@@ -1,0 +1,96 @@
+// module.cpp — the `streampool._C10` extension module: install() makes a torch_allocator over a
+// streampool::allocator PyTorch's CUDA allocator (c10's allocator slot, as
+// torch.cuda.memory.change_current_allocator does), and the package's Python functions (stats,
+// snapshot, trace, cache, fraction, env check) reach that same allocator through the functions below.
+#include <torch/csrc/cuda/CUDAPluggableAllocator.h>
+#include <torch/extension.h>
+#include <torch/headeronly/version.h>
+
+#include <optional>
+#include <string>
+
+#include "torch_allocator.hpp"
+
+namespace py = pybind11;
+using streampool::torch_ext::torch_allocator;
+
+namespace {
+
+// The PyTorch release this interface was written for (Note [Supported PyTorch] in
+// streampool/_version_gate.py): c10's CUDAAllocator changes between releases.
+static_assert(TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR == 11,
+              "streampool's extension implements c10's CUDAAllocator of PyTorch 2.11 only");
+
+std::shared_ptr<torch_allocator>& instance_slot() {
+  static auto* slot = new std::shared_ptr<torch_allocator>();  // never destroyed: PyTorch frees at exit
+  return *slot;
+}
+
+torch_allocator& active() {
+  auto& slot = instance_slot();
+  if (!slot) throw std::runtime_error("streampool: the extension allocator is not installed (streampool.install())");
+  return *slot;
+}
+
+void install(std::optional<std::string> config) {
+  if (instance_slot()) throw std::runtime_error("streampool: the extension allocator is already installed");
+  streampool::allocator_config cfg =
+      config ? streampool::parse_config(*config, streampool::config_source::api) : streampool::config_from_env();
+  streampool::torch_ext::env_snapshot env = streampool::torch_ext::read_env(cfg);
+  auto alloc = std::make_shared<torch_allocator>(streampool::make_allocator(std::move(cfg), streampool::make_cuda_driver()),
+                                                 std::move(env));
+  streampool::torch_ext::set_installed(alloc.get());
+  try {
+    torch::cuda::CUDAPluggableAllocator::changeCurrentAllocator(alloc);
+  } catch (...) {
+    streampool::torch_ext::set_installed(nullptr);
+    throw;
+  }
+  instance_slot() = std::move(alloc);
+}
+
+py::dict env_at_creation() {
+  py::dict out;
+  const auto& env = active().env();
+  for (std::size_t i = 0; i < streampool::torch_ext::config_variables.size(); ++i) {
+    const auto& value = env.values[i];
+    out[py::str(std::string(streampool::torch_ext::config_variables[i]))] =
+        value ? py::object(py::str(*value)) : py::object(py::none());
+  }
+  return out;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.doc() = "streampool as PyTorch's CUDA allocator (c10 CUDAAllocator of PyTorch 2.11); use streampool.install()";
+  m.attr("torch_version") = py::make_tuple(TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR);
+  m.def("install", &install, py::arg("config") = py::none(),
+        "Builds the allocator (config string, else the environment) and makes it PyTorch's CUDA allocator");
+  m.def("is_installed", [] { return static_cast<bool>(instance_slot()); });
+  m.def("name", [] { return active().name(); });
+  m.def("backend_name", [] { return std::string(active().impl().backend_name()); });
+  m.def("config_text", [] { return streampool::to_string(active().impl().config()); });
+  m.def("config_in_effect", [] { return active().env().config_text + " (from " + active().env().source + ")"; });
+  m.def("env_at_creation", &env_at_creation);
+  m.def("env_mismatch_warnings", [] { return streampool::torch_ext::env_mismatch_warnings(active().env()); });
+  m.def("device_count", [] {
+    int count = 0;
+    (void)active().impl().device_driver().device_count(&count);
+    return count;
+  });
+  m.def("stats_json", [](int device) { return active().impl().stats(device).to_json(); }, py::arg("device") = -1);
+  m.def("reset_peak_stats", [](int device) { active().impl().reset_peak_stats(device); }, py::arg("device") = -1);
+  m.def("reset_accumulated_stats", [](int device) { active().impl().reset_accumulated_stats(device); },
+        py::arg("device") = -1);
+  m.def("empty_cache", [] { active().impl().empty_cache(); }, py::call_guard<py::gil_scoped_release>());
+  m.def("set_memory_fraction", [](double f, int device) { active().impl().set_memory_fraction(f, device); },
+        py::arg("fraction"), py::arg("device") = -1);
+  m.def("memory_fraction", [](int device) { return active().impl().memory_fraction(device); }, py::arg("device") = -1);
+  m.def("record_history", [](bool enabled, std::size_t max_entries) {
+    active().recordHistory(enabled, nullptr, max_entries, c10::CachingDeviceAllocator::RecordContext::NEVER, true, {});
+  }, py::arg("enabled"), py::arg("max_entries"));
+  m.def("trace_csv", [](int device) { return streampool::trace_to_csv(active().impl().trace(device)); },
+        py::arg("device") = -1);
+  m.def("snapshot_json", [] { return active().impl().snapshot().to_json(); });
+}

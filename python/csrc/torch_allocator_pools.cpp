@@ -1,0 +1,165 @@
+// torch_allocator_pools.cpp — private pools for CUDA graphs and torch.cuda.MemPool: routing
+// (begin/end allocate-to-pool with PyTorch's stream filters), use counts, the live-allocation check
+// and the checkpoints of cudagraph trees (torch.compile mode="reduce-overhead").
+#include "torch_allocator.hpp"
+
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+
+namespace streampool::torch_ext {
+
+namespace {
+
+/// Note [Checkpoint of a pool]: the allocations live in a private pool when a cudagraph-trees
+/// recording ended. Restoring it later (setCheckpointPoolState) frees what was allocated since and
+/// hands back the checkpoint's allocations; streampool cannot re-create an allocation at a fixed
+/// address, so an allocation of the checkpoint that has been freed since makes the restore fail
+/// with an error saying so (cudagraph trees keep those blocks allocated until the restore: they
+/// free dead outputs with raw_delete after it).
+struct pool_checkpoint final : c10a::AllocatorState {
+  c10::DeviceIndex device = 0;
+  c10::MempoolId_t pool{0, 0};
+  std::vector<std::pair<std::uintptr_t, std::size_t>> live;  ///< address, size; sorted
+};
+
+std::string pool_text(c10::MempoolId_t id) {
+  return "(" + std::to_string(id.first) + ", " + std::to_string(id.second) + ")";
+}
+
+}  // namespace
+
+void torch_allocator::beginAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t mempool_id,
+                                          std::function<bool(cudaStream_t)> filter) {
+  try {
+    alloc_->begin_allocate_to_pool(
+        to_pool(mempool_id), [f = std::move(filter)](stream_t s) { return f(static_cast<cudaStream_t>(s)); },
+        device);
+  } catch (const std::exception& e) {
+    TORCH_CHECK(false, "streampool: beginAllocateToPool(device ", static_cast<int>(device), ", pool ",
+                pool_text(mempool_id), ") failed: ", e.what());
+  }
+  std::lock_guard<std::mutex> lock(pools_mutex_);
+  ++pool_uses_[{device, to_pool(mempool_id)}];
+}
+
+void torch_allocator::endAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t mempool_id) {
+  try {
+    alloc_->end_allocate_to_pool(to_pool(mempool_id), device);
+  } catch (const std::exception& e) {
+    TORCH_CHECK(false, "streampool: endAllocateToPool(device ", static_cast<int>(device), ", pool ",
+                pool_text(mempool_id), ") failed: ", e.what());
+  }
+}
+
+void torch_allocator::releasePool(c10::DeviceIndex device, c10::MempoolId_t mempool_id) {
+  // Called from destructors (CUDAGraph::reset, ~MemPool), where an exception would terminate the
+  // process: a failure is reported as a warning.
+  try {
+    alloc_->release_pool(to_pool(mempool_id), device);
+  } catch (const std::exception& e) {
+    TORCH_WARN("streampool: releasePool(device ", static_cast<int>(device), ", pool ", pool_text(mempool_id),
+               ") failed: ", e.what());
+    return;
+  }
+  std::lock_guard<std::mutex> lock(pools_mutex_);
+  auto it = pool_uses_.find({device, to_pool(mempool_id)});
+  if (it != pool_uses_.end() && --it->second <= 0) pool_uses_.erase(it);
+}
+
+int torch_allocator::getPoolUseCount(c10::DeviceIndex device, c10::MempoolId_t mempool_id) {
+  std::lock_guard<std::mutex> lock(pools_mutex_);
+  auto it = pool_uses_.find({device, to_pool(mempool_id)});
+  return it == pool_uses_.end() ? 0 : it->second;
+}
+
+void torch_allocator::createOrIncrefPool(c10::DeviceIndex device, c10::MempoolId_t mempool_id,
+                                         std::shared_ptr<c10a::CUDAAllocator> allocator) {
+  TORCH_CHECK(allocator == nullptr || allocator.get() == this,
+              "streampool: a torch.cuda.MemPool with an allocator of its own (", allocator ? allocator->name() : "",
+              ") is not supported while streampool is PyTorch's allocator: streampool serves every pool itself. "
+              "Create the MemPool without an allocator argument.");
+  // A begin whose filter matches no stream, ended at once: the pool exists (or gains a use) and
+  // nothing is routed to it until torch.cuda.use_mem_pool begins routing.
+  beginAllocateToPool(device, mempool_id, [](cudaStream_t) { return false; });
+  endAllocateToPool(device, mempool_id);
+}
+
+void torch_allocator::setUseOnOOM(c10::DeviceIndex /*device*/, c10::MempoolId_t mempool_id, bool use_on_oom) {
+  // ~MemPool turns it off for every pool: that is what streampool always does (a private pool's
+  // cache never serves the general pools), so only turning it on is refused.
+  TORCH_CHECK(!use_on_oom, "streampool: torch.cuda.MemPool(use_on_oom=True) is not supported: streampool never "
+              "serves general allocations from a private pool's cache (pool ", pool_text(mempool_id), ")");
+}
+
+void torch_allocator::setNoSplit(c10::DeviceIndex /*device*/, c10::MempoolId_t mempool_id) {
+  TORCH_CHECK(false, "streampool: torch.cuda.MemPool(no_split=True) is not supported: streampool's pools split "
+              "blocks by its max_split_size_mb setting (pool ", pool_text(mempool_id), ")");
+}
+
+bool torch_allocator::checkPoolLiveAllocations(c10::DeviceIndex device, c10::MempoolId_t mempool_id,
+                                               const std::unordered_set<void*>& expected_live_allocations) {
+  std::size_t live = 0;
+  for (const segment_info& s : segments_of(device, mempool_id)) {
+    if (s.pool.is_default()) continue;
+    for (const block_info& b : s.blocks) {
+      if (b.state != block_state::active_allocated) continue;
+      ++live;
+      if (expected_live_allocations.count(reinterpret_cast<void*>(b.address)) == 0) return false;
+    }
+  }
+  return live == expected_live_allocations.size();
+}
+
+std::shared_ptr<c10a::AllocatorState> torch_allocator::getCheckpointState(c10::DeviceIndex device,
+                                                                          c10::MempoolId_t id) {
+  auto state = std::make_shared<pool_checkpoint>();  // Note [Checkpoint of a pool]
+  state->device = device;
+  state->pool = id;
+  for (const segment_info& s : segments_of(device, id)) {
+    if (s.pool.is_default()) continue;
+    for (const block_info& b : s.blocks) {
+      if (b.state == block_state::active_allocated) state->live.emplace_back(b.address, b.size);
+    }
+  }
+  std::sort(state->live.begin(), state->live.end());
+  return state;
+}
+
+c10a::CheckpointDelta torch_allocator::setCheckpointPoolState(c10::DeviceIndex device,
+                                                              std::shared_ptr<c10a::AllocatorState> pps) {
+  auto* checkpoint = dynamic_cast<pool_checkpoint*>(pps.get());
+  TORCH_CHECK(checkpoint != nullptr, "streampool: setCheckpointPoolState got a state streampool did not make");
+  TORCH_CHECK(checkpoint->device == device, "streampool: setCheckpointPoolState: the checkpoint is of device ",
+              static_cast<int>(checkpoint->device), ", not ", static_cast<int>(device));
+  std::vector<std::uintptr_t> now;
+  for (const segment_info& s : segments_of(device, checkpoint->pool)) {
+    if (s.pool.is_default()) continue;
+    for (const block_info& b : s.blocks) {
+      if (b.state == block_state::active_allocated) now.push_back(b.address);
+    }
+  }
+  std::sort(now.begin(), now.end());
+  for (const auto& [address, size] : checkpoint->live) {  // Note [Checkpoint of a pool]
+    TORCH_CHECK(std::binary_search(now.begin(), now.end(), address),
+                "streampool: cannot restore the checkpoint of private pool ", pool_text(checkpoint->pool),
+                ": its allocation at 0x", std::hex, address, std::dec, " (", size,
+                " bytes) was freed since, and streampool cannot re-create an allocation at a given address. "
+                "torch.compile(mode=\"reduce-overhead\") needs this when a new CUDA graph branches off a replayed "
+                "one; use mode=\"max-autotune-no-cudagraphs\" for such programs, or PyTorch's own allocator.");
+  }
+  c10a::CheckpointDelta delta;
+  for (std::uintptr_t address : now) {
+    auto it = std::lower_bound(checkpoint->live.begin(), checkpoint->live.end(), std::make_pair(address, std::size_t{0}));
+    if (it != checkpoint->live.end() && it->first == address) continue;
+    raw_delete(reinterpret_cast<void*>(address));
+    delta.ptrs_freed.push_back(reinterpret_cast<void*>(address));
+  }
+  for (const auto& [address, size] : checkpoint->live) {
+    void* ptr = reinterpret_cast<void*>(address);
+    delta.dataptrs_allocd.emplace_back(ptr, ptr, raw_deleter(), c10::Device(c10::DeviceType::CUDA, device));
+  }
+  return delta;
+}
+
+}  // namespace streampool::torch_ext

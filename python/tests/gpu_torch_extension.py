@@ -1,0 +1,562 @@
+#!/usr/bin/env python3
+"""GPU acceptance of streampool's extension allocator (streampool._C10) inside PyTorch: run it once
+per backend, e.g. with PYTORCH_CUDA_ALLOC_CONF unset and with backend:cudaMallocAsync. Needs the
+package installed with the extension (pip install --no-build-isolation ./python with torch 2.11).
+
+  route            install() took the extension route; torch.cuda.memory_stats() answers
+  graph_step       torch.cuda.graph capture + 20 replays of a full training step (SGD with momentum):
+                   losses bit-identical to the same steps run eagerly; the graph's memory is in a
+                   private pool of streampool's
+  shared_pool      two graphs captured into one graph_pool_handle(), replayed, values checked; the
+                   pool's memory is returned by empty_cache() once both graphs are gone
+  graphed_callables torch.cuda.make_graphed_callables on a module, 10 training steps vs eager
+  compile          torch.compile(mode="reduce-overhead") training loop, 60 steps (cudagraph trees
+                   over streampool's pools; prints exactly why when it fails)
+  stats            memory_stats()/memory_summary()/max_memory_reserved()/reset_peak_memory_stats()
+                   agree with streampool.stats()
+  empty_cache      torch.cuda.empty_cache() returns streampool's cache to the device
+  record_stream    a slow kernel on a side stream reads and writes a tensor freed on the main stream
+                   (Tensor.record_stream): no early reuse, checked on the data
+  history          _record_memory_history + _snapshot() (segments, blocks, trace) + _dump_snapshot
+                   opened by `python -m torch.cuda._memory_viz stats` and `trace_plot`
+  mempool          torch.cuda.MemPool + use_mem_pool: the allocations land in that private pool
+  ipc              native: a CUDA tensor sent to a spawned process (torch.multiprocessing) that also
+                   installed streampool is read there; cudaMallocAsync: the documented refusal
+  oom              an impossible request raises torch.cuda.OutOfMemoryError with streampool's
+                   diagnosis; the OOM observer is called; a config variable changed mid-program is
+                   named in the message; the memory-fraction cap gives an OOM too
+  gpt2             transformers.GPT2LMHeadModel (GPT2Config, no download) trains 20 steps in a fresh
+                   process with streampool installed and in one with PyTorch's own allocator (same
+                   environment): the same losses, peak reserved within 10% + 64 MiB; step times printed
+
+  python3 python/tests/gpu_torch_extension.py [--out DIR] [--only a,b,...]
+
+Prints one PASS/FAIL line per check and a summary; exits 1 if any failed, 3 when torch or a GPU is
+missing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+import warnings
+from pathlib import Path
+from typing import Callable, Dict, List, Tuple
+
+MIB = 1 << 20
+# Deterministic cuBLAS, for loss comparisons across processes; set before CUDA starts.
+os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+
+
+class CheckFailed(Exception):
+    pass
+
+
+def expect(condition: bool, message: str) -> None:
+    if not condition:
+        raise CheckFailed(message)
+
+
+# --- helpers ---------------------------------------------------------------------------------------
+
+def small_model(torch, seed: int = 0):
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(torch.nn.Linear(1024, 4096), torch.nn.GELU(), torch.nn.Linear(4096, 1024)).cuda()
+
+
+def batches(torch, n: int, seed: int = 1) -> List[Tuple[object, object]]:
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    return [(torch.randn(256, 1024, device="cuda", generator=g), torch.randn(256, 1024, device="cuda", generator=g))
+            for _ in range(n)]
+
+
+def private_pool_segments(torch) -> List[dict]:
+    return [s for s in torch.cuda.memory._snapshot()["segments"] if tuple(s.get("segment_pool_id", (0, 0))) != (0, 0)]
+
+
+# --- checks ----------------------------------------------------------------------------------------
+
+def check_route(torch, sp, out: Path) -> str:
+    expect(sp.installed_route() == "extension", f"install() took the {sp.installed_route()} route")
+    x = torch.empty(MIB, device="cuda")
+    stats = torch.cuda.memory_stats()
+    expect(stats.get("allocated_bytes.all.current", 0) >= MIB, f"memory_stats() does not see the tensor: {stats}")
+    del x
+    return f"backend {sp.backend_name()}, allocator {torch.cuda.memory.get_allocator_backend()}"
+
+
+def check_graph_step(torch, sp, out: Path) -> str:
+    data = batches(torch, 23)
+    warm, steps = data[:3], data[3:]
+
+    def make():
+        model = small_model(torch)
+        return model, torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+
+    # Eager reference: the same 3 warm-up steps and 20 steps.
+    model, opt = make()
+    eager = []
+    for x, y in warm + steps:
+        opt.zero_grad(set_to_none=True)
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        opt.step()
+        eager.append(loss.detach().clone())
+    eager = eager[3:]
+
+    model, opt = make()
+    static_x, static_y = torch.empty_like(warm[0][0]), torch.empty_like(warm[0][1])
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for x, y in warm:
+            static_x.copy_(x)
+            static_y.copy_(y)
+            opt.zero_grad(set_to_none=True)
+            loss = torch.nn.functional.mse_loss(model(static_x), static_y)
+            loss.backward()
+            opt.step()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    opt.zero_grad(set_to_none=True)
+    with torch.cuda.graph(graph):
+        static_loss = torch.nn.functional.mse_loss(model(static_x), static_y)
+        static_loss.backward()
+        opt.step()
+    expect(len(private_pool_segments(torch)) > 0, "the graph's allocations are in no private pool of streampool's")
+    replayed = []
+    for x, y in steps:
+        static_x.copy_(x)
+        static_y.copy_(y)
+        graph.replay()
+        replayed.append(static_loss.detach().clone())
+    torch.cuda.synchronize()
+    diffs = [float((a - b).abs()) for a, b in zip(eager, replayed)]
+    expect(all(torch.equal(a, b) for a, b in zip(eager, replayed)),
+           f"replayed losses differ from eager: max |diff| {max(diffs):.3e}; eager {[float(v) for v in eager[:3]]}..., "
+           f"graph {[float(v) for v in replayed[:3]]}...")
+    expect(float(replayed[-1]) < float(replayed[0]), "the loss did not go down")
+    del graph
+    return f"20 replays bit-identical to eager, loss {float(replayed[0]):.4f} -> {float(replayed[-1]):.4f}"
+
+
+def check_shared_pool(torch, sp, out: Path) -> str:
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    base = torch.cuda.memory_reserved()
+    pool = torch.cuda.graph_pool_handle()
+    a = torch.full((8 * MIB,), 2.0, device="cuda")
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):  # warm-up as the docs show
+        (a * 3).sum()
+    torch.cuda.current_stream().wait_stream(s)
+    g1, g2 = torch.cuda.CUDAGraph(), torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g1, pool=pool):
+        b = a * 3
+    with torch.cuda.graph(g2, pool=pool):
+        c = b + 1
+    pools = {tuple(seg["segment_pool_id"]) for seg in private_pool_segments(torch)}
+    expect(tuple(pool) in pools, f"no segment of pool {tuple(pool)} in the snapshot (pools seen: {pools})")
+    a.fill_(5.0)
+    g1.replay()
+    g2.replay()
+    torch.cuda.synchronize()
+    expect(torch.all(c == 16.0).item(), f"c = {c[:4].tolist()} after replays, expected 16")
+    held = torch.cuda.memory_reserved()
+    in_pool = sum(seg["total_size"] for seg in private_pool_segments(torch) if tuple(seg["segment_pool_id"]) == tuple(pool))
+    del b, c
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    kept = [seg for seg in private_pool_segments(torch) if tuple(seg["segment_pool_id"]) == tuple(pool)]
+    if sp.backend_name() == "native":  # cudaMallocAsync: the graphs own their memory in the driver
+        expect(kept, "empty_cache() released the pool while its graphs can still replay")
+    g1.replay()
+    g2.replay()
+    del g1, g2
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    left = [seg for seg in private_pool_segments(torch) if tuple(seg["segment_pool_id"]) == tuple(pool)]
+    expect(not left, f"empty_cache() after both graphs died kept {len(left)} segment(s) of the pool")
+    after = torch.cuda.memory_reserved()
+    del a
+    return (f"pool {tuple(pool)} ({in_pool // MIB} MiB) shared by 2 graphs, kept while they live, released after; "
+            f"reserved {base // MIB} -> {held // MIB} -> {after // MIB} MiB")
+
+
+def check_graphed_callables(torch, sp, out: Path) -> str:
+    data = batches(torch, 10, seed=3)
+    eager_model = small_model(torch, seed=5)
+    graphed_model = copy.deepcopy(eager_model)
+    sample = torch.randn(256, 1024, device="cuda", requires_grad=False)
+    graphed = torch.cuda.make_graphed_callables(graphed_model, (sample,))
+    losses = []
+    for model, opt in ((eager_model, torch.optim.SGD(eager_model.parameters(), lr=0.01)),
+                       (graphed, torch.optim.SGD(graphed_model.parameters(), lr=0.01))):
+        run = []
+        for x, y in data:
+            opt.zero_grad(set_to_none=True)
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            loss.backward()
+            opt.step()
+            run.append(float(loss))
+        losses.append(run)
+    diff = max(abs(a - b) for a, b in zip(*losses))
+    expect(diff <= 1e-5 * max(abs(v) for v in losses[0]), f"graphed losses differ from eager by {diff:.3e}: {losses}")
+    return f"10 steps, max |loss diff| vs eager {diff:.2e}"
+
+
+def check_compile(torch, sp, out: Path) -> str:
+    import torch._dynamo.utils as dynamo_utils
+
+    model = small_model(torch, seed=7)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    compiled = torch.compile(model, mode="reduce-overhead")
+    data = batches(torch, 8, seed=9)
+    losses = []
+    try:
+        for step in range(60):
+            x, y = data[step % len(data)]
+            torch.compiler.cudagraph_mark_step_begin()
+            opt.zero_grad(set_to_none=True)
+            loss = torch.nn.functional.mse_loss(compiled(x), y)
+            loss.backward()
+            opt.step()
+            losses.append(float(loss))
+    except Exception as e:  # noqa: BLE001 — the reason is the result
+        raise CheckFailed(f"step {len(losses)} failed: {type(e).__name__}: {e}") from e
+    skips = dynamo_utils.counters["inductor"].get("cudagraph_skips", 0)
+    expect(skips == 0, f"cudagraphs were skipped {skips} time(s), so streampool's pools were not exercised "
+                       f"(counters: {dict(dynamo_utils.counters['inductor'])})")
+    expect(all(v == v for v in losses) and losses[-1] < losses[0], f"losses {losses[:3]} ... {losses[-3:]}")
+    pools = {tuple(s["segment_pool_id"]) for s in private_pool_segments(torch)}
+    expect(pools, "no private-pool segment in streampool's snapshot: the cudagraph trees did not use its pools")
+    return f"60 steps, loss {losses[0]:.4f} -> {losses[-1]:.4f}, {len(pools)} private pool(s)"
+
+
+def check_stats(torch, sp, out: Path) -> str:
+    x = torch.empty(64 * MIB, dtype=torch.uint8, device="cuda")
+    torch.cuda.synchronize()
+    ours = sp.stats()
+    theirs = torch.cuda.memory_stats()
+    for key in ("allocated_bytes.all.current", "reserved_bytes.all.current", "allocation.all.current",
+                "segment.all.current", "reserved_bytes.all.peak", "num_ooms"):
+        expect(theirs.get(key) == ours.get(key), f"{key}: torch {theirs.get(key)} vs streampool {ours.get(key)}")
+    expect(torch.cuda.max_memory_reserved() == ours["reserved_bytes.all.peak"], "max_memory_reserved() differs")
+    expect(torch.cuda.memory_allocated() == ours["allocated_bytes.all.current"], "memory_allocated() differs")
+    summary = torch.cuda.memory_summary()
+    (out / "memory_summary.txt").write_text(summary + "\n\n" + sp.memory_summary())
+    expect("Allocated memory" in summary and "Reserved memory" in summary, "memory_summary() has no table")
+    y = torch.empty(128 * MIB, dtype=torch.uint8, device="cuda")
+    del y
+    peak_before = torch.cuda.max_memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    after = sp.stats()
+    expect(after["allocated_bytes.all.peak"] == after["allocated_bytes.all.current"] < peak_before,
+           f"reset_peak_memory_stats(): peak {after['allocated_bytes.all.peak']}, current "
+           f"{after['allocated_bytes.all.current']}, peak before {peak_before}")
+    del x
+    return (f"torch and streampool agree: allocated {ours['allocated_bytes.all.current'] // MIB} MiB, reserved "
+            f"{ours['reserved_bytes.all.current'] // MIB} MiB; peak reset {peak_before // MIB} -> "
+            f"{after['allocated_bytes.all.peak'] // MIB} MiB")
+
+
+def check_empty_cache(torch, sp, out: Path) -> str:
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    x = torch.empty(512 * MIB, dtype=torch.uint8, device="cuda")
+    del x
+    torch.cuda.synchronize()
+    cached = torch.cuda.memory_reserved()
+    free_before = torch.cuda.mem_get_info()[0]
+    torch.cuda.empty_cache()
+    released = cached - torch.cuda.memory_reserved()
+    gained = torch.cuda.mem_get_info()[0] - free_before
+    expect(released >= 512 * MIB, f"empty_cache() released {released // MIB} MiB of {cached // MIB} MiB reserved")
+    expect(gained >= 512 * MIB, f"the device gained only {gained // MIB} MiB of free memory")
+    expect(sp.stats()["reserved_bytes.all.current"] == torch.cuda.memory_reserved(), "streampool disagrees")
+    return f"released {released // MIB} MiB, device free +{gained // MIB} MiB"
+
+
+def check_record_stream(torch, sp, out: Path) -> str:
+    n = 64 * MIB // 4
+    main = torch.cuda.current_stream()
+    side = torch.cuda.Stream()
+    x = torch.full((n,), 3.0, device="cuda")
+    y = torch.empty(n, device="cuda")
+    x_ptr = x.data_ptr()
+    side.wait_stream(main)
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(1_000_000_000)  # the side stream is busy for a while ...
+        x.mul_(2.0)                       # ... then writes x
+        y.copy_(x)                        # ... and reads it
+    x.record_stream(side)
+    del x                                  # freed on the main stream while the side stream still needs it
+    reused = []
+    for _ in range(4):                     # same-size requests on the main stream, written at once
+        z = torch.empty(n, device="cuda")
+        z.fill_(7.0)
+        reused.append((z.data_ptr(), z))
+    torch.cuda.synchronize()
+    expect(torch.all(y == 6.0).item(), f"y = {y[:4].tolist()}: the freed tensor was reused before the side "
+                                       "stream's kernels were done")
+    early = [p for p, _ in reused if p == x_ptr]
+    return f"side-stream result intact (6.0); address reused while pending: {'yes (after the event)' if early else 'no'}"
+
+
+def check_history(torch, sp, out: Path) -> str:
+    torch.cuda.memory._record_memory_history(max_entries=100000)
+    tensors = [torch.empty(s * MIB, dtype=torch.uint8, device="cuda") for s in (1, 3, 7, 30)]
+    del tensors[1]
+    snap = torch.cuda.memory._snapshot()
+    path = out / "history.pickle"
+    torch.cuda.memory._dump_snapshot(str(path))
+    torch.cuda.memory._record_memory_history(enabled=None)
+    trace = snap["device_traces"][torch.cuda.current_device()]
+    actions = {e["action"] for e in trace}
+    expect({"alloc", "free_requested"} <= actions, f"trace actions {actions}")
+    segments = snap["segments"]
+    expect(segments and all("blocks" in s for s in segments), "no segments/blocks in _snapshot()")
+    for s in segments:
+        expect(sum(b["size"] for b in s["blocks"]) == s["total_size"], f"blocks do not tile segment {s['address']:#x}")
+    live = {t.data_ptr() for t in tensors}
+    addresses = set()
+    for s in segments:
+        addr = s["address"]
+        for b in s["blocks"]:
+            if b["state"] == "active_allocated":
+                addresses.add(addr)
+            addr += b["size"]
+    expect(live <= addresses, f"live tensors {sorted(live - addresses)} not among the snapshot's allocated blocks")
+    for command in (["stats"], ["trace_plot", "-o", str(out / "trace_plot.html")]):
+        result = subprocess.run([sys.executable, "-m", "torch.cuda._memory_viz", command[0], str(path)] + command[1:],
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        (out / f"memory_viz_{command[0]}.txt").write_text(result.stdout)
+        expect(result.returncode == 0, f"_memory_viz {command[0]} failed: {result.stdout[-800:]}")
+    del tensors
+    return f"{len(trace)} trace entries ({', '.join(sorted(actions))}), {len(segments)} segments; memory_viz ok"
+
+
+def check_oom(torch, sp, out: Path) -> str:
+    seen = []
+    # An observer that reads the allocator (as memory-dump observers do): it must not deadlock.
+    torch._C._cuda_attach_out_of_memory_observer(
+        lambda *args: seen.append((args, len(torch.cuda.memory._snapshot()["segments"]))))
+    old = os.environ.get("PYTORCH_CUDA_ALLOC_CONF")
+    os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "" if old else "backend:cudaMallocAsync"  # the misconception
+    total = torch.cuda.get_device_properties(0).total_memory
+    try:
+        with warnings.catch_warnings(record=True):
+            warnings.simplefilter("always")
+            torch.empty(2 * total, dtype=torch.uint8, device="cuda")
+        raise CheckFailed("an allocation of twice the device succeeded")
+    except torch.cuda.OutOfMemoryError as e:
+        message = str(e)
+    finally:
+        if old is None:
+            os.environ.pop("PYTORCH_CUDA_ALLOC_CONF", None)
+        else:
+            os.environ["PYTORCH_CUDA_ALLOC_CONF"] = old
+    (out / "oom_message.txt").write_text(message)
+    expect("CUDA out of memory. Tried to allocate" in message and "larger than" in message,
+           f"not streampool's diagnosis: {message[:400]}")
+    expect("PYTORCH_CUDA_ALLOC_CONF is now" in message, "the changed config variable is not named in the OOM message")
+    expect(len(seen) >= 1, "the OOM observer was not called")
+    torch.cuda.set_per_process_memory_fraction(0.25)
+    try:
+        torch.empty(int(total * 0.4), dtype=torch.uint8, device="cuda")
+        raise CheckFailed("an allocation above the memory-fraction cap succeeded")
+    except torch.cuda.OutOfMemoryError as e:
+        capped = str(e)
+    finally:
+        torch.cuda.set_per_process_memory_fraction(1.0)
+    expect("cap" in capped, f"fraction OOM without the cap in its text: {capped[:300]}")
+    return f"OutOfMemoryError with streampool's text ({len(message)} chars), observer called {len(seen)}x"
+
+
+def check_mempool(torch, sp, out: Path) -> str:
+    pool = torch.cuda.MemPool()
+    with torch.cuda.use_mem_pool(pool):
+        x = torch.empty(16 * MIB, dtype=torch.uint8, device="cuda")
+    y = torch.empty(16 * MIB, dtype=torch.uint8, device="cuda")
+    owner = {}
+    for seg in torch.cuda.memory._snapshot()["segments"]:
+        addr = seg["address"]
+        for b in seg["blocks"]:
+            owner[addr] = tuple(seg["segment_pool_id"])
+            addr += b["size"]
+    expect(owner.get(x.data_ptr()) == tuple(pool.id), f"x is in pool {owner.get(x.data_ptr())}, not {pool.id}")
+    expect(owner.get(y.data_ptr()) == (0, 0), f"y (outside use_mem_pool) is in pool {owner.get(y.data_ptr())}")
+    expect(pool.use_count() >= 1, f"use_count {pool.use_count()}")
+    del x, y, pool  # ~MemPool: setUseOnOOM(false), releasePool, emptyCache(pool)
+    torch.cuda.synchronize()
+    return "use_mem_pool allocations land in the MemPool's private pool; the pool is released cleanly"
+
+
+def _ipc_child(queue, result):
+    import streampool
+
+    streampool.install(route="extension")
+    tensor = queue.get()
+    result.put(float(tensor.sum()))
+    del tensor
+
+
+def check_ipc(torch, sp, out: Path) -> str:
+    x = torch.full((4 * MIB,), 2.0, device="cuda")
+    if sp.backend_name() != "native":
+        try:
+            x.untyped_storage()._share_cuda_()
+        except RuntimeError as e:
+            expect("not supported on the cudaMallocAsync backend" in str(e), f"unexpected error: {e}")
+            return "cudaMallocAsync backend: sharing refused with the documented error"
+        raise CheckFailed("sharing memory of the cudaMallocAsync backend did not raise")
+    import torch.multiprocessing as mp
+
+    context = mp.get_context("spawn")
+    queue, result = context.Queue(), context.Queue()
+    child = context.Process(target=_ipc_child, args=(queue, result))
+    child.start()
+    queue.put(x)
+    total = result.get(timeout=120)
+    child.join(60)
+    expect(total == float(x.sum()), f"the child read sum {total}, expected {float(x.sum())}")
+    return f"a spawned process with streampool opened the tensor through cudaIpc and read sum {total:.0f}"
+
+
+# --- GPT-2 -----------------------------------------------------------------------------------------
+
+def gpt2_run(torch) -> Dict[str, object]:
+    """20 training steps of a GPT-2-sized model; the same in both processes."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    torch.manual_seed(0)
+    config = GPT2Config(n_layer=12, n_embd=768, n_head=12, n_positions=512, vocab_size=50257,
+                        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+    config._attn_implementation = "eager"  # deterministic attention (SDPA's fused backward is not)
+    model = GPT2LMHeadModel(config).cuda()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    g = torch.Generator(device="cuda").manual_seed(1)
+    tokens = torch.randint(0, config.vocab_size, (20, 8, 512), device="cuda", generator=g)
+    torch.cuda.reset_peak_memory_stats()
+    losses, times = [], []
+    for step in range(20):
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        loss = model(input_ids=tokens[step], labels=tokens[step]).loss
+        loss.backward()
+        opt.step()
+        torch.cuda.synchronize()
+        times.append(time.perf_counter() - start)
+        losses.append(loss.item())
+    return {"losses": losses, "peak_reserved": torch.cuda.max_memory_reserved(),
+            "step_ms": statistics.median(times[5:]) * 1000}
+
+
+def gpt2_in_subprocess(which: str) -> Dict[str, object]:
+    """gpt2_run in a fresh process (same environment, so the same backend for PyTorch's allocator):
+    "pytorch" never imports streampool, "streampool" installs the extension first."""
+    result = subprocess.run([sys.executable, __file__, "--gpt2-worker", which], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    if result.returncode != 0:
+        raise CheckFailed(f"the {which} GPT-2 process failed: {result.stderr[-1500:]}")
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def check_gpt2(torch, sp, out: Path) -> str:
+    try:
+        import transformers  # noqa: F401
+    except ImportError as e:
+        raise CheckFailed(f"transformers is not importable here ({e}); the GPT-2 check needs it") from e
+    baseline = gpt2_in_subprocess("pytorch")
+    ours = gpt2_in_subprocess("streampool")
+    (out / "gpt2.json").write_text(json.dumps({"streampool": ours, "pytorch": baseline}, indent=1))
+    diff = max(abs(a - b) for a, b in zip(ours["losses"], baseline["losses"]))
+    expect(ours["losses"] == baseline["losses"], f"losses differ from PyTorch's allocator (max |diff| {diff:.3e}): "
+                                                 f"{ours['losses'][:3]} vs {baseline['losses'][:3]}")
+    limit = baseline["peak_reserved"] * 1.10 + 64 * MIB
+    expect(ours["peak_reserved"] <= limit, f"peak reserved {ours['peak_reserved'] // MIB} MiB vs PyTorch "
+                                           f"{baseline['peak_reserved'] // MIB} MiB")
+    return (f"20 identical losses ({ours['losses'][0]:.4f} -> {ours['losses'][-1]:.4f}); peak reserved "
+            f"{ours['peak_reserved'] // MIB} MiB vs PyTorch {baseline['peak_reserved'] // MIB} MiB; step "
+            f"{ours['step_ms']:.1f} ms vs {baseline['step_ms']:.1f} ms")
+
+
+CHECKS: Dict[str, Callable] = {
+    "route": check_route, "graph_step": check_graph_step, "shared_pool": check_shared_pool,
+    "graphed_callables": check_graphed_callables, "compile": check_compile, "stats": check_stats,
+    "empty_cache": check_empty_cache, "record_stream": check_record_stream, "history": check_history,
+    "mempool": check_mempool, "ipc": check_ipc, "oom": check_oom, "gpt2": check_gpt2,
+}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", default=None, help="folder for the artefacts (default: a temporary one)")
+    parser.add_argument("--only", default="", help="comma-separated subset of: " + ", ".join(CHECKS))
+    parser.add_argument("--gpt2-worker", choices=("pytorch", "streampool"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    try:
+        import torch
+    except ImportError:
+        print("SKIP: torch is not importable")
+        return 3
+    if args.gpt2_worker:
+        if args.gpt2_worker == "streampool":
+            import streampool
+
+            streampool.install(route="extension")
+        print(json.dumps(gpt2_run(torch)))
+        return 0
+    if not torch.cuda.is_available():
+        print("SKIP: no CUDA device")
+        return 3
+    import streampool as sp
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            sp.install(route="extension")
+        except Exception as e:  # noqa: BLE001
+            print(f"FAIL install: {type(e).__name__}: {e}")
+            print("SUMMARY: 0 passed, 1 failed (the extension route could not be installed)")
+            return 1
+    for w in caught:
+        print(f"note: install warned: {w.message}")
+    out = Path(args.out or tempfile.mkdtemp(prefix="sp-torch-ext-"))
+    out.mkdir(parents=True, exist_ok=True)
+    wanted = [c for c in args.only.split(",") if c] or list(CHECKS)
+    unknown = [c for c in wanted if c not in CHECKS]
+    if unknown:
+        parser.error(f"unknown checks {unknown}")
+    print(f"streampool {sp.__version__}, torch {torch.__version__}, backend "
+          f"{os.environ.get('PYTORCH_CUDA_ALLOC_CONF') or '(default)'} -> {sp.backend_name()}, artefacts in {out}",
+          flush=True)
+    failed = 0
+    for name in wanted:
+        start = time.perf_counter()
+        try:
+            detail = CHECKS[name](torch, sp, out)
+            print(f"PASS {name}: {detail} [{time.perf_counter() - start:.1f}s]", flush=True)
+        except Exception as e:  # noqa: BLE001 — every check reports, the run goes on
+            failed += 1
+            print(f"FAIL {name}: {type(e).__name__}: {e}", flush=True)
+            if not isinstance(e, CheckFailed):
+                traceback.print_exc(file=sys.stdout)
+        torch.cuda.synchronize()
+    print(f"SUMMARY backend={sp.backend_name()}: {len(wanted) - failed} passed, {failed} failed", flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
