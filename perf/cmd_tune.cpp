@@ -35,6 +35,9 @@ const std::vector<std::string> default_candidates = {
     "roundup_power2_divisions:[256:1,512:2,1024:4,>:8]",
     "max_split_size_mb:256,roundup_power2_divisions:8",
     "backend:cudaMallocAsync",
+    // streampool-only (stock PyTorch rejects cross_stream_reuse): labelled so in the table, and
+    // the answer then names the best stock-PyTorch config too (docs/cross-stream-reuse.md).
+    "expandable_segments:True,cross_stream_reuse:True",
 };
 
 struct candidate {
