@@ -127,6 +127,18 @@ def threestream_enc(steps, rng):
 MODELS = {f.__name__: f for f in (resnet50_varres, gpt2_varlen, twostream_cnn, threestream_enc)}
 
 
+def timed(steps, seconds):
+    """The losses of `steps` (float() waits for each step), with each step's wall time in `seconds`."""
+    losses = []
+    t = time.perf_counter()
+    for loss in steps:
+        losses.append(float(loss))
+        now = time.perf_counter()
+        seconds.append(round(now - t, 5))
+        t = now
+    return losses
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", required=True, choices=sorted(MODELS))
@@ -135,31 +147,42 @@ def main():
     ap.add_argument("--snapshot", help="write the allocation history here (a _dump_snapshot pickle)")
     ap.add_argument("--stats", help="write PyTorch's peak figures here (JSON)")
     ap.add_argument("--max-entries", type=int, default=2_000_000)
+    ap.add_argument("--allocator", choices=["torch", "streampool"], default="torch",
+                    help="train with PyTorch's own allocator, or with streampool installed "
+                         "(streampool.install(); its config from STREAMPOOL_ALLOC_CONF / PYTORCH_CUDA_ALLOC_CONF)")
     ap.add_argument("--record-with", choices=["torch", "streampool"], default="torch",
                     help="write --snapshot with torch.cuda.memory directly, or with streampool.record() "
                          "(the Python package; same file)")
     args = ap.parse_args()
     if not torch.cuda.is_available():
         sys.exit("record_training.py: no CUDA device")
+    if args.allocator == "streampool":
+        import streampool
+        streampool.install()
     torch.manual_seed(args.seed)
     torch.backends.cudnn.benchmark = False
     torch.backends.cudnn.deterministic = True
     rng = random.Random(args.seed)
     start = time.time()
+    step_seconds = []
     if args.snapshot and args.record_with == "streampool":
         import streampool
         with streampool.record(args.snapshot):
-            losses = [float(l) for l in MODELS[args.model](args.steps, rng)]
+            losses = timed(MODELS[args.model](args.steps, rng), step_seconds)
             torch.cuda.synchronize()
     else:
         if args.snapshot:
             torch.cuda.memory._record_memory_history(max_entries=args.max_entries, context=None, stacks="python")
-        losses = [float(l) for l in MODELS[args.model](args.steps, rng)]
+        losses = timed(MODELS[args.model](args.steps, rng), step_seconds)
         torch.cuda.synchronize()
         if args.snapshot:
             torch.cuda.memory._dump_snapshot(args.snapshot)
             torch.cuda.memory._record_memory_history(enabled=None)
-    s = torch.cuda.memory_stats()
+    if args.allocator == "streampool":
+        import streampool
+        s = streampool.stats()
+    else:
+        s = torch.cuda.memory_stats()
     out = {
         "model": args.model, "steps": args.steps, "seed": args.seed,
         "PYTORCH_CUDA_ALLOC_CONF": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""),
@@ -169,7 +192,13 @@ def main():
         "peak_requested_bytes": s.get("requested_bytes.all.peak", 0),
         "segments_allocated": s.get("segment.all.allocated", 0),
         "num_alloc_retries": s.get("num_alloc_retries", 0),
-        "losses": losses, "seconds": round(time.time() - start, 2),
+        "allocator": args.allocator,
+        "STREAMPOOL_ALLOC_CONF": os.environ.get("STREAMPOOL_ALLOC_CONF", ""),
+        "num_cross_stream_reuses": s.get("num_cross_stream_reuses", 0),
+        "num_cross_stream_waits": s.get("num_cross_stream_waits", 0),
+        "num_moved_pages": s.get("num_moved_pages", 0),
+        "num_allocations": s.get("allocation.all.allocated", 0),
+        "losses": losses, "seconds": round(time.time() - start, 2), "step_seconds": step_seconds,
     }
     text = json.dumps(out)
     print(text)
