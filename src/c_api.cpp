@@ -333,7 +333,11 @@ int streampool_record_stream(void* ptr, void* stream) {
 }
 
 int streampool_empty_cache(void) {
-  return guarded([&] { detail::instance()->empty_cache(); });
+  return guarded([&] {
+    const detail::allocator_lease alloc = detail::instance();
+    alloc.owner().captures.sweep_if_needed(*alloc);  // pools of destroyed graphs go too
+    alloc->empty_cache();
+  });
 }
 
 int streampool_set_memory_fraction(double fraction, int device) {

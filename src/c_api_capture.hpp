@@ -39,11 +39,16 @@ class capture_guard {
   /// call that follows is routed there.
   /// @throws error naming the routes that announce captures when the routing cannot be opened
   void before_call(allocator& alloc, int device, stream_t stream) {
-    const bool legacy = reinterpret_cast<std::uintptr_t>(stream) <= 1;
+    sweep_if_needed(alloc);
+    if (reinterpret_cast<std::uintptr_t>(stream) > 1) check_stream(alloc, device, stream);  // not legacy
+  }
+
+  /// The first half of before_call: ends routings of captures that are over and releases the pools
+  /// of graphs that are gone, when there are any (streampool_empty_cache calls it first).
+  void sweep_if_needed(allocator& alloc) {
     if ((signals_->routing.load(std::memory_order_relaxed) | signals_->released.load(std::memory_order_relaxed)) != 0) {
       sweep(alloc);
     }
-    if (!legacy) check_stream(alloc, device, stream);
   }
 
   /// Captures tracked (routing open, or pool held until the graph is gone). For tests.
