@@ -51,8 +51,11 @@ struct record_shard {
 inline constexpr std::size_t record_shards = 16;
 
 struct c_api_instance {
-  explicit c_api_instance(std::unique_ptr<allocator> a) : alloc(std::move(a)) {}
+  explicit c_api_instance(std::unique_ptr<allocator> a)
+      : alloc(std::move(a)), relaxed_frees(alloc->backend_name() == "cudaMallocAsync") {}
   std::unique_ptr<allocator> alloc;
+  /// Note [Relaxed frees on the cudaMallocAsync backend] (c_api_capture.cpp).
+  const bool relaxed_frees;
   std::array<record_shard, record_shards> records;
   std::atomic<bool> mismatch_reported{false};  ///< Note [Mismatched free]: reported once
   capture_guard captures;  ///< Note [Captures the C API was not told about] (c_api_capture.cpp)
@@ -318,6 +321,7 @@ void streampool_free(void* ptr, size_t size, int device, void* stream) {
     }
     try {
       alloc.owner().captures.before_call(*alloc, rec->device, rec->stream);  // Note [Captures the C API was not told about]
+      const relaxed_thread_scope relaxed(alloc->device_driver(), alloc.owner().relaxed_frees);
       alloc->deallocate(ptr);
     } catch (...) {
       const std::lock_guard lock(shard.mutex);

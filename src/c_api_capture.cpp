@@ -43,6 +43,19 @@ namespace streampool::detail {
 // the allocator is shut down (warned once). The cost outside captures is the one driver query per
 // call, measured in docs/benchmarks.md ("C API pair").
 
+// Note [Relaxed frees on the cudaMallocAsync backend]
+// The stream check cannot see a capture that has not yet touched an allocation's stream, and a
+// captured step often starts with a free on another stream: optimizer.zero_grad(set_to_none=True)
+// frees gradients allocated during warm-up on a side stream. The native backend makes no driver
+// call on such a free; the cudaMallocAsync backend calls cudaFreeAsync on that stream, which CUDA
+// refuses while a global capture is open, invalidating it (Note [Relaxed uncaptured calls] in
+// docs/graph-capture.md). So streampool_free runs the cudaMallocAsync backend's free with the
+// thread in relaxed capture mode (two cudaThreadExchangeStreamCaptureMode calls per free). The
+// free itself is sound: the memory came from the stream-ordered pool, which the capture's own
+// allocations (graph memory) never draw from; a graph that read the tensor before it was freed
+// is the caller's business, as with any allocator. Frees on a stream of the capture are parked by
+// the backend instead, once the stream check has opened the capture's routing.
+
 /// A capture found on a call's stream. `routing` is under the guard's mutex; `graph_gone` is set
 /// by the driver's callback, on any thread.
 struct unannounced_capture {

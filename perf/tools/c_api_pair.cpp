@@ -3,7 +3,7 @@
 // with callgrind on a simulated device (docs/benchmarks.md, "C API pair": run it with two values
 // of N and divide the difference of the totals by the difference of N, so start-up cancels out),
 // or for timing the pair on the real GPU (DRIVER cuda: prints nanoseconds per pair, and with
-// STREAM created the cost of the capture-status query each C entry point makes).
+// STREAM created the cost of the capture-status query each C entry point makes, timed apart).
 //   usage: streampool-c-api-pair N [SIZE] [CONFIG] [STREAM] [DRIVER]
 //   STREAM: legacy (the default stream, nullptr; default) or created (a stream made for the run,
 //   as PyTorch's side streams are). DRIVER: sim (default) or cuda.
@@ -61,7 +61,7 @@ int main(int argc, char** argv) {
               stream_kind.c_str(), driver_kind.c_str(), pairs > 0 ? elapsed.count() / double(pairs) : 0.0);
   // The capture-status query the C entry points make per call on a non-legacy stream (Note
   // [Captures the C API was not told about] in src/c_api_capture.cpp), timed on its own.
-  if (stream != nullptr && pairs > 0) {
+  if (stream != nullptr && pairs > 0 && driver_kind == "cuda") {
     streampool::capture_info info;
     const auto query_start = std::chrono::steady_clock::now();
     for (long i = 0; i < pairs; ++i) (void)drv->stream_capture_info(stream, &info);

@@ -100,10 +100,12 @@ TEST_P(c_api_capture, an_unannounced_capture_gets_a_private_pool_and_stays_valid
   void* cached = alloc(mib, s);
   release(cached, mib, s);  // a cache hit waiting in the general pool (native)
   void* before = alloc(4 * mib, s);
+  void* warm_grad = alloc(2 * mib, other);  // warm-up state on another stream
   const std::int64_t reserved_before = reserved();
 
   begin(s);
-  release(before, 4 * mib, s);  // allocated before the capture, freed during it, first of all
+  release(warm_grad, 2 * mib, other);  // zero_grad(set_to_none=True): a free on a stream outside the capture, first
+  release(before, 4 * mib, s);         // allocated before the capture, freed on its stream during it
   void* activation = alloc(mib, s);
   EXPECT_EQ(detail::c_api_unannounced_captures(), 1u);
   if (is_native()) {
