@@ -3,8 +3,8 @@
 // src/c_api_capture.cpp), on both backends, on the sim and on the real driver (skipped without a
 // device): the capture stays valid (on the sim, ending it successfully proves nothing illegal was
 // issued), its allocations come from a private pool that eager code never gets an address of
-// while the graph lives, a capture over two streams, frees during it, and release of the memory
-// once the graph is destroyed.
+// while the graph lives, a capture over two streams, frees during it, threads, and release of the
+// memory once the graph is destroyed.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -283,6 +283,66 @@ TEST_P(c_api_capture, a_routing_that_cannot_open_fails_the_call_and_names_the_ro
   ASSERT_NE(end_and_instantiate(s), nullptr) << "the refused call did not invalidate the capture";
   destroy_graphs();
   EXPECT_TRUE(wait_until_untracked());
+}
+
+TEST_P(c_api_capture, threads_allocating_in_one_capture_and_eagerly_beside_it_never_share_an_address) {
+  constexpr int capture_threads = 4;
+  constexpr int rounds = 100;
+  const stream_t s = new_stream();
+  const stream_t eager_stream = new_stream();
+  std::vector<stream_t> sides;
+  for (int i = 0; i < capture_threads; ++i) sides.push_back(new_stream());
+  event_t fork = nullptr;
+  check(*driver_, driver_->event_create(0, &fork), "event_create");
+  release(alloc(mib, eager_stream), mib, eager_stream);  // the eager thread's sizes are cached
+  begin(s);
+  void* first = alloc(mib, s);  // the capture's routing is open before the threads start
+  check(*driver_, driver_->event_record(fork, s), "record fork");
+  for (const stream_t side : sides) check(*driver_, driver_->stream_wait_event(side, fork), "join");
+
+  std::vector<std::set<void*>> captured(capture_threads);
+  std::set<void*> eager;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < capture_threads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < rounds; ++i) {
+        const std::size_t bytes = (std::size_t{1} + std::size_t(i % 5)) * 256 * kib;
+        void* p = streampool_alloc(bytes, 0, sides[std::size_t(t)]);
+        if (p == nullptr) return;
+        captured[std::size_t(t)].insert(p);
+        streampool_free(p, bytes, 0, sides[std::size_t(t)]);
+      }
+    });
+  }
+  threads.emplace_back([&] {
+    for (int i = 0; i < rounds; ++i) {
+      void* p = streampool_alloc(mib, 0, eager_stream);
+      if (p == nullptr) return;
+      eager.insert(p);
+      streampool_free(p, mib, 0, eager_stream);
+    }
+  });
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_EQ(detail::c_api_unannounced_captures(), 1u) << "one capture, whatever the thread or stream";
+  event_t join = nullptr;
+  check(*driver_, driver_->event_create(0, &join), "event_create");
+  for (const stream_t side : sides) {
+    check(*driver_, driver_->event_record(join, side), "record join");
+    check(*driver_, driver_->stream_wait_event(s, join), "join back");
+  }
+  release(first, mib, s);
+  ASSERT_NE(end_and_instantiate(s), nullptr);
+  EXPECT_FALSE(eager.empty());
+  for (const std::set<void*>& addresses : captured) {
+    EXPECT_FALSE(addresses.empty());
+    if (!graph_addresses_are_separate()) continue;
+    for (void* p : addresses) EXPECT_EQ(eager.count(p), 0u) << p << " went to the capture and to eager code";
+  }
+  destroy_graphs();
+  EXPECT_TRUE(wait_until_untracked());
+  if (is_native()) EXPECT_EQ(reserved(), 0);
+  (void)driver_->event_destroy(0, fork);
+  (void)driver_->event_destroy(0, join);
 }
 
 INSTANTIATE_TEST_SUITE_P(every_backend, c_api_capture, ::testing::ValuesIn(all_backend_cases()), backend_case_name);
