@@ -11,7 +11,7 @@ cudaMallocAsync), in a process of its own (the allocator swap must come before C
             eagerly; eager tensors made after the capture (filled with a sentinel) untouched by
             the replays (no address of the graph was handed to eager code); a single torch.empty
             inside torch.cuda.graph; after the graphs are deleted, streampool_empty_cache gives
-            the memory back (reserved bytes drop)
+            the memory back (no private-pool segment left, reserved bytes drop)
 
   python3 python/tests/gpu_pluggable_capture.py [--backends native,cudaMallocAsync]
 
@@ -65,6 +65,7 @@ def open_library(path: str):
     lib = ctypes.CDLL(path)
     lib.streampool_stats_json.restype = ctypes.c_char_p
     lib.streampool_stats_json.argtypes = [ctypes.c_int]
+    lib.streampool_snapshot_json.restype = ctypes.c_char_p
     lib.streampool_backend_name.restype = ctypes.c_char_p
     lib.streampool_last_error.restype = ctypes.c_char_p
     return lib
@@ -75,6 +76,18 @@ def reserved(lib) -> int:
     if text is None:
         raise RuntimeError(f"streampool_stats_json: {lib.streampool_last_error().decode()}")
     return int(json.loads(text)["reserved_bytes.all.current"])
+
+
+def private_segments(lib):
+    """(address, size) of every segment of a private pool (segment_pool_id other than [0, 0])."""
+    text = lib.streampool_snapshot_json()
+    if text is None:
+        raise RuntimeError(f"streampool_snapshot_json: {lib.streampool_last_error().decode()}")
+    return [(s["address"], s["total_size"]) for s in json.loads(text)["segments"] if s["segment_pool_id"] != [0, 0]]
+
+
+def inside(ptr: int, segments) -> bool:
+    return any(address <= ptr < address + size for address, size in segments)
 
 
 def make_step(torch, model, optimizer):
@@ -143,6 +156,9 @@ def scenario(backend: str, check: Checks) -> None:
         captured = check("torch.cuda.graph captures the training step", False, f"{type(e).__name__}: {e}")
     if captured:
         check("torch.cuda.graph captures the training step", True)
+        private = private_segments(lib)
+        check("the capture's allocations went to a private pool", inside(static_loss.data_ptr(), private),
+              f"{len(private)} private segments")
         # Eager tensors made after the capture, with a sentinel: a replay that wrote into any of them
         # would mean streampool had handed eager code an address the graph holds.
         sentinels = [torch.full((n,), 7.0, device="cuda") for n in (1 << 10, 1 << 16, 64 * 1024, 256 * 1024, 1 << 20)]
@@ -156,6 +172,8 @@ def scenario(backend: str, check: Checks) -> None:
         same = all(torch.equal(a, b) for a, b in zip(eager, replayed))
         detail = "" if same else "max |diff| " + str(max(float((a - b).abs()) for a, b in zip(eager, replayed)))
         check(f"{STEPS} replays give losses bit-identical to eager", same and len(replayed) == STEPS, detail)
+        check("eager tensors made after the capture are outside the graph's pool",
+              not any(inside(s.data_ptr(), private) for s in sentinels))
         check("eager tensors made after the capture are untouched by the replays",
               all(bool((s == 7.0).all()) for s in sentinels))
         del sentinels
@@ -182,16 +200,16 @@ def scenario(backend: str, check: Checks) -> None:
     torch.cuda.synchronize()
     # The driver reports a destroyed graph on a thread of its own: give it a moment.
     deadline = time.monotonic() + 5.0
-    after = peak
-    while time.monotonic() < deadline:
+    left = private_segments(lib)
+    while left and time.monotonic() < deadline:
         if lib.streampool_empty_cache() != 0:
             raise RuntimeError(f"streampool_empty_cache: {lib.streampool_last_error().decode()}")
-        after = reserved(lib)
-        if after <= reserved_before_capture // 2:
-            break
+        left = private_segments(lib)
         time.sleep(0.01)
-    check("memory of the destroyed graphs goes back at empty_cache", after < peak and after <= reserved_before_capture,
-          f"reserved at the end {peak} -> {after} (before the capture: {reserved_before_capture})")
+    after = reserved(lib)
+    check("the destroyed graphs' pools are released at empty_cache", not left and after < peak,
+          f"{len(left)} private segments left; reserved {peak} -> {after} (before the capture: "
+          f"{reserved_before_capture})")
 
 
 def child(backend: str) -> int:
