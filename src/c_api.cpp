@@ -320,7 +320,8 @@ void streampool_free(void* ptr, size_t size, int device, void* stream) {
            "; freed anyway. The caller's records differ from streampool's; this is reported once.");
     }
     try {
-      alloc.owner().captures.before_call(*alloc, rec->device, rec->stream);  // Note [Captures the C API was not told about]
+      // Note [Captures the C API was not told about]; Note [Relaxed frees on the cudaMallocAsync backend].
+      alloc.owner().captures.before_call(*alloc, rec->device, rec->stream);
       const relaxed_thread_scope relaxed(alloc->device_driver(), alloc.owner().relaxed_frees);
       alloc->deallocate(ptr);
     } catch (...) {

@@ -131,7 +131,9 @@ TEST_P(c_api_capture, an_unannounced_capture_gets_a_private_pool_and_stays_valid
         EXPECT_NE(p, output);
         EXPECT_NE(p, scratch);
       }
-      if (is_native()) EXPECT_TRUE(pool_of(p).is_default()) << "eager allocations come from the general pool";
+      if (is_native()) {
+        EXPECT_TRUE(pool_of(p).is_default()) << "eager allocations come from the general pool";
+      }
       eager.push_back(p);
     }
   }
@@ -141,7 +143,9 @@ TEST_P(c_api_capture, an_unannounced_capture_gets_a_private_pool_and_stays_valid
     for (const std::size_t bytes : {mib, 3 * mib, std::size_t{4096}}) release(eager[i++], bytes, stream);
   }
   ASSERT_EQ(streampool_empty_cache(), STREAMPOOL_OK);
-  if (is_native()) EXPECT_GT(reserved(), 0) << "the graph's pool keeps its memory while the graph can replay";
+  if (is_native()) {
+    EXPECT_GT(reserved(), 0) << "the graph's pool keeps its memory while the graph can replay";
+  }
 
   destroy_graphs();
   EXPECT_TRUE(wait_until_untracked()) << "the pool is released once the graph is destroyed";
@@ -163,7 +167,9 @@ TEST_P(c_api_capture, a_capture_whose_tensors_all_die_inside_keeps_its_pool_unti
   ASSERT_NE(exec, nullptr);
   ASSERT_EQ(streampool_empty_cache(), STREAMPOOL_OK);  // the capture is over: its routing ends here
   EXPECT_EQ(detail::c_api_unannounced_captures(), 1u) << "every block is free, yet the graph replays into them";
-  if (is_native()) EXPECT_GT(reserved(), 0);
+  if (is_native()) {
+    EXPECT_GT(reserved(), 0);
+  }
   for (int round = 0; round < 2; ++round) {
     void* eager = alloc(2 * mib, s);
     check(*driver_, driver_->graph_launch(exec, s), "launch");
@@ -176,7 +182,9 @@ TEST_P(c_api_capture, a_capture_whose_tensors_all_die_inside_keeps_its_pool_unti
   synchronize();
   destroy_graphs();
   EXPECT_TRUE(wait_until_untracked());
-  if (is_native()) EXPECT_EQ(reserved(), 0);
+  if (is_native()) {
+    EXPECT_EQ(reserved(), 0);
+  }
 }
 
 TEST_P(c_api_capture, a_capture_forked_onto_a_side_stream_and_joined_back_uses_one_pool) {
@@ -204,13 +212,19 @@ TEST_P(c_api_capture, a_capture_forked_onto_a_side_stream_and_joined_back_uses_o
   check(*driver_, driver_->graph_launch(exec, s), "launch");
   synchronize();
   void* eager = alloc(2 * mib, side);
-  if (graph_addresses_are_separate()) EXPECT_NE(eager, on_side) << "the side stream's captured block stays the graph's";
-  if (is_native()) EXPECT_TRUE(pool_of(eager).is_default());
+  if (graph_addresses_are_separate()) {
+    EXPECT_NE(eager, on_side) << "the side stream's captured block stays the graph's";
+  }
+  if (is_native()) {
+    EXPECT_TRUE(pool_of(eager).is_default());
+  }
   release(eager, 2 * mib, side);
   destroy_graphs();
   release(on_origin, mib, s);
   EXPECT_TRUE(wait_until_untracked());
-  if (is_native()) EXPECT_EQ(reserved(), 0);
+  if (is_native()) {
+    EXPECT_EQ(reserved(), 0);
+  }
   (void)driver_->event_destroy(0, fork);
   (void)driver_->event_destroy(0, join);
 }
@@ -234,7 +248,9 @@ TEST_P(c_api_capture, two_captures_at_once_get_two_pools) {
   ASSERT_NE(end_and_instantiate(b), nullptr);
   destroy_graphs();
   EXPECT_TRUE(wait_until_untracked());
-  if (is_native()) EXPECT_EQ(reserved(), 0);
+  if (is_native()) {
+    EXPECT_EQ(reserved(), 0);
+  }
 }
 
 TEST_P(c_api_capture, a_capture_that_fails_releases_its_pool_without_a_graph) {
@@ -253,9 +269,13 @@ TEST_P(c_api_capture, a_capture_that_fails_releases_its_pool_without_a_graph) {
   EXPECT_FALSE(driver_->stream_end_capture(s, &graph).ok());
   EXPECT_EQ(graph, nullptr);
   EXPECT_TRUE(wait_until_untracked()) << "no graph will ever replay the pool";
-  if (is_native()) EXPECT_EQ(reserved(), 0);
+  if (is_native()) {
+    EXPECT_EQ(reserved(), 0);
+  }
   void* after = alloc(mib, s);
-  if (is_native()) EXPECT_TRUE(pool_of(after).is_default());
+  if (is_native()) {
+    EXPECT_TRUE(pool_of(after).is_default());
+  }
   release(after, mib, s);
 }
 
@@ -280,7 +300,9 @@ TEST_P(c_api_capture, outside_captures_nothing_is_tracked_and_the_legacy_stream_
   if (sim_ != nullptr) sim_->reset_counters();
   void* on_legacy = alloc(mib, nullptr);
   release(on_legacy, mib, nullptr);
-  if (sim_ != nullptr) EXPECT_EQ(sim_->calls(driver_call::stream_capture_info), 0u);
+  if (sim_ != nullptr) {
+    EXPECT_EQ(sim_->calls(driver_call::stream_capture_info), 0u);
+  }
   void* on_stream = alloc(mib, s);
   release(on_stream, mib, s);
   if (sim_ != nullptr) {
@@ -361,7 +383,9 @@ TEST_P(c_api_capture, threads_allocating_in_one_capture_and_eagerly_beside_it_ne
   }
   destroy_graphs();
   EXPECT_TRUE(wait_until_untracked());
-  if (is_native()) EXPECT_EQ(reserved(), 0);
+  if (is_native()) {
+    EXPECT_EQ(reserved(), 0);
+  }
   (void)driver_->event_destroy(0, fork);
   (void)driver_->event_destroy(0, join);
 }
@@ -384,9 +408,13 @@ TEST_P(c_api_capture_sim, without_graph_release_reports_the_pool_is_kept_and_tha
   destroy_graphs();
   ASSERT_EQ(streampool_empty_cache(), STREAMPOOL_OK);
   EXPECT_EQ(detail::c_api_unannounced_captures(), 1u) << "kept: nobody can say the graph is gone";
-  if (is_native()) EXPECT_GT(reserved(), 0);
+  if (is_native()) {
+    EXPECT_GT(reserved(), 0);
+  }
   void* eager = alloc(mib, s);
-  if (graph_addresses_are_separate()) EXPECT_NE(eager, p);
+  if (graph_addresses_are_separate()) {
+    EXPECT_NE(eager, p);
+  }
   release(eager, mib, s);
 }
 
