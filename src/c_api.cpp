@@ -52,10 +52,12 @@ inline constexpr std::size_t record_shards = 16;
 
 struct c_api_instance {
   explicit c_api_instance(std::unique_ptr<allocator> a)
-      : alloc(std::move(a)), relaxed_frees(alloc->backend_name() == "cudaMallocAsync") {}
+      : alloc(std::move(a)), async_frees(alloc->backend_name() == "cudaMallocAsync") {}
   std::unique_ptr<allocator> alloc;
-  /// Note [Relaxed frees on the cudaMallocAsync backend] (c_api_capture.cpp).
-  const bool relaxed_frees;
+  /// The backend's frees are driver calls (cudaMallocAsync): checked for a capture on their stream
+  /// and run in relaxed capture mode (Note [Captures the C API was not told about], Note [Relaxed
+  /// frees on the cudaMallocAsync backend], c_api_capture.cpp).
+  const bool async_frees;
   std::array<record_shard, record_shards> records;
   std::atomic<bool> mismatch_reported{false};  ///< Note [Mismatched free]: reported once
   capture_guard captures;  ///< Note [Captures the C API was not told about] (c_api_capture.cpp)
@@ -321,8 +323,12 @@ void streampool_free(void* ptr, size_t size, int device, void* stream) {
     }
     try {
       // Note [Captures the C API was not told about]; Note [Relaxed frees on the cudaMallocAsync backend].
-      alloc.owner().captures.before_call(*alloc, rec->device, rec->stream);
-      const relaxed_thread_scope relaxed(alloc->device_driver(), alloc.owner().relaxed_frees);
+      if (alloc.owner().async_frees) {
+        alloc.owner().captures.before_call(*alloc, rec->device, rec->stream);
+      } else {
+        alloc.owner().captures.sweep_if_needed(*alloc);
+      }
+      const relaxed_thread_scope relaxed(alloc->device_driver(), alloc.owner().async_frees);
       alloc->deallocate(ptr);
     } catch (...) {
       const std::lock_guard lock(shard.mutex);

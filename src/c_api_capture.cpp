@@ -19,9 +19,13 @@ namespace streampool::detail {
 // capture that misses the cache calls cudaMalloc, which a global-mode capture refuses (and is
 // invalidated by), and one that hits the cache (or any allocation in relaxed mode) takes a block
 // of the general pool, whose address the graph bakes in while eager code may get the block again
-// once the tensor is freed. So each streampool_alloc / streampool_free first asks the driver for
-// the capture status of its stream (one cudaStreamGetCaptureInfo; the legacy default stream, which
-// never captures, is not asked). A capture no tracked entry covers gets:
+// once the tensor is freed. So each streampool_alloc first asks the driver for the capture status
+// of its stream (one cudaStreamGetCaptureInfo; the legacy default stream, which never captures, is
+// not asked), and so does each streampool_free on the cudaMallocAsync backend, whose cudaFreeAsync
+// of memory allocated before the capture, on a stream of the capture, would become a free node of
+// memory the graph does not own (the backend parks such a free once the routing is open). A native
+// free makes no driver call a capture could refuse and cannot hand the graph an address, so it is
+// not checked. A capture no tracked entry covers gets:
 //  - a private pool (create_pool_id) and a recording for it whose stream filter accepts any stream
 //    in that capture sequence (its capture id: side streams joined through events included, as in
 //    Note [Capture filter] of capture_scope.cpp), opened BEFORE the call goes on, so the call and
@@ -40,8 +44,9 @@ namespace streampool::detail {
 // empty_cache (or when an allocation would otherwise fail), as for any released pool. A capture
 // that is already invalidated when first seen never yields a graph: its pool is released as soon
 // as its routing ends. When the driver cannot tie a callback to the graph, the pool is kept until
-// the allocator is shut down (warned once). The cost outside captures is the one driver query per
-// call, measured in docs/benchmarks.md ("C API pair").
+// the allocator is shut down (warned once). Every call, checked or not, first ends what is over
+// (two relaxed loads when nothing is tracked). The cost outside captures is the driver query,
+// measured in docs/benchmarks.md ("C API pair with the capture check").
 
 // Note [Relaxed frees on the cudaMallocAsync backend]
 // The stream check cannot see a capture that has not yet touched an allocation's stream, and a

@@ -31,12 +31,12 @@ class capture_guard {
   capture_guard& operator=(const capture_guard&) = delete;
   ~capture_guard();
 
-  /// Before an allocation (or a free) on `stream` of `device`: ends the routing of tracked
-  /// captures that are over and releases the pools of graphs that are gone (only when there are
-  /// some: two relaxed loads otherwise), then, unless `stream` is the legacy default stream (which
-  /// never captures), asks the driver for its capture status; a capture the guard does not track
-  /// yet gets a private pool (begin_allocate_to_pool with a filter on its capture id), so the
-  /// call that follows is routed there.
+  /// Before an allocation (or a free of the cudaMallocAsync backend) on `stream` of `device`: ends
+  /// the routing of tracked captures that are over and releases the pools of graphs that are gone
+  /// (only when there are some: two relaxed loads otherwise), then, unless `stream` is the legacy
+  /// default stream (which never captures), asks the driver for its capture status; a capture the
+  /// guard does not track yet gets a private pool (begin_allocate_to_pool with a filter on its
+  /// capture id), so the call that follows is routed there.
   /// @throws error naming the routes that announce captures when the routing cannot be opened
   void before_call(allocator& alloc, int device, stream_t stream) {
     sweep_if_needed(alloc);
@@ -44,7 +44,7 @@ class capture_guard {
   }
 
   /// The first half of before_call: ends routings of captures that are over and releases the pools
-  /// of graphs that are gone, when there are any (streampool_empty_cache calls it first).
+  /// of graphs that are gone, when there are any (native frees and streampool_empty_cache call it).
   void sweep_if_needed(allocator& alloc) {
     if ((signals_->routing.load(std::memory_order_relaxed) | signals_->released.load(std::memory_order_relaxed)) != 0) {
       sweep(alloc);
