@@ -118,12 +118,14 @@ def scenario(backend: str, check: Checks) -> None:
     torch.cuda.memory.change_current_allocator(allocator)
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
-    check("the C-ABI route is PyTorch's allocator", lib.streampool_backend_name().decode() == backend,
-          lib.streampool_backend_name().decode())
 
     gen = torch.Generator(device="cuda").manual_seed(1)
     data = [(torch.randn(64, 512, device="cuda", generator=gen), torch.randn(64, 256, device="cuda", generator=gen))
             for _ in range(WARMUP + STEPS)]
+    stats = json.loads(lib.streampool_stats_json(0))
+    check("the C-ABI route is PyTorch's allocator",
+          lib.streampool_backend_name().decode() == backend and stats["allocation.all.current"] >= 2 * len(data),
+          f"{lib.streampool_backend_name().decode()}, {stats['allocation.all.current']} live allocations")
 
     # Eager reference: the same warm-up and steps, no graph.
     model, optimizer = make_model(torch, 0)
