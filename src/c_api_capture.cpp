@@ -127,9 +127,23 @@ void capture_guard::check_stream(allocator& alloc, int device, stream_t stream) 
 void capture_guard::open(allocator& alloc, int device, stream_t stream, capture_info info) {
   driver& drv = alloc.device_driver();
   if (device < 0 && !drv.get_device(&device).ok()) device = 0;
-  const std::lock_guard lock(mutex_);
+  drv_result attached;
+  {
+    const std::lock_guard lock(mutex_);
+    if (!open_locked(alloc, device, stream, info, attached)) return;
+  }
+  if (!attached.ok()) {  // warned outside the lock: the handler is the user's code
+    warn("streampool: the driver cannot tie a callback to a CUDA graph's destruction (" + drv.describe(attached) +
+         "), so the private pools of captures streampool was not told about keep their memory until "
+         "streampool_shutdown. " + std::string(announced_routes));
+  }
+}
+
+bool capture_guard::open_locked(allocator& alloc, int device, stream_t stream, capture_info info,
+                                drv_result& attached) {
+  driver& drv = alloc.device_driver();
   for (const auto& tracked_capture : captures_) {
-    if (tracked_capture->id == info.id && tracked_capture->device == device && tracked_capture->routing) return;
+    if (tracked_capture->id == info.id && tracked_capture->device == device && tracked_capture->routing) return false;
   }
   auto capture = std::make_shared<unannounced_capture>();
   capture->drv = &drv;
@@ -152,15 +166,13 @@ void capture_guard::open(allocator& alloc, int device, stream_t stream, capture_
   captures_.push_back(capture);  // no throw: reserved above
   if (info.status != capture_status::active) {
     capture->mark_graph_gone();  // invalidated: no graph will ever replay it
-    return;
+    return true;
   }
   auto* token = new (std::nothrow) std::shared_ptr<unannounced_capture>(capture);
-  if (token == nullptr || !drv.capture_on_graph_release(stream, &on_graph_release, token).ok()) {
-    delete token;
-    warn("streampool: the driver cannot report when a CUDA graph is destroyed, so the private pools of captures "
-         "streampool was not told about keep their memory until streampool_shutdown. " +
-         std::string(announced_routes));
-  }
+  attached = token == nullptr ? drv_result{status::out_of_memory, 0}
+                              : drv.capture_on_graph_release(stream, &on_graph_release, token);
+  if (!attached.ok()) delete token;  // never called back on failure: the pool is kept
+  return true;
 }
 
 void capture_guard::sweep(allocator& alloc) {

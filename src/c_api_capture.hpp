@@ -59,6 +59,9 @@ class capture_guard {
   void sweep(allocator& alloc);
   void check_stream(allocator& alloc, int device, stream_t stream);
   void open(allocator& alloc, int device, stream_t stream, capture_info info);
+  /// open() under mutex_: false when the capture is tracked already; `attached` is the result of
+  /// tying the graph-release callback (ok when not tried).
+  bool open_locked(allocator& alloc, int device, stream_t stream, capture_info info, drv_result& attached);
 
   std::shared_ptr<capture_guard_signals> signals_;
   mutable std::mutex mutex_;  ///< captures_; opening and ending routings

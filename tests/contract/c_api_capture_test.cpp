@@ -405,7 +405,7 @@ TEST_P(c_api_capture_sim, without_graph_release_reports_the_pool_is_kept_and_tha
   void* p = alloc(mib, s);
   release(p, mib, s);
   ASSERT_NE(end_and_instantiate(s), nullptr);
-  EXPECT_EQ(warnings.containing("cannot report when a CUDA graph is destroyed").size(), 1u);
+  EXPECT_EQ(warnings.containing("cannot tie a callback to a CUDA graph's destruction").size(), 1u);
   destroy_graphs();
   ASSERT_EQ(streampool_empty_cache(), STREAMPOOL_OK);
   EXPECT_EQ(detail::c_api_unannounced_captures(), 1u) << "kept: nobody can say the graph is gone";
