@@ -12,6 +12,7 @@
 #include <string>
 #include <thread>
 
+#include "c_api_capture.hpp"
 #include "c_api_internal.hpp"
 #include "core/address_table.hpp"
 #include "streampool/allocator.hpp"
@@ -50,10 +51,16 @@ struct record_shard {
 inline constexpr std::size_t record_shards = 16;
 
 struct c_api_instance {
-  explicit c_api_instance(std::unique_ptr<allocator> a) : alloc(std::move(a)) {}
+  explicit c_api_instance(std::unique_ptr<allocator> a)
+      : alloc(std::move(a)), async_frees(alloc->backend_name() == "cudaMallocAsync") {}
   std::unique_ptr<allocator> alloc;
+  /// The backend's frees are driver calls (cudaMallocAsync): checked for a capture on their stream
+  /// and run in relaxed capture mode (Note [Captures the C API was not told about], Note [Relaxed
+  /// frees on the cudaMallocAsync backend], c_api_capture.cpp).
+  const bool async_frees;
   std::array<record_shard, record_shards> records;
   std::atomic<bool> mismatch_reported{false};  ///< Note [Mismatched free]: reported once
+  capture_guard captures;  ///< Note [Captures the C API was not told about] (c_api_capture.cpp)
 
   record_shard& shard_of(const void* ptr) noexcept {
     const auto granule = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(ptr)) >> 9;
@@ -182,6 +189,22 @@ std::unique_ptr<allocator> c_api_uninstall() noexcept {
   return instance ? std::move(instance->alloc) : nullptr;
 }
 
+std::size_t c_api_unannounced_captures() noexcept {
+  c_api_state& s = state();
+  s.readers.fetch_add(1);  // Note [C API allocator lifetime]
+  c_api_instance* current = s.current.load();
+  std::size_t count = 0;
+  if (current != nullptr) {
+    try {
+      count = current->captures.tracked();
+    } catch (...) {
+      count = 0;  // a mutex that cannot lock: report nothing
+    }
+  }
+  s.readers.fetch_sub(1);
+  return count;
+}
+
 int c_api_guarded(const std::function<void()>& body) noexcept { return guarded(body); }
 
 int c_api_with_allocator(const std::function<void(allocator&)>& body) noexcept {
@@ -245,6 +268,7 @@ void* streampool_alloc(size_t size, int device, void* stream) {
   }
   guarded([&] {
     const detail::allocator_lease alloc = detail::instance();
+    alloc.owner().captures.before_call(*alloc, device, stream);  // Note [Captures the C API was not told about]
     void* got = alloc->allocate(size, stream, device);
     detail::record_shard& shard = alloc.owner().shard_of(got);
     {
@@ -298,6 +322,13 @@ void streampool_free(void* ptr, size_t size, int device, void* stream) {
            "; freed anyway. The caller's records differ from streampool's; this is reported once.");
     }
     try {
+      // Note [Captures the C API was not told about]; Note [Relaxed frees on the cudaMallocAsync backend].
+      if (alloc.owner().async_frees) {
+        alloc.owner().captures.before_call(*alloc, rec->device, rec->stream);
+      } else {
+        alloc.owner().captures.sweep_if_needed(*alloc);
+      }
+      const relaxed_thread_scope relaxed(alloc->device_driver(), alloc.owner().async_frees);
       alloc->deallocate(ptr);
     } catch (...) {
       const std::lock_guard lock(shard.mutex);
@@ -313,7 +344,11 @@ int streampool_record_stream(void* ptr, void* stream) {
 }
 
 int streampool_empty_cache(void) {
-  return guarded([&] { detail::instance()->empty_cache(); });
+  return guarded([&] {
+    const detail::allocator_lease alloc = detail::instance();
+    alloc.owner().captures.sweep_if_needed(*alloc);  // pools of destroyed graphs go too
+    alloc->empty_cache();
+  });
 }
 
 int streampool_set_memory_fraction(double fraction, int device) {

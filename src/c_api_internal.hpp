@@ -5,6 +5,7 @@
 // same error handling. Not part of the public headers.
 #pragma once
 
+#include <cstddef>
 #include <functional>
 #include <memory>
 #include <string>
@@ -56,6 +57,11 @@ std::unique_ptr<allocator> c_api_uninstall() noexcept;
 int c_api_guarded(const std::function<void()>& body) noexcept;
 /// c_api_guarded over the C API's allocator (created from the environment on first use).
 int c_api_with_allocator(const std::function<void(allocator&)>& body) noexcept;
+
+/// Captures the C API's allocator tracks because nobody announced them (routing open, or pool
+/// held until the graph is destroyed): Note [Captures the C API was not told about] in
+/// c_api_capture.cpp. 0 when no allocator exists. For tests.
+std::size_t c_api_unannounced_captures() noexcept;
 
 /// Sets the calling thread's streampool_last_status() / streampool_last_error() (shared by every
 /// file of the C API); returns `status`.

@@ -122,6 +122,7 @@ enum class driver_call : std::uint8_t {
   memset_async, check_bytes,
   stream_get_device,
   host_alloc, host_free, host_register, host_unregister, memcpy_async,
+  capture_on_graph_release,
   count_
 };
 inline constexpr std::size_t driver_call_count = static_cast<std::size_t>(driver_call::count_);
@@ -232,6 +233,16 @@ class STREAMPOOL_API driver {
   /// allocation on a stream outside the capture (Note [Relaxed uncaptured calls] in
   /// docs/graph-capture.md). Use relaxed_thread_scope (below) rather than calling this directly.
   virtual drv_result thread_exchange_capture_mode(capture_mode* mode) noexcept;
+  /// Ties `on_release(arg)` to the lifetime of the graph that the capture `stream` takes part in
+  /// records into (CUDA: a user object retained by that graph, cudaUserObjectCreate +
+  /// cudaGraphRetainUserObject). It is called exactly once, possibly later on a thread of the
+  /// driver's, when that graph and every executable instantiated from it have been destroyed (CUDA:
+  /// once their launches are done), or when the capture ends without a graph (invalidated or
+  /// unjoined). `on_release` must not call the driver and must not block. status::invalid_value
+  /// when `stream` is not in an active capture, or `on_release` is null; on any failure it is
+  /// never called. Legal during any capture. docs/graph-capture.md, "Captures streampool was not
+  /// told about".
+  virtual drv_result capture_on_graph_release(stream_t stream, void (*on_release)(void*), void* arg) noexcept;
 
   // --- memory contents (checking mode, src/check; docs/reliability.md#checking-mode) ----------
   // Not pure: a driver without them inherits these, which return status::not_supported.

@@ -104,6 +104,7 @@ class cuda_driver final : public driver {
   drv_result graph_destroy(graph_t graph) noexcept override;
   drv_result graph_mem_trim(int device) noexcept override;
   drv_result thread_exchange_capture_mode(capture_mode* mode) noexcept override;
+  drv_result capture_on_graph_release(stream_t stream, void (*on_release)(void*), void* arg) noexcept override;
   // cuda_check_ops.cpp (checking mode)
   drv_result memset_async(int device, void* ptr, std::uint8_t value, std::size_t bytes,
                           stream_t stream) noexcept override;

@@ -1,8 +1,11 @@
 // cuda_graph.cpp — the real driver's stream-capture and graph calls: begin/end capture,
 // instantiate (with cudaGraphInstantiateFlagAutoFreeOnLaunch on request), launch, destroy, and
-// the trim of the device's graph-allocation memory. Like the rest of cuda_driver, each call is a
+// the trim of the device's graph-allocation memory, and a callback tied to a captured graph's
+// lifetime (a user object). Like the rest of cuda_driver, each call is a
 // thin translation with no policy; docs/graph-capture.md has the rules the callers follow.
 #include "driver/cuda_driver.hpp"
+
+#include <new>
 
 #include "driver/cuda_scopes.hpp"
 
@@ -70,6 +73,56 @@ drv_result cuda_driver::thread_exchange_capture_mode(capture_mode* mode) noexcep
     *mode = native == cudaStreamCaptureModeRelaxed      ? capture_mode::relaxed
             : native == cudaStreamCaptureModeThreadLocal ? capture_mode::thread_local_
                                                          : capture_mode::global;
+  }
+  return runtime_result(error);
+}
+
+namespace {
+
+// Note [Graph release callbacks]
+// A user object's destructor runs when its last reference goes: here the one the capture's graph
+// holds (moved in by cudaGraphRetainUserObject), which executables instantiated from the graph
+// share, so it runs once the graph and every executable are destroyed and their launches done,
+// on a CUDA thread. If retaining fails, the object's only reference is ours and releasing it runs
+// the destructor at once: the trampoline is disarmed first, so a failed call never calls back.
+struct release_trampoline {
+  void (*on_release)(void*);
+  void* arg;
+  bool armed;
+};
+
+void CUDART_CB run_release_trampoline(void* data) {
+  auto* trampoline = static_cast<release_trampoline*>(data);
+  if (trampoline->armed) trampoline->on_release(trampoline->arg);
+  delete trampoline;
+}
+
+}  // namespace
+
+drv_result cuda_driver::capture_on_graph_release(stream_t stream, void (*on_release)(void*), void* arg) noexcept {
+  if (on_release == nullptr) return runtime_result(cudaErrorInvalidValue);
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  cudaGraph_t graph = nullptr;
+  if (const cudaError_t error =
+          cudaStreamGetCaptureInfo(static_cast<cudaStream_t>(stream), &capture, nullptr, &graph);
+      error != cudaSuccess) {
+    return runtime_result(error);
+  }
+  if (capture != cudaStreamCaptureStatusActive || graph == nullptr) return runtime_result(cudaErrorInvalidValue);
+  auto* trampoline = new (std::nothrow) release_trampoline{on_release, arg, true};
+  if (trampoline == nullptr) return runtime_result(cudaErrorMemoryAllocation);
+  const relaxed_thread_scope relaxed(*this, true);  // Note [Relaxed queries]: not a stream operation
+  cudaUserObject_t object = nullptr;
+  if (const cudaError_t error =
+          cudaUserObjectCreate(&object, trampoline, run_release_trampoline, 1, cudaUserObjectNoDestructorSync);
+      error != cudaSuccess) {
+    delete trampoline;
+    return runtime_result(error);
+  }
+  const cudaError_t error = cudaGraphRetainUserObject(graph, object, 1, cudaGraphUserObjectMove);
+  if (error != cudaSuccess) {
+    trampoline->armed = false;           // Note [Graph release callbacks]
+    (void)cudaUserObjectRelease(object, 1);  // runs the (disarmed) trampoline, which deletes itself
   }
   return runtime_result(error);
 }

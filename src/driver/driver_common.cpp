@@ -56,6 +56,7 @@ std::string_view to_string(driver_call call) noexcept {
     case driver_call::host_register: return "host_register";
     case driver_call::host_unregister: return "host_unregister";
     case driver_call::memcpy_async: return "memcpy_async";
+    case driver_call::capture_on_graph_release: return "capture_on_graph_release";
     case driver_call::count_: break;
   }
   return "unknown_call";
@@ -97,6 +98,10 @@ drv_result driver::graph_destroy(graph_t /*graph*/) noexcept { return unsupporte
 drv_result driver::graph_mem_trim(int /*device*/) noexcept { return unsupported; }
 drv_result driver::stream_get_device(stream_t /*stream*/, int* /*device*/) noexcept { return unsupported; }
 drv_result driver::thread_exchange_capture_mode(capture_mode* /*mode*/) noexcept { return unsupported; }
+drv_result driver::capture_on_graph_release(stream_t /*stream*/, void (* /*on_release*/)(void*),
+                                            void* /*arg*/) noexcept {
+  return unsupported;
+}
 
 // Note [check() and out_of_memory]
 // check() throws cuda_error for every failure, out_of_memory included. It cannot build a useful

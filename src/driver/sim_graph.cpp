@@ -1,7 +1,8 @@
 // sim_graph.cpp — the simulated device's stream capture and graphs: capture sequences begun with
 // stream_begin_capture (unique ids, side streams joining through events, the joined-back check
 // and invalidation at end), fake graphs and executables, and launches that submit one work item.
-// The sim builds no real graph: what it checks is the bookkeeping that CUDA enforces.
+// The sim builds no real graph: what it checks is the bookkeeping that CUDA enforces. Callbacks
+// tied to a graph's lifetime (capture_on_graph_release) run when it and its executables are gone.
 #include <algorithm>
 #include <utility>
 
@@ -139,14 +140,53 @@ drv_result sim_driver::stream_end_capture(stream_t stream, graph_t* out) noexcep
       unjoined = unjoined || (other != index && rec.submitted > rec.joined_through);
       state_->leave_capture(other);
     }
+    std::vector<sim::release_hook> hooks;
+    if (const auto found = state_->capture_hooks_.find(origin.capture_id); found != state_->capture_hooks_.end()) {
+      hooks = std::move(found->second);
+      state_->capture_hooks_.erase(found);
+    }
     if (origin.capture == capture_status::invalidated || unjoined) {
+      for (const sim::release_hook& hook : hooks) hook.on_release(hook.arg);  // no graph: released now
       return sim::fail(status::illegal_in_capture);
     }
-    state_->graphs_.push_back(sim::graph_rec{origin.device, true});
+    state_->graphs_.push_back(sim::graph_rec{origin.device, true, std::move(hooks), 0});
     *out = sim::make_handle(sim::graph_handle_base, static_cast<std::uint32_t>(state_->graphs_.size() - 1));
     return drv_result{};
   });
 }
+
+// Note [Sim graph release]
+// capture_on_graph_release keeps the callback with the capture id; stream_end_capture hands the
+// capture's callbacks to its graph, or runs them at once when it ends without one. They run when
+// the graph and every executable instantiated from it are destroyed, synchronously inside that
+// destroy call (CUDA runs them later on a thread of its own, once launches are done; the callers
+// only set a flag, so the difference does not show).
+drv_result sim_driver::capture_on_graph_release(stream_t stream, void (*on_release)(void*), void* arg) noexcept {
+  return state_->run(counters_, driver_call::capture_on_graph_release, [&] {
+    const std::uint32_t index = state_->find_stream(stream);
+    if (index == sim::no_stream) {
+      return state_->stream_failure(stream);
+    }
+    const sim::stream_rec& rec = state_->streams_[index];
+    if (on_release == nullptr || rec.capture != capture_status::active) {
+      return sim::fail(status::invalid_value);
+    }
+    state_->capture_hooks_[rec.capture_id].push_back(sim::release_hook{on_release, arg});
+    return drv_result{};
+  });
+}
+
+namespace {
+
+/// Runs a dead graph's hooks once nothing made from it is alive (Note [Sim graph release]).
+void release_graph_hooks(sim::graph_rec& graph) noexcept {
+  if (graph.alive || graph.live_execs != 0) return;
+  std::vector<sim::release_hook> hooks = std::move(graph.hooks);
+  graph.hooks.clear();
+  for (const sim::release_hook& hook : hooks) hook.on_release(hook.arg);
+}
+
+}  // namespace
 
 // --- graphs --------------------------------------------------------------------------------------
 
@@ -163,11 +203,13 @@ Rec* find_live(std::vector<Rec>& recs, const void* handle, std::uintptr_t base) 
 drv_result sim_driver::graph_instantiate(graph_t graph, graph_exec_t* out, instantiate_flags flags) noexcept {
   return state_->run(counters_, driver_call::graph_instantiate, [&] {
     *out = nullptr;
-    const sim::graph_rec* rec = find_live(state_->graphs_, graph, sim::graph_handle_base);
+    sim::graph_rec* rec = find_live(state_->graphs_, graph, sim::graph_handle_base);
     if (rec == nullptr) {
       return sim::fail(status::invalid_value);
     }
-    state_->execs_.push_back(sim::exec_rec{rec->device, true, flags});
+    ++rec->live_execs;
+    state_->execs_.push_back(sim::exec_rec{rec->device, true, flags,
+                                           sim::handle_index(graph, sim::graph_handle_base, state_->graphs_.size())});
     *out = sim::make_handle(sim::exec_handle_base, static_cast<std::uint32_t>(state_->execs_.size() - 1));
     return drv_result{};
   });
@@ -195,6 +237,9 @@ drv_result sim_driver::graph_exec_destroy(graph_exec_t exec) noexcept {
       return sim::fail(status::invalid_value);
     }
     rec->alive = false;
+    sim::graph_rec& source = state_->graphs_[rec->graph];
+    --source.live_execs;
+    release_graph_hooks(source);
     return drv_result{};
   });
 }
@@ -206,6 +251,7 @@ drv_result sim_driver::graph_destroy(graph_t graph) noexcept {
       return sim::fail(status::invalid_value);
     }
     rec->alive = false;
+    release_graph_hooks(*rec);
     return drv_result{};
   });
 }

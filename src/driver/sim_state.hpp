@@ -114,15 +114,24 @@ struct event_rec {
   std::uint64_t capture_id = 0;  ///< recorded on a stream in an active capture sequence
 };
 
+/// A callback of capture_on_graph_release (Note [Sim graph release] in sim_graph.cpp).
+struct release_hook {
+  void (*on_release)(void*);
+  void* arg;
+};
+
 struct graph_rec {
   int device = 0;
   bool alive = true;
+  std::vector<release_hook> hooks;  ///< run once the graph and its executables are destroyed
+  std::uint32_t live_execs = 0;
 };
 
 struct exec_rec {
   int device = 0;
   bool alive = true;
   instantiate_flags flags = instantiate_flags::none;
+  std::uint32_t graph = no_stream;  ///< index of the graph it was instantiated from
 };
 
 struct pool_rec;
@@ -270,6 +279,8 @@ struct sim_driver::state {
   std::uint64_t next_capture_id_ = sim::first_capture_id;
   std::uint64_t destroyed_stream_uses_ = 0;  ///< calls given a destroyed stream (Note [Sim destroyed streams])
   std::vector<sim::graph_rec> graphs_;
+  /// capture_on_graph_release hooks of captures not yet ended, by capture id.
+  std::map<std::uint64_t, std::vector<sim::release_hook>> capture_hooks_;
   std::vector<sim::exec_rec> execs_;
   /// Memory contents written by memset_async / write_bytes: non-overlapping runs by start address
   /// (Note [Sim memory contents], sim_check_ops.cpp).

@@ -1,13 +1,16 @@
 // capture_contract_test.cpp — the stream-capture and graph calls of the driver contract, run on
 // the sim and on make_cuda_driver() (skipped without a device, must pass on the GPU machine):
 // begin/end capture with unique ids, side streams joining through events, instantiate / launch /
-// destroy, graph memory nodes and auto_free_on_launch, and the capture-legality rules the
-// allocators rely on (non-relaxed cudaMalloc is refused and invalidates a global capture; a
-// relaxed one is fine). Sim-only rules (Note [Sim capture sequences]) are at the end.
+// destroy, graph memory nodes and auto_free_on_launch, callbacks tied to a graph's lifetime, and
+// the capture-legality rules the allocators rely on (non-relaxed cudaMalloc is refused and
+// invalidates a global capture; a relaxed one is fine). Sim-only rules (Note [Sim capture sequences]) are at the end.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "driver_contract.hpp"
@@ -302,6 +305,50 @@ TEST_P(capture_contract, bad_capture_calls_fail_cleanly) {
     EXPECT_TRUE(ok(drv_->graph_destroy(graph)));
   }
   EXPECT_EQ(info_of(s).status, capture_status::none);
+}
+
+// driver::capture_on_graph_release: the callback fires once the graph and every executable made
+// from it are gone (CUDA: later, on its own thread, hence the wait), at once for a capture that
+// ends without a graph, and never for a failed call.
+void count_graph_release(void* arg) { static_cast<std::atomic<int>*>(arg)->fetch_add(1); }
+
+bool released_within_seconds(const std::atomic<int>& count, int expected) {
+  for (int i = 0; i < 5000 && count.load() < expected; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  return count.load() == expected;
+}
+
+TEST_P(capture_contract, graph_release_callback_fires_when_the_graph_and_its_executables_are_gone) {
+  const stream_t s = stream();
+  std::atomic<int> released{0};
+  EXPECT_EQ(drv_->capture_on_graph_release(s, &count_graph_release, &released).code, status::invalid_value)
+      << "not capturing";
+  ASSERT_TRUE(ok(drv_->stream_begin_capture(s, capture_mode::global)));
+  EXPECT_EQ(drv_->capture_on_graph_release(s, nullptr, &released).code, status::invalid_value);
+  ASSERT_TRUE(ok(drv_->capture_on_graph_release(s, &count_graph_release, &released)));
+  EXPECT_EQ(info_of(s).status, capture_status::active) << "legal during a global capture";
+  graph_t graph = nullptr;
+  ASSERT_TRUE(ok(drv_->stream_end_capture(s, &graph)));
+  graph_exec_t first = nullptr;
+  graph_exec_t second = nullptr;
+  ASSERT_TRUE(ok(drv_->graph_instantiate(graph, &first, instantiate_flags::none)));
+  ASSERT_TRUE(ok(drv_->graph_instantiate(graph, &second, instantiate_flags::none)));
+  ASSERT_TRUE(ok(drv_->graph_destroy(graph)));
+  ASSERT_TRUE(ok(drv_->graph_exec_destroy(first)));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(released.load(), 0) << "an executable made from the graph is still alive";
+  ASSERT_TRUE(ok(drv_->graph_exec_destroy(second)));
+  EXPECT_TRUE(released_within_seconds(released, 1)) << "fired " << released.load() << " times";
+
+  std::atomic<int> abandoned{0};
+  ASSERT_TRUE(ok(drv_->stream_begin_capture(s, capture_mode::global)));
+  ASSERT_TRUE(ok(drv_->capture_on_graph_release(s, &count_graph_release, &abandoned)));
+  void* illegal = nullptr;
+  EXPECT_FALSE(ok(drv_->malloc(0, 4096, &illegal))) << "cudaMalloc invalidates a global capture";
+  graph_t none = nullptr;
+  EXPECT_FALSE(ok(drv_->stream_end_capture(s, &none)));
+  EXPECT_EQ(none, nullptr);
+  EXPECT_TRUE(released_within_seconds(abandoned, 1)) << "a capture that ends without a graph releases at once";
+  EXPECT_EQ(released.load(), 1) << "fired exactly once";
 }
 
 std::string case_name(const ::testing::TestParamInfo<driver_case>& info) { return info.param.name; }
