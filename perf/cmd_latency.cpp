@@ -32,6 +32,9 @@ int cmd_latency(const args_t& args) {
        "pairs per thread per repeat (fewer when one batch would exceed --batch-seconds)")
       ("batch-seconds", po::value(&params.batch_budget)->default_value(params.batch_budget),
        "time budget of one timed batch")
+      ("streams-per-thread", po::value(&params.streams_per_thread)->default_value(params.streams_per_thread),
+       "streams each thread cycles through, one pair each (> 1: every pair reuses a block freed on another "
+       "stream; with cross_stream_reuse:True that is the cost of a cross-stream reuse)")
       ("no-copy-loop", po::bool_switch(&no_copy_loop),
        "pinned host allocators: skip the copy loop (cold allocation and pairs only)");
   add_common_options(desc, opts, {.plot = true, .in_process = true});
@@ -46,6 +49,9 @@ int cmd_latency(const args_t& args) {
   const std::vector<int> thread_counts = parse_count_list(threads_text, "--threads", 256);
   if (params.depth < 0 || params.depth > 100000) throw usage_error("--depth: must be in 0..100000");
   if (params.iterations < 1) throw usage_error("--iterations: must be at least 1");
+  if (params.streams_per_thread < 1 || params.streams_per_thread > 64) {
+    throw usage_error("--streams-per-thread: must be in 1..64");
+  }
   if (!(params.batch_budget > 0.0)) throw usage_error("--batch-seconds: must be positive");
   params.repeat = opts.repeat != 0 ? opts.repeat : 5;
   const driver_choice choice = choose_driver(opts);

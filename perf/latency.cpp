@@ -87,7 +87,8 @@ latency_result measure_latency(const backend_spec& spec, const driver_choice& ch
   try {
     const driver_instance inst = make_driver(choice);
     driver& drv = *inst.drv;
-    std::vector<stream_t> streams(static_cast<std::size_t>(params.threads), nullptr);
+    const auto per_thread = static_cast<std::size_t>(params.streams_per_thread);
+    std::vector<stream_t> streams(static_cast<std::size_t>(params.threads) * per_thread, nullptr);
     for (stream_t& s : streams) check(drv, drv.stream_create(0, &s), "latency: stream_create");
     {
       std::unique_ptr<allocator> alloc = make_backend(spec, inst.drv);
@@ -112,7 +113,8 @@ latency_result measure_latency(const backend_spec& spec, const driver_choice& ch
       for (std::size_t t = 0; t < threads; ++t) {
         workers.emplace_back([&, t] {
           (void)drv.set_device(0);
-          const stream_t stream = streams[t];
+          const stream_t stream = streams[t * per_thread];
+          const stream_t* own = &streams[t * per_thread];
           std::vector<void*> live;
           try {
             for (int i = 0; i < params.depth; ++i) live.push_back(alloc->allocate(params.size, stream, 0));
@@ -127,7 +129,15 @@ latency_result measure_latency(const backend_spec& spec, const driver_choice& ch
             if (!failed) {
               try {
                 const auto start = clock_type::now();
-                for (int i = 0; i < iterations; ++i) alloc->deallocate(alloc->allocate(params.size, stream, 0));
+                if (per_thread == 1) {
+                  for (int i = 0; i < iterations; ++i) alloc->deallocate(alloc->allocate(params.size, stream, 0));
+                } else {
+                  std::size_t k = 0;
+                  for (int i = 0; i < iterations; ++i) {
+                    alloc->deallocate(alloc->allocate(params.size, own[k], 0));
+                    k = k + 1 == per_thread ? 0 : k + 1;
+                  }
+                }
                 const auto end = clock_type::now();
                 starts[r][t] = start;
                 ends[r][t] = end;

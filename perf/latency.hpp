@@ -18,6 +18,9 @@ struct latency_params {
   int iterations = 20000;     ///< pairs per thread per repeat (upper bound, see batch_budget)
   int repeat = 5;
   double batch_budget = 0.5;  ///< seconds one batch may take; iterations shrink to fit
+  /// Streams each thread cycles through, one pair per stream in turn: with more than one, a pair
+  /// takes the block the previous pair freed on another stream (the cost of cross-stream reuse).
+  int streams_per_thread = 1;
 };
 
 struct latency_result {
