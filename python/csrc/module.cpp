@@ -2,6 +2,7 @@
 // streampool::allocator PyTorch's CUDA allocator (c10's allocator slot, as
 // torch.cuda.memory.change_current_allocator does), and the package's Python functions (stats,
 // snapshot, trace, cache, fraction, env check) reach that same allocator through the functions below.
+#include <c10/cuda/CUDAAllocatorConfig.h>
 #include <torch/csrc/cuda/CUDAPluggableAllocator.h>
 #include <torch/extension.h>
 #include <torch/headeronly/version.h>
@@ -32,6 +33,16 @@ torch_allocator& active() {
   return *slot;
 }
 
+// Note [PyTorch's config parsed before the swap]
+// c10 parses PYTORCH_CUDA_ALLOC_CONF into CUDAAllocatorConfig lazily, on the first read of any of
+// its settings, and asserts that a `backend:` value in it equals the current allocator's name()
+// ("Allocator backend parsed at runtime != allocator backend parsed at load time"). After the
+// swap the current allocator is streampool ("streampool:cudaMallocAsync"), so a first read made
+// after install() (seen on the H200: during a captured training step) failed that assertion. The
+// parse is therefore forced here, while PyTorch's own allocator, picked from the same variable,
+// is still current. A later torch.cuda.memory._set_allocator_settings("backend:...") re-parses and
+// still asserts; changing the backend at run time is not possible with PyTorch's allocator either.
+
 void install(std::optional<std::string> config) {
   if (instance_slot()) throw std::runtime_error("streampool: the extension allocator is already installed");
   streampool::allocator_config cfg =
@@ -39,6 +50,8 @@ void install(std::optional<std::string> config) {
   streampool::torch_ext::env_snapshot env = streampool::torch_ext::read_env(cfg);
   auto alloc = std::make_shared<torch_allocator>(streampool::make_allocator(std::move(cfg), streampool::make_cuda_driver()),
                                                  std::move(env));
+  // Note [PyTorch's config parsed before the swap]
+  (void)c10::cuda::CUDACachingAllocator::CUDAAllocatorConfig::instance();
   streampool::torch_ext::set_installed(alloc.get());
   try {
     torch::cuda::CUDAPluggableAllocator::changeCurrentAllocator(alloc);

@@ -18,9 +18,19 @@ namespace {
 
 std::atomic<torch_allocator*> g_installed{nullptr};
 
-void delete_through_installed(void* ptr) {
+// The DataPtr deleter runs in destructors (~TensorImpl, ~StorageImpl), where an exception ends the
+// process (seen on the H200: std::terminate after a failed cudaFreeAsync of a graph's memory). A
+// free that fails is reported as a warning naming the pointer; that memory stays with streampool.
+void delete_through_installed(void* ptr) noexcept {
   torch_allocator* instance = g_installed.load(std::memory_order_acquire);
-  if (instance != nullptr) instance->raw_delete(ptr);
+  if (instance == nullptr) return;
+  try {
+    instance->raw_delete(ptr);
+  } catch (const std::exception& e) {
+    TORCH_WARN("streampool: a tensor's memory could not be freed (it stays allocated): ", e.what());
+  } catch (...) {
+    TORCH_WARN("streampool: a tensor's memory at ", ptr, " could not be freed (it stays allocated)");
+  }
 }
 
 c10::DeviceIndex current_device() {

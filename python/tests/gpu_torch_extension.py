@@ -4,14 +4,16 @@ per backend, e.g. with PYTORCH_CUDA_ALLOC_CONF unset and with backend:cudaMalloc
 package installed with the extension (pip install --no-build-isolation ./python with torch 2.11).
 
   route            install() took the extension route; torch.cuda.memory_stats() answers
-  graph_step       torch.cuda.graph capture + 20 replays of a full training step (SGD with momentum):
-                   losses bit-identical to the same steps run eagerly; the graph's memory is in a
-                   private pool of streampool's
+  graph_step       torch.cuda.graph capture + 20 replays of a full training step (SGD with momentum,
+                   4 batches cycled): losses bit-identical to the same steps run eagerly, lower on
+                   the last pass over the batches; the graph's memory is in a private pool of
+                   streampool's
   shared_pool      two graphs captured into one graph_pool_handle(), replayed, values checked; the
                    pool's memory is returned by empty_cache() once both graphs are gone
   graphed_callables torch.cuda.make_graphed_callables on a module, 10 training steps vs eager
   compile          torch.compile(mode="reduce-overhead") training loop, 60 steps (cudagraph trees
-                   over streampool's pools; prints exactly why when it fails)
+                   over streampool's pools; prints exactly why when it fails): losses within 1e-3
+                   (relative) of the same steps eager, lower on the last pass over the data
   stats            memory_stats()/memory_summary()/max_memory_reserved()/reset_peak_memory_stats()
                    agree with streampool.stats()
   empty_cache      torch.cuda.empty_cache() returns streampool's cache to the device
@@ -28,6 +30,8 @@ package installed with the extension (pip install --no-build-isolation ./python 
   gpt2             transformers.GPT2LMHeadModel (GPT2Config, no download) trains 20 steps in a fresh
                    process with streampool installed and in one with PyTorch's own allocator (same
                    environment): the same losses, peak reserved within 10% + 64 MiB; step times printed
+  ddp              DistributedDataParallel (NCCL) over every GPU, one spawned process per GPU with
+                   streampool installed, 10 steps; with one GPU the losses equal the same steps eager
 
   python3 python/tests/gpu_torch_extension.py [--out DIR] [--only a,b,...]
 
@@ -41,6 +45,7 @@ import argparse
 import copy
 import json
 import os
+import queue
 import statistics
 import subprocess
 import sys
@@ -94,8 +99,10 @@ def check_route(torch, sp, out: Path) -> str:
 
 
 def check_graph_step(torch, sp, out: Path) -> str:
-    data = batches(torch, 23)
-    warm, steps = data[:3], data[3:]
+    # 4 batches, cycled: the loss is compared on the same batches (it is meaningless across
+    # different random batches, which made the first version of this check fail on the H200).
+    data = batches(torch, 4)
+    warm, steps = data[:3], [data[i % 4] for i in range(20)]
 
     def make():
         model = small_model(torch)
@@ -143,9 +150,11 @@ def check_graph_step(torch, sp, out: Path) -> str:
     expect(all(torch.equal(a, b) for a, b in zip(eager, replayed)),
            f"replayed losses differ from eager: max |diff| {max(diffs):.3e}; eager {[float(v) for v in eager[:3]]}..., "
            f"graph {[float(v) for v in replayed[:3]]}...")
-    expect(float(replayed[-1]) < float(replayed[0]), "the loss did not go down")
+    first = sum(float(v) for v in replayed[:4]) / 4  # each a pass over the same 4 batches
+    last = sum(float(v) for v in replayed[-4:]) / 4
+    expect(last < first, f"the loss did not go down: mean over the 4 batches {first:.5f} -> {last:.5f}")
     del graph
-    return f"20 replays bit-identical to eager, loss {float(replayed[0]):.4f} -> {float(replayed[-1]):.4f}"
+    return f"20 replays bit-identical to eager, mean loss per pass {first:.4f} -> {last:.4f}"
 
 
 def check_shared_pool(torch, sp, out: Path) -> str:
@@ -217,29 +226,45 @@ def check_graphed_callables(torch, sp, out: Path) -> str:
 def check_compile(torch, sp, out: Path) -> str:
     import torch._dynamo.utils as dynamo_utils
 
-    model = small_model(torch, seed=7)
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    compiled = torch.compile(model, mode="reduce-overhead")
     data = batches(torch, 8, seed=9)
-    losses = []
-    try:
-        for step in range(60):
+    steps = 60
+
+    def train(model, forward, mark_steps: bool) -> List[float]:
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        losses = []
+        for step in range(steps):
             x, y = data[step % len(data)]
-            torch.compiler.cudagraph_mark_step_begin()
+            if mark_steps:
+                torch.compiler.cudagraph_mark_step_begin()
             opt.zero_grad(set_to_none=True)
-            loss = torch.nn.functional.mse_loss(compiled(x), y)
+            loss = torch.nn.functional.mse_loss(forward(x), y)
             loss.backward()
             opt.step()
-            losses.append(float(loss))
+            losses.append(float(loss.detach()))
+        return losses
+
+    reference = small_model(torch, seed=7)
+    eager = train(reference, reference, False)
+    model = small_model(torch, seed=7)
+    compiled = torch.compile(model, mode="reduce-overhead")
+    try:
+        losses = train(model, compiled, True)
     except Exception as e:  # noqa: BLE001 — the reason is the result
-        raise CheckFailed(f"step {len(losses)} failed: {type(e).__name__}: {e}") from e
+        traceback.print_exc(file=sys.stdout)
+        raise CheckFailed(f"failed: {type(e).__name__}: {e}") from e
     skips = dynamo_utils.counters["inductor"].get("cudagraph_skips", 0)
     expect(skips == 0, f"cudagraphs were skipped {skips} time(s), so streampool's pools were not exercised "
                        f"(counters: {dict(dynamo_utils.counters['inductor'])})")
-    expect(all(v == v for v in losses) and losses[-1] < losses[0], f"losses {losses[:3]} ... {losses[-3:]}")
+    # Inductor fuses bias and GELU, so the losses match eager's closely, not bit for bit.
+    diff = max(abs(a - b) / abs(b) for a, b in zip(losses, eager))
+    expect(all(v == v for v in losses) and diff <= 1e-3,
+           f"compiled losses differ from eager by up to {diff:.2e} (relative): {losses[:3]} ... vs {eager[:3]} ...")
+    first, last = sum(losses[:8]) / 8, sum(losses[-8:]) / 8  # each a pass over the same 8 batches
+    expect(last < first, f"the loss did not go down: mean over the 8 batches {first:.5f} -> {last:.5f}")
     pools = {tuple(s["segment_pool_id"]) for s in private_pool_segments(torch)}
     expect(pools, "no private-pool segment in streampool's snapshot: the cudagraph trees did not use its pools")
-    return f"60 steps, loss {losses[0]:.4f} -> {losses[-1]:.4f}, {len(pools)} private pool(s)"
+    return (f"{steps} steps, mean loss per pass {first:.4f} -> {last:.4f}, max relative diff vs eager {diff:.1e}, "
+            f"{len(pools)} private pool(s)")
 
 
 def check_stats(torch, sp, out: Path) -> str:
@@ -254,7 +279,7 @@ def check_stats(torch, sp, out: Path) -> str:
     expect(torch.cuda.memory_allocated() == ours["allocated_bytes.all.current"], "memory_allocated() differs")
     summary = torch.cuda.memory_summary()
     (out / "memory_summary.txt").write_text(summary + "\n\n" + sp.memory_summary())
-    expect("Allocated memory" in summary and "Reserved memory" in summary, "memory_summary() has no table")
+    expect("Allocated memory" in summary and "GPU reserved memory" in summary, "memory_summary() has no table")
     y = torch.empty(128 * MIB, dtype=torch.uint8, device="cuda")
     del y
     peak_before = torch.cuda.max_memory_allocated()
@@ -432,6 +457,87 @@ def check_ipc(torch, sp, out: Path) -> str:
     return f"a spawned process with streampool opened the tensor through cudaIpc and read sum {total:.0f}"
 
 
+def _ddp_worker(rank: int, world: int, port: int, result) -> None:
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+
+    import streampool
+
+    streampool.install(route="extension")
+    torch.cuda.set_device(rank)
+    dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    try:
+        model = DistributedDataParallel(small_model(torch), device_ids=[rank])
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        losses = []
+        for x, y in batches(torch, 10, seed=11):
+            shard = slice(rank * x.shape[0] // world, (rank + 1) * x.shape[0] // world)
+            opt.zero_grad(set_to_none=True)
+            loss = torch.nn.functional.mse_loss(model(x[shard]), y[shard])
+            loss.backward()
+            opt.step()
+            losses.append(float(loss.detach()))
+        torch.cuda.synchronize()
+        result.put((rank, streampool.installed_route(), losses, torch.cuda.memory_stats()["num_alloc_retries"]))
+    finally:
+        dist.destroy_process_group()
+
+
+def check_ddp(torch, sp, out: Path) -> str:
+    import socket
+
+    import torch.distributed as dist
+    import torch.multiprocessing as mp
+
+    expect(dist.is_available() and dist.is_nccl_available(), "torch.distributed with NCCL is not available")
+    world = torch.cuda.device_count()
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    context = mp.get_context("spawn")
+    result = context.Queue()
+    workers = [context.Process(target=_ddp_worker, args=(rank, world, port, result)) for rank in range(world)]
+    for w in workers:
+        w.start()
+    got = {}
+    deadline = time.monotonic() + 120
+    try:
+        while len(got) < world and time.monotonic() < deadline:
+            try:
+                rank, route, losses, _retries = result.get(timeout=5)
+            except queue.Empty:
+                if not any(w.is_alive() for w in workers):
+                    break
+                continue
+            got[rank] = (route, losses)
+    finally:
+        for w in workers:
+            w.join(30)
+            if w.is_alive():
+                w.kill()
+    expect(len(got) == world and all(w.exitcode == 0 for w in workers),
+           f"DDP workers: {len(got)} of {world} reported, exit codes {[w.exitcode for w in workers]}")
+    expect(all(route == "extension" for route, _ in got.values()), f"routes {[r for r, _ in got.values()]}")
+    # Rank 0's losses against the same steps without DDP (its shard; with the gradient averaged over
+    # the ranks the models match only for one rank, so more ranks are compared loosely).
+    model = small_model(torch)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    eager = []
+    for x, y in batches(torch, 10, seed=11):
+        opt.zero_grad(set_to_none=True)
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        opt.step()
+        eager.append(float(loss.detach()))
+    ranked = got[0][1]
+    if world == 1:
+        diff = max(abs(a - b) for a, b in zip(ranked, eager))
+        expect(diff <= 1e-6 * max(eager), f"DDP losses differ from eager by {diff:.3e}: {ranked[:3]} vs {eager[:3]}")
+    expect(ranked[-1] < ranked[0], f"DDP loss did not go down: {ranked}")
+    return f"{world} rank(s), NCCL, 10 steps, rank 0 loss {ranked[0]:.4f} -> {ranked[-1]:.4f}"
+
+
 # --- GPT-2 -----------------------------------------------------------------------------------------
 
 def gpt2_run(torch) -> Dict[str, object]:
@@ -496,7 +602,7 @@ CHECKS: Dict[str, Callable] = {
     "route": check_route, "graph_step": check_graph_step, "shared_pool": check_shared_pool,
     "graphed_callables": check_graphed_callables, "compile": check_compile, "stats": check_stats,
     "empty_cache": check_empty_cache, "record_stream": check_record_stream, "history": check_history,
-    "mempool": check_mempool, "ipc": check_ipc, "oom": check_oom, "gpt2": check_gpt2,
+    "mempool": check_mempool, "ipc": check_ipc, "oom": check_oom, "gpt2": check_gpt2, "ddp": check_ddp,
 }
 
 

@@ -149,6 +149,9 @@ drv_result cuda_driver::stream_wait_event(stream_t stream, event_t event) noexce
 
 drv_result cuda_driver::stream_get_device(stream_t stream, int* device) noexcept {
 #if CUDART_VERSION >= 12080
+  // Not a stream operation, but refused (and capture-invalidating) in the default capture mode
+  // (Note [record_stream across devices] in src/native/native_allocator.cpp).
+  const relaxed_thread_scope relaxed(*this, true);  // Note [Relaxed queries]
   return runtime_result(cudaStreamGetDevice(static_cast<cudaStream_t>(stream), device));
 #else
   (void)stream;

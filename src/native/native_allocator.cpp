@@ -51,7 +51,8 @@ void native_allocator::do_record_stream(void* ptr, stream_t stream) {
     std::lock_guard lock(a->mutex());
     if (block* b = a->find_live(address)) {
       if (stream == b->stream) return;
-      check_stream_device(*a, *b, stream);
+      // Note [record_stream across devices]: no lookup while a capture is underway.
+      if (!a->device().capture_underway()) check_stream_device(*a, *b, stream);
       a->record_use(b, stream, a->device().capture_underway());
       return;
     }
@@ -63,11 +64,18 @@ void native_allocator::do_record_stream(void* ptr, stream_t stream) {
 // An event recorded on a stream of device 1 cannot order the reuse of memory of device 0 (and
 // cudaEventRecord refuses an event of another device), so a use on another device's stream would
 // only surface at free time, as a deallocate that fails. record_stream therefore asks the driver
-// which device the stream belongs to (cudaStreamGetDevice, a host-side lookup: no device work,
-// legal during a capture) and refuses a stream of another device, or a handle that is no stream,
-// before anything is recorded. A driver that cannot tell (status::not_supported: a runtime older
-// than CUDA 12.8, or a driver without the call) skips the check. The call is made only when the
-// stream differs from the block's own, under the arena lock (it takes no lock of ours).
+// which device the stream belongs to (cudaStreamGetDevice, a host-side lookup: no device work)
+// and refuses a stream of another device, or a handle that is no stream, before anything is
+// recorded. A driver that cannot tell (status::not_supported: a runtime older than CUDA 12.8, or a
+// driver without the call) skips the check. The call is made only when the stream differs from the
+// block's own, under the arena lock (it takes no lock of ours), and never while one of this
+// device's captures is underway: on the H200 (CUDA 13, 2026-12-01) cudaStreamGetDevice made in
+// the default capture mode during a torch.cuda.graph capture failed with
+// cudaErrorStreamCaptureUnsupported and invalidated the capture (autograd records the backward's
+// stream on gradients during a captured training step). A capture-time use is dropped at the end
+// of the capture anyway (Note [Deferred frees during capture]), so nothing is lost by not checking
+// it; the real driver also makes the call in relaxed capture mode (Note [Relaxed queries]) for
+// captures streampool is not told about.
 void native_allocator::check_stream_device(const stream_arena& a, const block& b, stream_t stream) const {
   int device = -1;
   const drv_result result = device_driver().stream_get_device(stream, &device);

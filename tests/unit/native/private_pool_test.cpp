@@ -199,6 +199,25 @@ TEST(native_capture, stream_uses_recorded_during_capture_are_dropped) {
   env.alloc->deallocate(y);
 }
 
+// Note [record_stream across devices]: the stream's device is not looked up while a capture is
+// underway (the lookup invalidated a real capture on the H200); the use is still recorded, and
+// dropped at the end of the capture as any capture-time use.
+TEST(native_capture, record_stream_during_capture_makes_no_device_lookup) {
+  capture_env env;
+  void* x = env.alloc->allocate(4096, env.side);
+  env.begin();
+  env.sim->reset_counters();
+  env.alloc->record_stream(x, env.cap);
+  EXPECT_EQ(env.calls(driver_call::stream_get_device), 0u) << "no cudaStreamGetDevice during a capture";
+  env.alloc->deallocate(x);
+  EXPECT_EQ(env.segments()[0].blocks[0].state, block_state::active_pending_free) << "the use was recorded";
+  env.end();
+  void* y = env.alloc->allocate(4096, env.side);
+  env.alloc->record_stream(y, env.cap);
+  EXPECT_EQ(env.calls(driver_call::stream_get_device), 1u) << "outside a capture the check is made again";
+  env.alloc->deallocate(y);
+}
+
 TEST(native_capture, empty_cache_handles_deferred_frees) {
   capture_env env;
   void* x = env.alloc->allocate(4096, env.side);
