@@ -40,7 +40,7 @@ thread_local std::unordered_map<std::uint64_t, thread_rec> thread_recs;
 // apart from synchronisation points, which touch every stream or pool of a device.
 sim_driver::state::state(const sim_options& options)
     : options_(options), serial_(next_serial.fetch_add(1, std::memory_order_relaxed)),
-      eager_(options.eager_completion) {
+      eager_(options.eager_completion), hazards_(options.abort_on_hazard) {
   devices_.resize(static_cast<std::size_t>(options.device_count));
   for (int device = 0; device < options.device_count; ++device) {
     sim::device_rec& rec = devices_[static_cast<std::size_t>(device)];
@@ -340,6 +340,7 @@ drv_result sim_driver::free(int device, void* ptr) noexcept {
       }
     }
     sim::device_rec& rec = state_->devices_[static_cast<std::size_t>(device)];
+    state_->hazards_.retire(state_->streams_, found->first, found->second.size, "cudaFree");  // Note [Sim hazard checker]
     rec.malloc_bytes -= found->second.size;
     rec.mallocs->release(found->first, found->second.size);
     if (!state_->contents_.empty()) {

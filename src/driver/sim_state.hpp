@@ -16,6 +16,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "driver/sim_hazards.hpp"
 #include "driver/sim_malloc_space.hpp"
 #include "streampool/sim_driver.hpp"
 
@@ -276,6 +277,8 @@ struct sim_driver::state {
   std::map<std::uintptr_t, sim::byte_run> contents_;
   /// Pinned host memory (sim_host.cpp).
   sim::host_book host_;
+  /// Last uses of device memory by streams (Note [Sim hazard checker], sim_hazards.cpp).
+  sim::hazard_tracker hazards_;
 
   /// Counts the call, applies fault injection, runs `body` under the mutex. See Note [Sim calls].
   template <class Body>

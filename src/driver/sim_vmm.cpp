@@ -204,6 +204,7 @@ drv_result sim_driver::vmm_unmap(void* va, std::size_t bytes) noexcept {
     if (first == mappings.end() || covered != address + bytes) {
       return sim::fail(status::invalid_value);  // a gap, or a mapping cut in two
     }
+    state_->hazards_.retire(state_->streams_, address, bytes, "vmm_unmap");  // Note [Sim hazard checker]
     for (auto mapping = first; mapping != last; ++mapping) {
       const auto physical = state_->physicals_.find(mapping->second.handle);
       if (--physical->second.maps == 0 && physical->second.released) {
