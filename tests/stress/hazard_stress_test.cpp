@@ -13,6 +13,7 @@
 // Replay one sequence: STREAMPOOL_TEST_SEED=<seed>; more: STREAMPOOL_STRESS_SEQUENCES / _STEPS.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <deque>
 #include <functional>
 #include <iostream>
@@ -270,6 +271,45 @@ TEST_P(hazard_stress, NoKernelTouchesMemoryAnotherStreamStillUses) {
 }
 
 INSTANTIATE_TEST_SUITE_P(all, hazard_stress, ::testing::ValuesIn(hazard_cases()), stress_case_name);
+
+/// Directed handovers, all while the first stream's kernels are still running (nothing completes):
+/// a block freed on A requested on B; a block used on A and B (record_stream) requested on C;
+/// expandable pages emptied while their kernels run. Whatever the allocator does with the memory,
+/// the kernels on the new streams must be ordered after the old ones.
+TEST_P(hazard_stress, DirectedHandoversWhileTheOldWorkRuns) {
+  sim_options options;
+  options.capacity = device_capacity;
+  options.eager_completion = false;
+  auto sim = std::make_shared<sim_driver>(options);
+  std::array<stream_t, 3> s{};
+  for (stream_t& x : s) ASSERT_TRUE(sim->stream_create(0, &x).ok());
+  auto alloc = make_allocator(parse_config(GetParam().config), sim);
+  for (const std::size_t size : {std::size_t{4096}, 3 * mib, 40 * mib}) {
+    SCOPED_TRACE("size " + std::to_string(size));
+    void* a = alloc->allocate(size, s[0], 0);
+    sim->use(s[0], a, size);
+    alloc->deallocate(a);
+    void* b = alloc->allocate(size, s[1], 0);  // may be `a`'s memory, if B is made to wait
+    sim->use(s[1], b, size);
+    alloc->record_stream(b, s[2]);
+    sim->wait_for(s[2], s[1]);
+    sim->use(s[2], b, size);
+    alloc->deallocate(b);
+    void* c = alloc->allocate(size, s[0], 0);  // `b`'s memory only after s[1] and s[2]
+    sim->use(s[0], c, size);
+    alloc->deallocate(c);
+    alloc->empty_cache();  // expandable pages may go: only once their kernels completed
+    void* d = alloc->allocate(size, s[1], 0);
+    sim->use(s[1], d, size);
+    alloc->deallocate(d);
+  }
+  std::string reports;
+  for (const std::string& line : sim->hazard_reports()) reports += "  " + line + "\n";
+  EXPECT_EQ(sim->hazard_violations(), 0u) << reports;
+  sim->complete_all();
+  alloc->empty_cache();
+  EXPECT_EQ(sim->bytes_in_use(0), 0u);
+}
 
 TEST(hazard_stress_harness, CatchesAnAllocatorThatReusesAcrossStreamsWithoutWaiting) {
   figures fig;
