@@ -12,18 +12,7 @@
 
 namespace streampool {
 
-// Note [Sim memory contents]
-// The sim has no kernels, so contents are only what memset_async and write_bytes put there:
-// `contents_` maps the start of each run of equal bytes to its end and value, runs never
-// overlap, and neighbours of one value merge, so poisoning a block leaves one run however many
-// canaries it held. Bytes never written read as 0. Writes take effect at once, at submission:
-// nothing but the test reads them, and the test's own writes are immediate too, so stream order
-// cannot be observed (memset_async still submits a work item, so events and completion behave
-// as with a real memset). Contents outlive frees, as on a GPU: memory reused by a pool or a
-// cache shows the old bytes until someone writes it. cudaFree gives the pages back, so free
-// resets the range to zeros: a later malloc at the same address (the sim reuses malloc
-// addresses as the driver does) reads 0, as never-written memory does. check_bytes
-// waits as the real driver does: the stream's work up to the check completes.
+// Memory contents live in contents_map (Note [Sim memory contents], sim_contents.cpp).
 
 int sim_driver::state::device_of_range(std::uintptr_t addr, std::size_t bytes) const noexcept {
   const std::uintptr_t end = addr + bytes;
@@ -52,49 +41,6 @@ int sim_driver::state::device_of_range(std::uintptr_t addr, std::size_t bytes) c
   return covered >= end && covered > addr ? reservation->second.device : -1;
 }
 
-void sim_driver::state::write_run(std::uintptr_t addr, std::size_t bytes, std::uint8_t value) {
-  if (bytes == 0) return;
-  const std::uintptr_t end = addr + bytes;
-  // A run that starts before addr and reaches into the range keeps its head (and its tail, if
-  // it also reaches past the range).
-  auto it = contents_.lower_bound(addr);
-  if (it != contents_.begin()) {
-    auto before = std::prev(it);
-    if (before->second.end > addr) {
-      const sim::byte_run old = before->second;
-      before->second.end = addr;
-      if (old.end > end) contents_.emplace(end, sim::byte_run{old.end, old.value});
-    }
-  }
-  // Runs that start inside the range go, keeping a tail that reaches past it.
-  it = contents_.lower_bound(addr);
-  while (it != contents_.end() && it->first < end) {
-    if (it->second.end > end) contents_.emplace(end, sim::byte_run{it->second.end, it->second.value});
-    it = contents_.erase(it);
-  }
-  auto placed = contents_.emplace(addr, sim::byte_run{end, value}).first;
-  if (placed != contents_.begin()) {
-    auto before = std::prev(placed);
-    if (before->second.end == addr && before->second.value == value) {
-      before->second.end = end;
-      contents_.erase(placed);
-      placed = before;
-    }
-  }
-  auto after = std::next(placed);
-  if (after != contents_.end() && after->first == end && after->second.value == value) {
-    placed->second.end = after->second.end;
-    contents_.erase(after);
-  }
-}
-
-std::uint8_t sim_driver::state::read_byte(std::uintptr_t addr) const noexcept {
-  auto it = contents_.upper_bound(addr);
-  if (it == contents_.begin()) return 0;
-  --it;
-  return it->second.end > addr ? it->second.value : 0;
-}
-
 namespace {
 
 std::string range_text(std::uintptr_t addr, std::size_t bytes) {
@@ -102,25 +48,6 @@ std::string range_text(std::uintptr_t addr, std::size_t bytes) {
   std::snprintf(text, sizeof text, "[0x%llx, +%llu)", static_cast<unsigned long long>(addr),
                 static_cast<unsigned long long>(bytes));
   return text;
-}
-
-/// Calls fn(offset, length, value) for the runs and unwritten gaps (value 0) covering
-/// [addr, addr + bytes), in address order.
-template <class Fn>
-void for_each_run(const std::map<std::uintptr_t, sim::byte_run>& contents, std::uintptr_t addr, std::size_t bytes,
-                  Fn&& fn) {
-  const std::uintptr_t end = addr + bytes;
-  std::uintptr_t at = addr;
-  auto it = contents.upper_bound(addr);
-  if (it != contents.begin() && std::prev(it)->second.end > addr) --it;
-  for (; it != contents.end() && it->first < end; ++it) {
-    if (it->first > at) fn(at - addr, it->first - at, std::uint8_t{0});
-    const std::uintptr_t from = std::max(at, it->first);
-    const std::uintptr_t to = std::min(end, it->second.end);
-    fn(from - addr, to - from, it->second.value);
-    at = to;
-  }
-  if (at < end) fn(at - addr, end - at, std::uint8_t{0});
 }
 
 }  // namespace
@@ -139,7 +66,7 @@ drv_result sim_driver::memset_async(int device, void* ptr, std::uint8_t value, s
     if (bytes == 0) return drv_result{};
     const auto addr = reinterpret_cast<std::uintptr_t>(ptr);
     if (state_->device_of_range(addr, bytes) != device) return sim::fail(status::invalid_value);
-    state_->write_run(addr, bytes, value);
+    state_->contents_.write(addr, bytes, value);
     state_->submit(index);
     return drv_result{};
   });
@@ -165,7 +92,7 @@ drv_result sim_driver::check_bytes(int device, const void* ptr, std::size_t byte
     if (state_->device_of_range(addr, bytes) != device) return sim::fail(status::invalid_value);
     // The check runs after the stream's prior work, and the host waits for it.
     state_->complete_to(index, state_->submit(index));
-    for_each_run(state_->contents_, addr, bytes, [&](std::size_t offset, std::size_t length, std::uint8_t value) {
+    state_->contents_.for_each_run(addr, bytes, [&](std::size_t offset, std::size_t length, std::uint8_t value) {
       if (value == expected) return;
       if (out->mismatches == 0) {
         out->first_offset = offset;
@@ -185,7 +112,7 @@ void sim_driver::write_bytes(void* ptr, const void* data, std::size_t bytes) {
     throw error("sim_driver::write_bytes: " + range_text(addr, bytes) + " is not device memory of this sim");
   }
   const auto* source = static_cast<const std::uint8_t*>(data);
-  for (std::size_t i = 0; i < bytes; ++i) state_->write_run(addr + i, 1, source[i]);
+  for (std::size_t i = 0; i < bytes; ++i) state_->contents_.write(addr + i, 1, source[i]);
 }
 
 std::vector<std::uint8_t> sim_driver::read_bytes(const void* ptr, std::size_t bytes) const {
@@ -197,7 +124,7 @@ std::vector<std::uint8_t> sim_driver::read_bytes(const void* ptr, std::size_t by
   }
   std::vector<std::uint8_t> out;
   out.reserve(bytes);
-  for_each_run(state_->contents_, addr, bytes, [&](std::size_t, std::size_t length, std::uint8_t value) {
+  state_->contents_.for_each_run(addr, bytes, [&](std::size_t, std::size_t length, std::uint8_t value) {
     out.insert(out.end(), length, value);
   });
   return out;

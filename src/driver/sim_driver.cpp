@@ -40,7 +40,7 @@ thread_local std::unordered_map<std::uint64_t, thread_rec> thread_recs;
 // apart from synchronisation points, which touch every stream or pool of a device.
 sim_driver::state::state(const sim_options& options)
     : options_(options), serial_(next_serial.fetch_add(1, std::memory_order_relaxed)),
-      eager_(options.eager_completion), hazards_(options.abort_on_hazard) {
+      eager_(options.eager_completion), host_(options.host_capacity), hazards_(options.abort_on_hazard) {
   devices_.resize(static_cast<std::size_t>(options.device_count));
   for (int device = 0; device < options.device_count; ++device) {
     sim::device_rec& rec = devices_[static_cast<std::size_t>(device)];
@@ -87,16 +87,6 @@ std::uint32_t sim_driver::state::per_thread_stream(int device) {
 
 drv_result sim_driver::state::out_of_memory(int device) const noexcept {
   return sim::fail(status::out_of_memory, (device + 1) << 16);
-}
-
-std::uintptr_t sim_driver::state::bump(std::uintptr_t& next, std::uintptr_t end, std::size_t bytes,
-                                       std::size_t alignment) noexcept {
-  const std::uintptr_t start = (next + alignment - 1) / alignment * alignment;
-  if (start > end || end - start < bytes) {
-    return 0;
-  }
-  next = start + bytes;
-  return start;
 }
 
 sim_driver::sim_driver(sim_options options) : options_(std::move(options)) {
@@ -157,14 +147,12 @@ void sim_driver::fail_next(driver_call call, int count, status code, int skip) {
     throw error("sim_driver::fail_next: bad call, count, skip or status");
   }
   const std::lock_guard lock(state_->mutex_);
-  state_->faults_[static_cast<std::size_t>(call)] = {skip, count, code};
-  state_->faults_armed_ = true;
+  state_->faults_.arm(call, count, code, skip);
 }
 
 void sim_driver::clear_faults() {
   const std::lock_guard lock(state_->mutex_);
-  state_->faults_.fill({});
-  state_->faults_armed_ = false;
+  state_->faults_.clear();
 }
 
 std::uint64_t sim_driver::calls(driver_call call) const noexcept {
@@ -344,7 +332,7 @@ drv_result sim_driver::free(int device, void* ptr) noexcept {
     rec.malloc_bytes -= found->second.size;
     rec.mallocs->release(found->first, found->second.size);
     if (!state_->contents_.empty()) {
-      state_->write_run(found->first, found->second.size, 0);  // Note [Sim memory contents]
+      state_->contents_.write(found->first, found->second.size, 0);  // Note [Sim memory contents]
     }
     state_->mallocs_.erase(found);
     return drv_result{};

@@ -142,40 +142,28 @@ drv_result sim_driver::stream_end_capture(stream_t stream, graph_t* out) noexcep
     if (origin.capture == capture_status::invalidated || unjoined) {
       return sim::fail(status::illegal_in_capture);
     }
-    state_->graphs_.push_back(sim::graph_rec{origin.device, true});
-    *out = sim::make_handle(sim::graph_handle_base, static_cast<std::uint32_t>(state_->graphs_.size() - 1));
+    *out = state_->graphs_.add_graph(origin.device);
     return drv_result{};
   });
 }
 
 // --- graphs --------------------------------------------------------------------------------------
 
-namespace {
-
-template <class Rec>
-Rec* find_live(std::vector<Rec>& recs, const void* handle, std::uintptr_t base) noexcept {
-  const std::uint32_t index = sim::handle_index(handle, base, recs.size());
-  return index == sim::no_stream || !recs[index].alive ? nullptr : &recs[index];
-}
-
-}  // namespace
-
 drv_result sim_driver::graph_instantiate(graph_t graph, graph_exec_t* out, instantiate_flags flags) noexcept {
   return state_->run(counters_, driver_call::graph_instantiate, [&] {
     *out = nullptr;
-    const sim::graph_rec* rec = find_live(state_->graphs_, graph, sim::graph_handle_base);
+    const sim::graph_book::graph_rec* rec = state_->graphs_.find_graph(graph);
     if (rec == nullptr) {
       return sim::fail(status::invalid_value);
     }
-    state_->execs_.push_back(sim::exec_rec{rec->device, true, flags});
-    *out = sim::make_handle(sim::exec_handle_base, static_cast<std::uint32_t>(state_->execs_.size() - 1));
+    *out = state_->graphs_.add_exec(rec->device, flags);
     return drv_result{};
   });
 }
 
 drv_result sim_driver::graph_launch(graph_exec_t exec, stream_t stream) noexcept {
   return state_->run(counters_, driver_call::graph_launch, [&] {
-    const sim::exec_rec* rec = find_live(state_->execs_, exec, sim::exec_handle_base);
+    const sim::graph_book::exec_rec* rec = state_->graphs_.find_exec(exec);
     const std::uint32_t index = state_->find_stream(stream);
     if (rec != nullptr && index == sim::no_stream) {
       return state_->stream_failure(stream);
@@ -190,7 +178,7 @@ drv_result sim_driver::graph_launch(graph_exec_t exec, stream_t stream) noexcept
 
 drv_result sim_driver::graph_exec_destroy(graph_exec_t exec) noexcept {
   return state_->run(counters_, driver_call::graph_exec_destroy, [&] {
-    sim::exec_rec* rec = find_live(state_->execs_, exec, sim::exec_handle_base);
+    sim::graph_book::exec_rec* rec = state_->graphs_.find_exec(exec);
     if (rec == nullptr) {
       return sim::fail(status::invalid_value);
     }
@@ -201,7 +189,7 @@ drv_result sim_driver::graph_exec_destroy(graph_exec_t exec) noexcept {
 
 drv_result sim_driver::graph_destroy(graph_t graph) noexcept {
   return state_->run(counters_, driver_call::graph_destroy, [&] {
-    sim::graph_rec* rec = find_live(state_->graphs_, graph, sim::graph_handle_base);
+    sim::graph_book::graph_rec* rec = state_->graphs_.find_graph(graph);
     if (rec == nullptr) {
       return sim::fail(status::invalid_value);
     }
@@ -224,14 +212,12 @@ drv_result sim_driver::graph_mem_trim(int device) noexcept {
 
 std::size_t sim_driver::live_graphs() const {
   const std::lock_guard lock(state_->mutex_);
-  return static_cast<std::size_t>(std::count_if(state_->graphs_.begin(), state_->graphs_.end(),
-                                                [](const sim::graph_rec& g) { return g.alive; }));
+  return state_->graphs_.live_graphs();
 }
 
 std::size_t sim_driver::live_graph_execs() const {
   const std::lock_guard lock(state_->mutex_);
-  return static_cast<std::size_t>(std::count_if(state_->execs_.begin(), state_->execs_.end(),
-                                                [](const sim::exec_rec& e) { return e.alive; }));
+  return state_->graphs_.live_execs();
 }
 
 }  // namespace streampool

@@ -284,7 +284,7 @@ drv_result sim_driver::malloc_async(mempool_t pool, std::size_t bytes, stream_t 
     }
     if (rec->chunks.empty()) {  // the pool's address range, made at its first allocation
       const std::size_t span = sim::round_up(4 * options_.capacity, granule) + granule;
-      const std::uintptr_t base = state::bump(device.pool_next, device.pool_end, span, granule);
+      const std::uintptr_t base = sim::bump(device.pool_next, device.pool_end, span, granule);
       if (base == 0) {
         return sim::fail(status::other, sim::reason_address_space);
       }

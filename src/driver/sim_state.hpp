@@ -16,74 +16,17 @@
 #include <unordered_set>
 #include <vector>
 
+#include "driver/sim_common.hpp"
+#include "driver/sim_contents.hpp"
+#include "driver/sim_faults.hpp"
+#include "driver/sim_graphs.hpp"
+#include "driver/sim_host.hpp"
 #include "driver/sim_hazards.hpp"
 #include "driver/sim_malloc_space.hpp"
 #include "streampool/sim_driver.hpp"
 
 namespace streampool {
 namespace sim {
-
-inline constexpr std::size_t malloc_alignment = 512;         ///< cudaMalloc's small alignment
-inline constexpr std::size_t large_malloc_threshold = 2 * mib;  ///< from here on, 2 MiB aligned
-inline constexpr std::size_t pool_block_unit = 512;          ///< pool allocations round to this
-inline constexpr std::size_t pool_chunk_unit = 32 * mib;     ///< pools reserve in these (H200)
-/// Requests below this take the rest of the block the previous request split, when it fits
-/// (Note [Sim pool model] in sim_pool.cpp).
-inline constexpr std::size_t pool_small_request = 1 * mib;
-inline constexpr int max_devices = 64;
-inline constexpr std::uint32_t no_stream = UINT32_MAX;  ///< also "no such handle"
-
-// Note [Sim address spaces]
-// Device d owns [(d + 1) << 52, (d + 2) << 52): 1 PiB for cudaMalloc, 1 PiB for pool chunks,
-// 2 PiB for VMM reservations, so the three kinds never overlap. Pool chunks and VMM
-// reservations are bump ranges whose addresses are never reused, so a stale pointer can never
-// alias a newer allocation and free_async or vmm_free of it fails. cudaMalloc addresses follow
-// the real driver (Note [Sim address assignment], sim_malloc_space.cpp): freed ranges are
-// reused, so a stale malloc pointer may name a newer allocation, as on a GPU, unless
-// sim_options::malloc_addresses is bump. Real addresses are below 2^47; these are not, on
-// purpose, but stay below 2^59 (top bits clear). A churning benchmark would need a million
-// 1 GiB mallocs (bump) or pool chunks to exhaust a part; then the call fails with
-// status::other ("simulated address space exhausted").
-inline constexpr int device_space_shift = 52;
-inline constexpr std::uintptr_t part_size = std::uintptr_t{1} << 50;
-
-// Note [Sim native codes]
-// The sim's drv_result::native is int(status) plus a reason in bits 8..15 and, for a genuine
-// out_of_memory, (device + 1) << 16, so describe() can name the device with no shared state.
-inline constexpr int reason_injected = 1 << 8;
-inline constexpr int reason_address_space = 2 << 8;
-inline constexpr int reason_host_exception = 3 << 8;
-inline constexpr int reason_host_capacity = 4 << 8;  ///< pinned host memory beyond host_capacity
-inline constexpr int reason_destroyed_stream = 5 << 8;  ///< Note [Sim destroyed streams]
-inline constexpr int reason_mask = 0xff00;
-
-/// Fake handles: base + (index + 1) * 16, indices never reused (a stale handle stays invalid).
-inline constexpr std::uintptr_t stream_handle_base = 0x5700000000;
-inline constexpr std::uintptr_t event_handle_base = 0xe700000000;
-inline constexpr std::uintptr_t pool_handle_base = 0x9000000000;
-inline constexpr std::uintptr_t graph_handle_base = 0x6700000000;
-inline constexpr std::uintptr_t exec_handle_base = 0x6800000000;
-/// Ids of captures begun with stream_begin_capture start here, far from the small ids tests
-/// script with set_capture.
-inline constexpr std::uint64_t first_capture_id = std::uint64_t{1} << 32;
-[[nodiscard]] inline void* make_handle(std::uintptr_t base, std::uint32_t index) noexcept {
-  return reinterpret_cast<void*>(base + (std::uintptr_t{index} + 1) * 16);
-}
-/// The index `handle` encodes, or no_stream when it is not one of `base`'s handles below `count`.
-[[nodiscard]] inline std::uint32_t handle_index(const void* handle, std::uintptr_t base, std::size_t count) noexcept {
-  const auto value = reinterpret_cast<std::uintptr_t>(handle);
-  if (value <= base || (value - base) % 16 != 0 || (value - base) / 16 > count) {
-    return UINT32_MAX;
-  }
-  return static_cast<std::uint32_t>((value - base) / 16 - 1);
-}
-
-[[nodiscard]] inline drv_result fail(status code, int reason = 0) noexcept {
-  return {code, static_cast<int>(code) | reason};
-}
-[[nodiscard]] constexpr std::size_t round_up(std::size_t value, std::size_t unit) noexcept {
-  return (value + unit - 1) / unit * unit;
-}
 
 struct wait_dep {
   std::uint64_t after;   ///< the waiting stream's items numbered > after wait for the dependency
@@ -113,17 +56,6 @@ struct event_rec {
   std::uint32_t stream = no_stream;  ///< no_stream: never recorded (complete)
   std::uint64_t target = 0;
   std::uint64_t capture_id = 0;  ///< recorded on a stream in an active capture sequence
-};
-
-struct graph_rec {
-  int device = 0;
-  bool alive = true;
-};
-
-struct exec_rec {
-  int device = 0;
-  bool alive = true;
-  instantiate_flags flags = instantiate_flags::none;
 };
 
 struct pool_rec;
@@ -223,30 +155,6 @@ struct malloc_rec {
   std::size_t size = 0;  ///< accounted bytes
 };
 
-/// A run of bytes that all hold `value`: [start, end), start being the key in state::contents_.
-struct byte_run {
-  std::uintptr_t end = 0;
-  std::uint8_t value = 0;
-};
-
-struct fault_rec {
-  int skip = 0;
-  int count = 0;
-  status code = status::out_of_memory;
-};
-
-/// The sim's pinned host memory (sim_host.cpp, Note [Sim pinned host memory]): host_alloc'd
-/// ranges (real memory, given back with the sim) and host_register'ed ranges, by start address.
-struct host_book {
-  std::map<std::uintptr_t, std::size_t> allocs;
-  std::map<std::uintptr_t, std::size_t> registered;
-  std::size_t pinned = 0;  ///< bytes of both, held against sim_options::host_capacity
-  host_book() = default;
-  host_book(const host_book&) = delete;
-  host_book& operator=(const host_book&) = delete;
-  ~host_book();
-};
-
 }  // namespace sim
 
 struct sim_driver::state {
@@ -257,8 +165,7 @@ struct sim_driver::state {
   mutable std::mutex mutex_;
   bool eager_;
   int active_captures_ = 0;
-  bool faults_armed_ = false;
-  std::array<sim::fault_rec, driver_call_count> faults_{};
+  sim::fault_injector faults_;
   std::vector<sim::device_rec> devices_;
   std::vector<sim::stream_rec> streams_;
   std::vector<sim::event_rec> events_;
@@ -270,13 +177,11 @@ struct sim_driver::state {
   vmm_handle_t next_physical_ = 0x1000;
   std::uint64_t next_capture_id_ = sim::first_capture_id;
   std::uint64_t destroyed_stream_uses_ = 0;  ///< calls given a destroyed stream (Note [Sim destroyed streams])
-  std::vector<sim::graph_rec> graphs_;
-  std::vector<sim::exec_rec> execs_;
-  /// Memory contents written by memset_async / write_bytes: non-overlapping runs by start address
-  /// (Note [Sim memory contents], sim_check_ops.cpp).
-  std::map<std::uintptr_t, sim::byte_run> contents_;
+  sim::graph_book graphs_;
+  /// Memory contents written by memset_async / write_bytes (Note [Sim memory contents]).
+  sim::contents_map contents_;
   /// Pinned host memory (sim_host.cpp).
-  sim::host_book host_;
+  sim::host_memory host_;
   /// Last uses of device memory by streams (Note [Sim hazard checker], sim_hazards.cpp).
   sim::hazard_tracker hazards_;
 
@@ -287,19 +192,7 @@ struct sim_driver::state {
     counters[static_cast<std::size_t>(call)].fetch_add(1, std::memory_order_relaxed);
     try {
       const std::lock_guard lock(mutex_);
-      if (faults_armed_) {
-        sim::fault_rec& fault = faults_[static_cast<std::size_t>(call)];
-        if (fault.count > 0 && fault.skip == 0) {
-          --fault.count;
-          return sim::fail(fault.code, sim::reason_injected);
-        }
-        const drv_result result = body();
-        if (result.ok() && fault.skip > 0) {
-          --fault.skip;
-        }
-        return result;
-      }
-      return body();
+      return faults_.apply(call, body);
     } catch (...) {
       return sim::fail(status::other, sim::reason_host_exception);
     }
@@ -312,9 +205,6 @@ struct sim_driver::state {
   /// This thread's per-thread default stream on `device` (created on first use).
   [[nodiscard]] std::uint32_t per_thread_stream(int device);
   [[nodiscard]] drv_result out_of_memory(int device) const noexcept;
-  /// Takes `bytes` aligned to `alignment` from [next, end); 0 when the range is exhausted.
-  static std::uintptr_t bump(std::uintptr_t& next, std::uintptr_t end, std::size_t bytes,
-                             std::size_t alignment) noexcept;
 
   // --- streams and events (sim_streams.cpp) ---
   /// Index of a live stream, or no_stream. nullptr and cudaStreamLegacy (1) are the legacy stream
@@ -371,10 +261,6 @@ struct sim_driver::state {
   /// The device whose memory holds all of [addr, addr + bytes) (malloc'd, a pool chunk or mapped
   /// VMM pages), or -1.
   [[nodiscard]] int device_of_range(std::uintptr_t addr, std::size_t bytes) const noexcept;
-  /// Sets [addr, addr + bytes) to `value` in contents_.
-  void write_run(std::uintptr_t addr, std::size_t bytes, std::uint8_t value);
-  /// The byte at `addr` (0 if never written).
-  [[nodiscard]] std::uint8_t read_byte(std::uintptr_t addr) const noexcept;
 };
 
 }  // namespace streampool

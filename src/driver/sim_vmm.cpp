@@ -62,7 +62,7 @@ drv_result sim_driver::vmm_reserve(int device, std::size_t bytes, std::size_t al
       return sim::fail(status::invalid_value);
     }
     sim::device_rec& rec = state_->devices_[static_cast<std::size_t>(device)];
-    const std::uintptr_t base = state::bump(rec.vmm_next, rec.vmm_end, bytes, std::max(alignment, granularity));
+    const std::uintptr_t base = sim::bump(rec.vmm_next, rec.vmm_end, bytes, std::max(alignment, granularity));
     if (base == 0) {
       return sim::fail(status::other, sim::reason_address_space);
     }
