@@ -17,28 +17,14 @@ namespace streampool {
 int sim_driver::state::device_of_range(std::uintptr_t addr, std::size_t bytes) const noexcept {
   const std::uintptr_t end = addr + bytes;
   if (bytes == 0 || end < addr) return -1;
-  for (const auto& [base, rec] : mallocs_) {
-    if (addr >= base && end <= base + rec.size) return rec.device;
-  }
+  if (const int device = mallocs_.device_of_range(addr, bytes); device >= 0) return device;
   for (const auto& pool : pools_) {
     auto chunk = pool->chunks.upper_bound(addr);
     if (chunk == pool->chunks.begin()) continue;
     --chunk;
     if (end <= chunk->first + chunk->second->size) return pool->device;
   }
-  auto reservation = reservations_.upper_bound(addr);
-  if (reservation == reservations_.begin()) return -1;
-  --reservation;
-  const auto& mappings = reservation->second.mappings;
-  auto mapping = mappings.upper_bound(addr);
-  if (mapping == mappings.begin()) return -1;
-  --mapping;
-  // The mappings from here on must cover [addr, end) without a gap.
-  std::uintptr_t covered = mapping->first;
-  for (; mapping != mappings.end() && mapping->first == covered && covered < end; ++mapping) {
-    covered += mapping->second.size;
-  }
-  return covered >= end && covered > addr ? reservation->second.device : -1;
+  return vmm_.device_of_range(addr, bytes);
 }
 
 namespace {

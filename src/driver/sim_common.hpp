@@ -73,6 +73,11 @@ inline constexpr std::uint64_t first_capture_id = std::uint64_t{1} << 32;
   return (value + unit - 1) / unit * unit;
 }
 
+/// A genuine out_of_memory of `device` (describe() names the device: Note [Sim native codes]).
+[[nodiscard]] inline drv_result out_of_memory(int device) noexcept {
+  return fail(status::out_of_memory, (device + 1) << 16);
+}
+
 /// Takes `bytes` aligned to `alignment` from [next, end); 0 when the range is exhausted.
 [[nodiscard]] inline std::uintptr_t bump(std::uintptr_t& next, std::uintptr_t end, std::size_t bytes,
                                          std::size_t alignment) noexcept {

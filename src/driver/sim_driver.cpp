@@ -40,16 +40,14 @@ thread_local std::unordered_map<std::uint64_t, thread_rec> thread_recs;
 // apart from synchronisation points, which touch every stream or pool of a device.
 sim_driver::state::state(const sim_options& options)
     : options_(options), serial_(next_serial.fetch_add(1, std::memory_order_relaxed)),
-      eager_(options.eager_completion), host_(options.host_capacity), hazards_(options.abort_on_hazard) {
+      eager_(options.eager_completion), mallocs_(options.device_count, options.malloc_addresses),
+      vmm_(options.device_count, options.vmm_granularity), host_(options.host_capacity), hazards_(options.abort_on_hazard) {
   devices_.resize(static_cast<std::size_t>(options.device_count));
   for (int device = 0; device < options.device_count; ++device) {
     sim::device_rec& rec = devices_[static_cast<std::size_t>(device)];
     const std::uintptr_t base = std::uintptr_t(device + 1) << sim::device_space_shift;
-    rec.mallocs = std::make_unique<sim::malloc_space>(base, base + sim::part_size, options.malloc_addresses);
     rec.pool_next = base + sim::part_size;
     rec.pool_end = rec.pool_next + sim::part_size;
-    rec.vmm_next = rec.pool_end;
-    rec.vmm_end = base + (std::uintptr_t{1} << sim::device_space_shift);
     rec.legacy_stream = add_stream(device, true);
     if (options.memory_pools_supported) {
       rec.default_pool = add_pool(device, true);
@@ -83,10 +81,6 @@ std::uint32_t sim_driver::state::per_thread_stream(int device) {
     streams[static_cast<std::size_t>(device)] = add_stream(device, true);
   }
   return streams[static_cast<std::size_t>(device)];
-}
-
-drv_result sim_driver::state::out_of_memory(int device) const noexcept {
-  return sim::fail(status::out_of_memory, (device + 1) << 16);
 }
 
 sim_driver::sim_driver(sim_options options) : options_(std::move(options)) {
@@ -170,7 +164,7 @@ std::size_t sim_driver::bytes_in_use(int device) const {
   if (!state_->check_device(device).ok()) {
     throw error("sim_driver::bytes_in_use: no device " + std::to_string(device));
   }
-  return state_->devices_[static_cast<std::size_t>(device)].in_use();
+  return state_->in_use(device);
 }
 
 std::string sim_driver::describe(drv_result result) const {
@@ -197,7 +191,7 @@ std::string sim_driver::describe(drv_result result) const {
     {
       const std::lock_guard lock(state_->mutex_);
       if (static_cast<std::size_t>(device) < state_->devices_.size()) {
-        in_use = state_->devices_[static_cast<std::size_t>(device)].in_use();
+        in_use = state_->in_use(device);
       }
     }
     char buffer[128];
@@ -263,19 +257,15 @@ drv_result sim_driver::mem_get_info(int device, std::size_t* free_bytes, std::si
     if (const drv_result bad = state_->check_device(device); !bad.ok()) {
       return bad;
     }
-    const std::size_t in_use = state_->devices_[static_cast<std::size_t>(device)].in_use();
     *total_bytes = options_.capacity;
-    *free_bytes = options_.capacity - std::min(in_use, options_.capacity);
+    *free_bytes = state_->available(device);
     return drv_result{};
   });
 }
 
 // --- plain device memory ---------------------------------------------------------------------
 
-// Note [Sim malloc accounting]
-// Like cudaMalloc, blocks below 2 MiB are 512 B aligned and larger ones 2 MiB aligned, and the
-// device is charged the size rounded up to that alignment (a 3 MiB cudaMalloc occupies two
-// 2 MiB pages of physical memory). Zero bytes succeed with nullptr, as cudaMalloc does.
+// Note [Sim malloc accounting] (sim_mallocs.cpp) gives the alignment and charging.
 drv_result sim_driver::malloc(int device, std::size_t bytes, void** out) noexcept {
   return state_->run(counters_, driver_call::malloc, [&] {
     *out = nullptr;
@@ -288,22 +278,7 @@ drv_result sim_driver::malloc(int device, std::size_t bytes, void** out) noexcep
     if (bytes == 0) {
       return drv_result{};
     }
-    sim::device_rec& rec = state_->devices_[static_cast<std::size_t>(device)];
-    const std::size_t alignment =
-        bytes >= sim::large_malloc_threshold ? sim::large_malloc_threshold : sim::malloc_alignment;
-    const std::size_t available = options_.capacity - std::min(rec.in_use(), options_.capacity);
-    if (bytes > options_.capacity || sim::round_up(bytes, alignment) > available) {
-      return state_->out_of_memory(device);
-    }
-    const std::size_t size = sim::round_up(bytes, alignment);
-    const std::uintptr_t address = rec.mallocs->allocate(size, alignment);
-    if (address == 0) {
-      return sim::fail(status::other, sim::reason_address_space);
-    }
-    state_->mallocs_.emplace(address, sim::malloc_rec{device, size});
-    rec.malloc_bytes += size;
-    *out = reinterpret_cast<void*>(address);
-    return drv_result{};
+    return state_->mallocs_.allocate(device, bytes, options_.capacity, state_->available(device), out);
   });
 }
 
@@ -318,8 +293,9 @@ drv_result sim_driver::free(int device, void* ptr) noexcept {
     if (ptr == nullptr) {
       return drv_result{};
     }
-    const auto found = state_->mallocs_.find(reinterpret_cast<std::uintptr_t>(ptr));
-    if (found == state_->mallocs_.end() || found->second.device != device) {
+    const auto addr = reinterpret_cast<std::uintptr_t>(ptr);
+    const sim::malloc_heap::range_rec* found = state_->mallocs_.find(addr);
+    if (found == nullptr || found->device != device) {
       return sim::fail(status::invalid_value);
     }
     for (std::uint32_t index = 0; index < state_->streams_.size(); ++index) {
@@ -327,14 +303,11 @@ drv_result sim_driver::free(int device, void* ptr) noexcept {
         state_->complete_stream(index);  // cudaFree synchronises the device
       }
     }
-    sim::device_rec& rec = state_->devices_[static_cast<std::size_t>(device)];
-    state_->hazards_.retire(state_->streams_, found->first, found->second.size, "cudaFree");  // Note [Sim hazard checker]
-    rec.malloc_bytes -= found->second.size;
-    rec.mallocs->release(found->first, found->second.size);
+    state_->hazards_.retire(state_->streams_, addr, found->size, "cudaFree");  // Note [Sim hazard checker]
     if (!state_->contents_.empty()) {
-      state_->contents_.write(found->first, found->second.size, 0);  // Note [Sim memory contents]
+      state_->contents_.write(addr, found->size, 0);  // Note [Sim memory contents]
     }
-    state_->mallocs_.erase(found);
+    state_->mallocs_.release(addr);
     return drv_result{};
   });
 }

@@ -280,7 +280,7 @@ drv_result sim_driver::malloc_async(mempool_t pool, std::size_t bytes, stream_t 
     }
     sim::device_rec& device = state_->devices_[static_cast<std::size_t>(rec->device)];
     if (bytes > options_.capacity) {
-      return state_->out_of_memory(rec->device);
+      return sim::out_of_memory(rec->device);
     }
     if (rec->chunks.empty()) {  // the pool's address range, made at its first allocation
       const std::size_t span = sim::round_up(4 * options_.capacity, granule) + granule;
@@ -320,12 +320,12 @@ drv_result sim_driver::malloc_async(mempool_t pool, std::size_t bytes, stream_t 
       addr = start_in_last ? last->addr : range.base + range.size;
       end_block = start_in_last ? last : nullptr;
       if (addr + need > range.base + range.span) {
-        return state_->out_of_memory(rec->device);
+        return sim::out_of_memory(rec->device);
       }
     }
     const std::size_t grow = unmapped_bytes(range, addr, need);
-    if (grow > options_.capacity - std::min(device.in_use(), options_.capacity)) {
-      return state_->out_of_memory(rec->device);
+    if (grow > state_->available(rec->device)) {
+      return sim::out_of_memory(rec->device);
     }
     if (block == nullptr) {  // extend the range to addr + need
       const std::uintptr_t end = range.base + range.size;

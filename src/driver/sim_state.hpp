@@ -4,6 +4,7 @@
 // physical handles, and fault injection. One mutex guards all of it; see sim_driver.cpp.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstddef>
@@ -22,7 +23,8 @@
 #include "driver/sim_graphs.hpp"
 #include "driver/sim_host.hpp"
 #include "driver/sim_hazards.hpp"
-#include "driver/sim_malloc_space.hpp"
+#include "driver/sim_mallocs.hpp"
+#include "driver/sim_vmm.hpp"
 #include "streampool/sim_driver.hpp"
 
 namespace streampool {
@@ -119,40 +121,11 @@ struct pool_rec {
   block_rec* remainder = nullptr;  ///< free rest of the block the last request split, if any
 };
 
-struct mapping_rec {
-  std::size_t size = 0;
-  vmm_handle_t handle = 0;
-  std::uint64_t access = 0;  ///< bitmask of devices with read-write access
-};
-
-struct reservation_rec {
-  int device = 0;
-  std::size_t size = 0;
-  std::map<std::uintptr_t, mapping_rec> mappings;
-};
-
-struct physical_rec {
-  int device = 0;
-  std::size_t size = 0;
-  bool released = false;
-  int maps = 0;
-};
-
 struct device_rec {
-  std::size_t malloc_bytes = 0;  ///< cudaMalloc'd (rounded to the malloc alignment)
   std::size_t pool_bytes = 0;    ///< reserved by pools (all of this device's pools)
-  std::size_t vmm_bytes = 0;     ///< VMM physical memory
-  std::unique_ptr<malloc_space> mallocs;  ///< where malloc puts allocations
   std::uintptr_t pool_next = 0, pool_end = 0;
-  std::uintptr_t vmm_next = 0, vmm_end = 0;
   std::uint32_t legacy_stream = no_stream;
   std::uint32_t default_pool = 0;
-  [[nodiscard]] std::size_t in_use() const noexcept { return malloc_bytes + pool_bytes + vmm_bytes; }
-};
-
-struct malloc_rec {
-  int device = 0;
-  std::size_t size = 0;  ///< accounted bytes
 };
 
 }  // namespace sim
@@ -170,11 +143,9 @@ struct sim_driver::state {
   std::vector<sim::stream_rec> streams_;
   std::vector<sim::event_rec> events_;
   std::vector<std::unique_ptr<sim::pool_rec>> pools_;
-  std::unordered_map<std::uintptr_t, sim::malloc_rec> mallocs_;
+  sim::malloc_heap mallocs_;
   std::unordered_map<std::uintptr_t, sim::block_rec*> async_live_;
-  std::map<std::uintptr_t, sim::reservation_rec> reservations_;
-  std::unordered_map<vmm_handle_t, sim::physical_rec> physicals_;
-  vmm_handle_t next_physical_ = 0x1000;
+  sim::vmm_space vmm_;
   std::uint64_t next_capture_id_ = sim::first_capture_id;
   std::uint64_t destroyed_stream_uses_ = 0;  ///< calls given a destroyed stream (Note [Sim destroyed streams])
   sim::graph_book graphs_;
@@ -204,7 +175,14 @@ struct sim_driver::state {
   void set_current_device(int device);
   /// This thread's per-thread default stream on `device` (created on first use).
   [[nodiscard]] std::uint32_t per_thread_stream(int device);
-  [[nodiscard]] drv_result out_of_memory(int device) const noexcept;
+  /// Device memory in use on `device`: malloc'd + pool-reserved + VMM physical bytes.
+  [[nodiscard]] std::size_t in_use(int device) const noexcept {
+    return mallocs_.bytes(device) + devices_[static_cast<std::size_t>(device)].pool_bytes + vmm_.bytes(device);
+  }
+  /// Capacity of `device` not in use.
+  [[nodiscard]] std::size_t available(int device) const noexcept {
+    return options_.capacity - std::min(in_use(device), options_.capacity);
+  }
 
   // --- streams and events (sim_streams.cpp) ---
   /// Index of a live stream, or no_stream. nullptr and cudaStreamLegacy (1) are the legacy stream
