@@ -42,9 +42,9 @@ drv_result sim_driver::memset_async(int device, void* ptr, std::uint8_t value, s
                                     stream_t stream) noexcept {
   return state_->run(counters_, driver_call::memset_async, [&] {
     if (const drv_result bad = state_->check_device(device); !bad.ok()) return bad;
-    const std::uint32_t index = state_->find_stream(stream, device);
+    const std::uint32_t index = state_->streams_.find_stream(stream, device);
     if (index == sim::no_stream) {
-      return state_->stream_failure(stream);
+      return state_->streams_.failure(stream);
     }
     if (state_->streams_[index].device != device) {
       return sim::fail(status::invalid_value);
@@ -53,7 +53,7 @@ drv_result sim_driver::memset_async(int device, void* ptr, std::uint8_t value, s
     const auto addr = reinterpret_cast<std::uintptr_t>(ptr);
     if (state_->device_of_range(addr, bytes) != device) return sim::fail(status::invalid_value);
     state_->contents_.write(addr, bytes, value);
-    state_->submit(index);
+    state_->streams_.submit(index);
     return drv_result{};
   });
 }
@@ -63,9 +63,9 @@ drv_result sim_driver::check_bytes(int device, const void* ptr, std::size_t byte
   return state_->run(counters_, driver_call::check_bytes, [&] {
     *out = byte_check{};
     if (const drv_result bad = state_->check_device(device); !bad.ok()) return bad;
-    const std::uint32_t index = state_->find_stream(stream, device);
+    const std::uint32_t index = state_->streams_.find_stream(stream, device);
     if (index == sim::no_stream) {
-      return state_->stream_failure(stream);
+      return state_->streams_.failure(stream);
     }
     if (state_->streams_[index].device != device) {
       return sim::fail(status::invalid_value);
@@ -77,7 +77,7 @@ drv_result sim_driver::check_bytes(int device, const void* ptr, std::size_t byte
     const auto addr = reinterpret_cast<std::uintptr_t>(ptr);
     if (state_->device_of_range(addr, bytes) != device) return sim::fail(status::invalid_value);
     // The check runs after the stream's prior work, and the host waits for it.
-    state_->complete_to(index, state_->submit(index));
+    state_->streams_.complete_to(index, state_->streams_.submit(index));
     state_->contents_.for_each_run(addr, bytes, [&](std::size_t offset, std::size_t length, std::uint8_t value) {
       if (value == expected) return;
       if (out->mismatches == 0) {

@@ -17,18 +17,6 @@ namespace {
 
 std::atomic<std::uint64_t> next_serial{1};
 
-// Note [Sim current device]
-// CUDA's current device (and per-thread default stream) is per host thread, and here also per
-// driver instance: two sims in one test must not share it. A thread_local map keyed by the
-// instance's never-reused serial gives both, without a new thread inheriting an exited thread's
-// device (which a map keyed by std::thread::id would do when ids are recycled). Threads start
-// on device 0. Entries of destroyed instances stay behind in each thread: a few bytes each.
-struct thread_rec {
-  int device = 0;
-  std::vector<std::uint32_t> per_thread_streams;  ///< by device; no_stream until first use
-};
-thread_local std::unordered_map<std::uint64_t, thread_rec> thread_recs;
-
 }  // namespace
 
 // Note [Sim calls]
@@ -40,7 +28,7 @@ thread_local std::unordered_map<std::uint64_t, thread_rec> thread_recs;
 // apart from synchronisation points, which touch every stream or pool of a device.
 sim_driver::state::state(const sim_options& options)
     : options_(options), serial_(next_serial.fetch_add(1, std::memory_order_relaxed)),
-      eager_(options.eager_completion), mallocs_(options.device_count, options.malloc_addresses),
+      streams_(serial_, options.eager_completion), mallocs_(options.device_count, options.malloc_addresses),
       vmm_(options.device_count, options.vmm_granularity), host_(options.host_capacity), hazards_(options.abort_on_hazard) {
   devices_.resize(static_cast<std::size_t>(options.device_count));
   for (int device = 0; device < options.device_count; ++device) {
@@ -48,7 +36,7 @@ sim_driver::state::state(const sim_options& options)
     const std::uintptr_t base = std::uintptr_t(device + 1) << sim::device_space_shift;
     rec.pool_next = base + sim::part_size;
     rec.pool_end = rec.pool_next + sim::part_size;
-    rec.legacy_stream = add_stream(device, true);
+    streams_.add_device();
     if (options.memory_pools_supported) {
       rec.default_pool = add_pool(device, true);
     }
@@ -63,24 +51,6 @@ drv_result sim_driver::state::check_device(int device) const noexcept {
     return sim::fail(status::invalid_device);
   }
   return {};
-}
-
-int sim_driver::state::current_device() const noexcept {
-  const auto found = thread_recs.find(serial_);
-  return found == thread_recs.end() ? 0 : found->second.device;
-}
-
-void sim_driver::state::set_current_device(int device) { thread_recs[serial_].device = device; }
-
-std::uint32_t sim_driver::state::per_thread_stream(int device) {
-  std::vector<std::uint32_t>& streams = thread_recs[serial_].per_thread_streams;
-  if (streams.size() <= static_cast<std::size_t>(device)) {
-    streams.resize(static_cast<std::size_t>(device) + 1, sim::no_stream);
-  }
-  if (streams[static_cast<std::size_t>(device)] == sim::no_stream) {
-    streams[static_cast<std::size_t>(device)] = add_stream(device, true);
-  }
-  return streams[static_cast<std::size_t>(device)];
 }
 
 sim_driver::sim_driver(sim_options options) : options_(std::move(options)) {
@@ -101,29 +71,26 @@ sim_driver::~sim_driver() = default;
 
 void sim_driver::set_eager(bool eager) {
   const std::lock_guard lock(state_->mutex_);
-  state_->eager_ = eager;
-  if (eager) {
-    state_->complete_all();
-  }
+  state_->streams_.set_eager(eager);
 }
 
 void sim_driver::complete(stream_t stream) {
   const std::lock_guard lock(state_->mutex_);
-  const std::uint32_t index = state_->find_stream(stream);
+  const std::uint32_t index = state_->streams_.find_stream(stream);
   if (index == sim::no_stream) {
     throw error("sim_driver::complete: unknown or destroyed stream");
   }
-  state_->complete_stream(index);
+  state_->streams_.complete_stream(index);
 }
 
 void sim_driver::complete_all() {
   const std::lock_guard lock(state_->mutex_);
-  state_->complete_all();
+  state_->streams_.complete_all();
 }
 
 void sim_driver::set_capture(stream_t stream, capture_status status, std::uint64_t capture_id) {
   const std::lock_guard lock(state_->mutex_);
-  const std::uint32_t index = state_->find_stream(stream);
+  const std::uint32_t index = state_->streams_.find_stream(stream);
   if (index == sim::no_stream) {
     throw error("sim_driver::set_capture: unknown or destroyed stream");
   }
@@ -217,7 +184,7 @@ drv_result sim_driver::get_device(int* device) noexcept {
   if (state_->devices_.empty()) {
     return sim::fail(status::no_device);
   }
-  *device = state_->current_device();
+  *device = state_->streams_.current_device();
   return {};
 }
 
@@ -226,7 +193,7 @@ drv_result sim_driver::set_device(int device) noexcept {
     return bad;
   }
   try {
-    state_->set_current_device(device);
+    state_->streams_.set_current_device(device);
   } catch (...) {
     return sim::fail(status::other, sim::reason_host_exception);
   }
@@ -298,12 +265,8 @@ drv_result sim_driver::free(int device, void* ptr) noexcept {
     if (found == nullptr || found->device != device) {
       return sim::fail(status::invalid_value);
     }
-    for (std::uint32_t index = 0; index < state_->streams_.size(); ++index) {
-      if (state_->streams_[index].device == device) {
-        state_->complete_stream(index);  // cudaFree synchronises the device
-      }
-    }
-    state_->hazards_.retire(state_->streams_, addr, found->size, "cudaFree");  // Note [Sim hazard checker]
+    state_->streams_.complete_device(device);  // cudaFree synchronises the device
+    state_->hazards_.retire(state_->streams_.records(), addr, found->size, "cudaFree");  // Note [Sim hazard checker]
     if (!state_->contents_.empty()) {
       state_->contents_.write(addr, found->size, 0);  // Note [Sim memory contents]
     }

@@ -48,7 +48,7 @@ void sim_driver::state::leave_capture(std::uint32_t stream) noexcept {
 }
 
 drv_result sim_driver::state::refuse_in_capture() noexcept {
-  for (sim::stream_rec& rec : streams_) {
+  for (sim::stream_rec& rec : streams_.records()) {
     if (rec.capture == capture_status::active && rec.begun && rec.strict) {
       rec.capture = capture_status::invalidated;
       --active_captures_;
@@ -106,9 +106,9 @@ drv_result sim_driver::stream_begin_capture(stream_t stream, capture_mode mode) 
     if (value == 0 || value == 1) {
       return sim::fail(status::illegal_in_capture);  // the legacy stream cannot be captured
     }
-    const std::uint32_t index = state_->find_stream(stream);
+    const std::uint32_t index = state_->streams_.find_stream(stream);
     if (index == sim::no_stream) {
-      return state_->stream_failure(stream);
+      return state_->streams_.failure(stream);
     }
     if (state_->streams_[index].capture != capture_status::none) {
       return sim::fail(status::illegal_in_capture);  // already capturing
@@ -122,9 +122,9 @@ drv_result sim_driver::stream_begin_capture(stream_t stream, capture_mode mode) 
 drv_result sim_driver::stream_end_capture(stream_t stream, graph_t* out) noexcept {
   return state_->run(counters_, driver_call::stream_end_capture, [&] {
     *out = nullptr;
-    const std::uint32_t index = state_->find_stream(stream);
+    const std::uint32_t index = state_->streams_.find_stream(stream);
     if (index == sim::no_stream) {
-      return state_->stream_failure(stream);
+      return state_->streams_.failure(stream);
     }
     const sim::stream_rec origin = state_->streams_[index];
     if (origin.capture == capture_status::none || !origin.begun || !origin.origin) {
@@ -164,14 +164,14 @@ drv_result sim_driver::graph_instantiate(graph_t graph, graph_exec_t* out, insta
 drv_result sim_driver::graph_launch(graph_exec_t exec, stream_t stream) noexcept {
   return state_->run(counters_, driver_call::graph_launch, [&] {
     const sim::graph_book::exec_rec* rec = state_->graphs_.find_exec(exec);
-    const std::uint32_t index = state_->find_stream(stream);
+    const std::uint32_t index = state_->streams_.find_stream(stream);
     if (rec != nullptr && index == sim::no_stream) {
-      return state_->stream_failure(stream);
+      return state_->streams_.failure(stream);
     }
     if (rec == nullptr || index == sim::no_stream || state_->streams_[index].device != rec->device) {
       return sim::fail(status::invalid_value);
     }
-    state_->submit(index);
+    state_->streams_.submit(index);
     return drv_result{};
   });
 }

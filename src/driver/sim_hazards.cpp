@@ -152,7 +152,7 @@ void hazard_tracker::clear_violations() noexcept {
 
 bool sim_driver::use(stream_t stream, const void* ptr, std::size_t bytes) {
   const std::lock_guard lock(state_->mutex_);
-  const std::uint32_t index = state_->find_stream(stream);
+  const std::uint32_t index = state_->streams_.find_stream(stream);
   if (index == sim::no_stream) throw error("sim_driver::use: unknown or destroyed stream");
   if (state_->streams_[index].capture != capture_status::none) {
     throw error("sim_driver::use: the stream is capturing; the sim does not model captured kernels (Note [Sim hazard "
@@ -163,21 +163,18 @@ bool sim_driver::use(stream_t stream, const void* ptr, std::size_t bytes) {
     throw error("sim_driver::use: " + sim::range_text(addr, bytes) +
                 " is not device memory of this sim (malloc'd, a pool's, or mapped VMM pages), or is empty");
   }
-  const std::uint64_t item = state_->submit(index);
-  return state_->hazards_.use(state_->streams_, index, item, addr, bytes);
+  const std::uint64_t item = state_->streams_.submit(index);
+  return state_->hazards_.use(state_->streams_.records(), index, item, addr, bytes);
 }
 
 void sim_driver::wait_for(stream_t waiter, stream_t on) {
   const std::lock_guard lock(state_->mutex_);
-  const std::uint32_t index = state_->find_stream(waiter);
-  const std::uint32_t other = state_->find_stream(on);
+  const std::uint32_t index = state_->streams_.find_stream(waiter);
+  const std::uint32_t other = state_->streams_.find_stream(on);
   if (index == sim::no_stream || other == sim::no_stream) {
     throw error("sim_driver::wait_for: unknown or destroyed stream");
   }
-  const std::uint64_t target = state_->streams_[other].submitted;
-  if (other != index && !state_->stream_done(other, target)) {
-    state_->streams_[index].waits.push_back({state_->streams_[index].submitted, other, target});
-  }
+  state_->streams_.wait(index, other, state_->streams_[other].submitted);
 }
 
 std::uint64_t sim_driver::hazard_violations() const {

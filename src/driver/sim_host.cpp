@@ -95,7 +95,7 @@ drv_result sim_driver::host_free(void* ptr) noexcept {
     if (ptr == nullptr) return drv_result{};
     if (state_->active_captures_ > 0) return state_->refuse_in_capture();
     if (!state_->host_.owns(ptr)) return sim::fail(status::invalid_value);
-    state_->complete_all();  // cudaFreeHost synchronises
+    state_->streams_.complete_all();  // cudaFreeHost synchronises
     state_->host_.free(ptr);
     return drv_result{};
   });
@@ -111,25 +111,25 @@ drv_result sim_driver::host_unregister(void* ptr) noexcept {
 
 drv_result sim_driver::memcpy_async(void* dst, const void* src, std::size_t bytes, stream_t stream) noexcept {
   return state_->run(counters_, driver_call::memcpy_async, [&] {
-    const std::uint32_t index = state_->find_stream(stream);
+    const std::uint32_t index = state_->streams_.find_stream(stream);
     if (index == sim::no_stream) return sim::fail(status::invalid_value);
     if (bytes == 0) return drv_result{};
     if (dst == nullptr || src == nullptr) return sim::fail(status::invalid_value);
-    state_->submit(index);
+    state_->streams_.submit(index);
     return drv_result{};
   });
 }
 
 std::uint64_t sim_driver::submitted_work(stream_t stream) const {
   const std::lock_guard lock(state_->mutex_);
-  const std::uint32_t index = state_->find_stream(stream);
+  const std::uint32_t index = state_->streams_.find_stream(stream);
   if (index == sim::no_stream) throw error("sim_driver::submitted_work: not a live stream of this sim");
   return state_->streams_[index].submitted;
 }
 
 std::uint64_t sim_driver::completed_work(stream_t stream) const {
   const std::lock_guard lock(state_->mutex_);
-  const std::uint32_t index = state_->find_stream(stream);
+  const std::uint32_t index = state_->streams_.find_stream(stream);
   if (index == sim::no_stream) throw error("sim_driver::completed_work: not a live stream of this sim");
   return state_->streams_[index].completed;
 }

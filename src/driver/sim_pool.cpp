@@ -187,7 +187,7 @@ void sim_driver::state::settle_pending(sim::pool_rec& pool) {
   }
   std::vector<sim::block_rec*> done;
   for (sim::block_rec* block : pool.pending) {
-    if (stream_done(block->stream, block->target)) {
+    if (streams_.done(block->stream, block->target)) {
       done.push_back(block);
     }
   }
@@ -207,7 +207,7 @@ void sim_driver::state::trim(sim::pool_rec& pool, std::size_t keep, bool force) 
   sim::chunk_rec& range = *pool.chunks.begin()->second;
   std::vector<bool> busy(range.mapped.size(), false);
   for (const sim::block_rec* block = range.first; block != nullptr; block = block->next) {
-    const bool idle = block->free && (force || block->settled || stream_done(block->stream, block->target));
+    const bool idle = block->free && (force || block->settled || streams_.done(block->stream, block->target));
     if (!idle) {
       const auto [first, end] = granules(range, block->addr, block->size);
       for (std::size_t g = first; g < end; ++g) {
@@ -226,7 +226,7 @@ void sim_driver::state::trim(sim::pool_rec& pool, std::size_t keep, bool force) 
   // A free end block whose granules are all unmapped returns to the unused tail (the part of it
   // inside a granule still mapped for its live neighbour stays).
   sim::block_rec* last = range.last;
-  if (last == nullptr || !last->free || !(force || last->settled || stream_done(last->stream, last->target))) {
+  if (last == nullptr || !last->free || !(force || last->settled || streams_.done(last->stream, last->target))) {
     return;
   }
   const std::size_t start = last->addr - range.base;
@@ -265,9 +265,9 @@ drv_result sim_driver::malloc_async(mempool_t pool, std::size_t bytes, stream_t 
   return state_->run(counters_, driver_call::malloc_async, [&] {
     *out = nullptr;
     sim::pool_rec* rec = state_->find_pool(pool);
-    const std::uint32_t stream_index = state_->find_stream(stream);
+    const std::uint32_t stream_index = state_->streams_.find_stream(stream);
     if (rec != nullptr && stream_index == sim::no_stream) {
-      return state_->stream_failure(stream);
+      return state_->streams_.failure(stream);
     }
     if (rec == nullptr || stream_index == sim::no_stream) {
       return sim::fail(status::invalid_value);
@@ -301,12 +301,12 @@ drv_result sim_driver::malloc_async(mempool_t pool, std::size_t bytes, stream_t 
     // else the end of the range.
     sim::block_rec* block = nullptr;
     if (need < sim::pool_small_request && rec->remainder != nullptr && rec->remainder->size >= need &&
-        usable(*rec, rec->remainder, stream_index, state_->streams_)) {
+        usable(*rec, rec->remainder, stream_index, state_->streams_.records())) {
       block = rec->remainder;
     }
     for (auto it = rec->free_blocks.lower_bound(sim::block_order::key{need, 0});
          block == nullptr && it != rec->free_blocks.end(); ++it) {
-      if (usable(*rec, *it, stream_index, state_->streams_)) {
+      if (usable(*rec, *it, stream_index, state_->streams_.records())) {
         block = *it;
       }
     }
@@ -316,7 +316,7 @@ drv_result sim_driver::malloc_async(mempool_t pool, std::size_t bytes, stream_t 
       addr = block->addr;
     } else {
       sim::block_rec* last = range.last;
-      const bool start_in_last = last != nullptr && last->free && usable(*rec, last, stream_index, state_->streams_);
+      const bool start_in_last = last != nullptr && last->free && usable(*rec, last, stream_index, state_->streams_.records());
       addr = start_in_last ? last->addr : range.base + range.size;
       end_block = start_in_last ? last : nullptr;
       if (addr + need > range.base + range.span) {
@@ -370,9 +370,9 @@ drv_result sim_driver::malloc_async(mempool_t pool, std::size_t bytes, stream_t 
 
 drv_result sim_driver::free_async(void* ptr, stream_t stream) noexcept {
   return state_->run(counters_, driver_call::free_async, [&] {
-    const std::uint32_t stream_index = state_->find_stream(stream);
+    const std::uint32_t stream_index = state_->streams_.find_stream(stream);
     if (stream_index == sim::no_stream) {
-      return state_->stream_failure(stream);
+      return state_->streams_.failure(stream);
     }
     if (state_->refuses_uncaptured(stream_index)) {  // Note [Relaxed uncaptured calls]
       return state_->refuse_in_capture();
@@ -390,8 +390,8 @@ drv_result sim_driver::free_async(void* ptr, stream_t stream) noexcept {
     sim::pool_rec& pool = *range.pool;
     block->free = true;
     block->stream = stream_index;
-    block->target = state_->submit(stream_index);
-    block->settled = pool.allow_opportunistic && state_->stream_done(stream_index, block->target);
+    block->target = state_->streams_.submit(stream_index);
+    block->settled = pool.allow_opportunistic && state_->streams_.done(stream_index, block->target);
     if (block->settled) {
       block->stream = sim::no_stream;
     }

@@ -24,41 +24,12 @@
 #include "driver/sim_host.hpp"
 #include "driver/sim_hazards.hpp"
 #include "driver/sim_mallocs.hpp"
+#include "driver/sim_streams.hpp"
 #include "driver/sim_vmm.hpp"
 #include "streampool/sim_driver.hpp"
 
 namespace streampool {
 namespace sim {
-
-struct wait_dep {
-  std::uint64_t after;   ///< the waiting stream's items numbered > after wait for the dependency
-  std::uint32_t stream;  ///< dependency: `stream` must complete up to `target`
-  std::uint64_t target;
-};
-
-struct stream_rec {
-  int device = 0;
-  bool alive = true;
-  bool builtin = false;  ///< a default stream (legacy or per-thread): no handle, never destroyed
-  capture_status capture = capture_status::none;
-  std::uint64_t capture_id = 0;
-  // Capture sequences (Note [Sim capture sequences] in sim_graph.cpp):
-  bool strict = true;    ///< while active, counts in active_captures_ (not a relaxed-mode capture)
-  bool begun = false;    ///< part of a capture from stream_begin_capture (not scripted)
-  bool origin = false;   ///< the stream that began it
-  std::uint64_t joined_through = 0;  ///< items up to this one are joined back into the capture
-  std::uint64_t submitted = 0;  ///< work items submitted so far
-  std::uint64_t completed = 0;  ///< work items completed so far (<= submitted)
-  std::vector<wait_dep> waits;
-};
-
-struct event_rec {
-  int device = 0;
-  bool alive = true;
-  std::uint32_t stream = no_stream;  ///< no_stream: never recorded (complete)
-  std::uint64_t target = 0;
-  std::uint64_t capture_id = 0;  ///< recorded on a stream in an active capture sequence
-};
 
 struct pool_rec;
 struct chunk_rec;
@@ -124,7 +95,6 @@ struct pool_rec {
 struct device_rec {
   std::size_t pool_bytes = 0;    ///< reserved by pools (all of this device's pools)
   std::uintptr_t pool_next = 0, pool_end = 0;
-  std::uint32_t legacy_stream = no_stream;
   std::uint32_t default_pool = 0;
 };
 
@@ -136,18 +106,15 @@ struct sim_driver::state {
   const sim_options& options_;
   const std::uint64_t serial_;  ///< identifies this instance in the per-thread current devices
   mutable std::mutex mutex_;
-  bool eager_;
   int active_captures_ = 0;
   sim::fault_injector faults_;
   std::vector<sim::device_rec> devices_;
-  std::vector<sim::stream_rec> streams_;
-  std::vector<sim::event_rec> events_;
+  sim::stream_model streams_;
   std::vector<std::unique_ptr<sim::pool_rec>> pools_;
   sim::malloc_heap mallocs_;
   std::unordered_map<std::uintptr_t, sim::block_rec*> async_live_;
   sim::vmm_space vmm_;
   std::uint64_t next_capture_id_ = sim::first_capture_id;
-  std::uint64_t destroyed_stream_uses_ = 0;  ///< calls given a destroyed stream (Note [Sim destroyed streams])
   sim::graph_book graphs_;
   /// Memory contents written by memset_async / write_bytes (Note [Sim memory contents]).
   sim::contents_map contents_;
@@ -171,10 +138,6 @@ struct sim_driver::state {
 
   // --- devices (sim_driver.cpp) ---
   [[nodiscard]] drv_result check_device(int device) const noexcept;
-  [[nodiscard]] int current_device() const noexcept;
-  void set_current_device(int device);
-  /// This thread's per-thread default stream on `device` (created on first use).
-  [[nodiscard]] std::uint32_t per_thread_stream(int device);
   /// Device memory in use on `device`: malloc'd + pool-reserved + VMM physical bytes.
   [[nodiscard]] std::size_t in_use(int device) const noexcept {
     return mallocs_.bytes(device) + devices_[static_cast<std::size_t>(device)].pool_bytes + vmm_.bytes(device);
@@ -184,25 +147,7 @@ struct sim_driver::state {
     return options_.capacity - std::min(in_use(device), options_.capacity);
   }
 
-  // --- streams and events (sim_streams.cpp) ---
-  /// Index of a live stream, or no_stream. nullptr and cudaStreamLegacy (1) are the legacy stream
-  /// of `device` (the current device if < 0), cudaStreamPerThread (2) this thread's own one.
-  [[nodiscard]] std::uint32_t find_stream(stream_t stream, int device = -1);
-  [[nodiscard]] std::uint32_t find_event(event_t event) const noexcept;
-  /// The failure of a call given `stream` when find_stream found no live stream: a stream that was
-  /// destroyed is status::other (and counted), anything else status::invalid_value.
-  /// See Note [Sim destroyed streams].
-  [[nodiscard]] drv_result stream_failure(stream_t stream) noexcept;
-  [[nodiscard]] std::uint32_t add_stream(int device, bool builtin);
-  /// Submits one work item to `stream`; returns its number.
-  std::uint64_t submit(std::uint32_t stream) noexcept;
-  /// Completes `stream` up to item `target` (and, first, the work it waits on).
-  void complete_to(std::uint32_t stream, std::uint64_t target);
-  void complete_stream(std::uint32_t stream) { complete_to(stream, streams_[stream].submitted); }
-  void complete_all();
-  [[nodiscard]] bool stream_done(std::uint32_t stream, std::uint64_t target) const noexcept {
-    return streams_[stream].completed >= target;
-  }
+  // --- synchronisation (sim_streams.cpp) ---
   /// The host observed completion on `device`: settle pending frees, trim pools above threshold.
   void sync_point(int device);
 

@@ -263,7 +263,7 @@ drv_result sim_driver::vmm_unmap(void* va, std::size_t bytes) noexcept {
     }
     const drv_result result = state_->vmm_.unmap(va, bytes);
     if (result.ok()) {  // Note [Sim hazard checker]: the pages must be idle
-      state_->hazards_.retire(state_->streams_, reinterpret_cast<std::uintptr_t>(va), bytes, "vmm_unmap");
+      state_->hazards_.retire(state_->streams_.records(), reinterpret_cast<std::uintptr_t>(va), bytes, "vmm_unmap");
     }
     return result;
   });
