@@ -94,9 +94,9 @@ void sim_driver::set_capture(stream_t stream, capture_status status, std::uint64
   if (index == sim::no_stream) {
     throw error("sim_driver::set_capture: unknown or destroyed stream");
   }
-  state_->leave_capture(index);
+  state_->captures_.leave(index);
   if (status == capture_status::active) {
-    state_->enter_capture(index, capture_id, /*strict=*/true, /*begun=*/false, /*origin=*/false);
+    state_->captures_.enter(index, capture_id, /*strict=*/true, /*begun=*/false, /*origin=*/false);
   } else if (status == capture_status::invalidated) {
     state_->streams_[index].capture = status;
     state_->streams_[index].capture_id = capture_id;
@@ -239,8 +239,8 @@ drv_result sim_driver::malloc(int device, std::size_t bytes, void** out) noexcep
     if (const drv_result bad = state_->check_device(device); !bad.ok()) {
       return bad;
     }
-    if (state_->refuses_unsafe()) {  // Note [Relaxed uncaptured calls]
-      return state_->refuse_in_capture();
+    if (state_->captures_.refuses_unsafe()) {  // Note [Relaxed uncaptured calls]
+      return state_->captures_.refuse();
     }
     if (bytes == 0) {
       return drv_result{};
@@ -254,8 +254,8 @@ drv_result sim_driver::free(int device, void* ptr) noexcept {
     if (const drv_result bad = state_->check_device(device); !bad.ok()) {
       return bad;
     }
-    if (state_->active_captures_ > 0) {
-      return state_->refuse_in_capture();
+    if (state_->captures_.active() > 0) {
+      return state_->captures_.refuse();
     }
     if (ptr == nullptr) {
       return drv_result{};

@@ -93,7 +93,7 @@ drv_result sim_driver::host_alloc(std::size_t bytes, void** out) noexcept {
 drv_result sim_driver::host_free(void* ptr) noexcept {
   return state_->run(counters_, driver_call::host_free, [&] {
     if (ptr == nullptr) return drv_result{};
-    if (state_->active_captures_ > 0) return state_->refuse_in_capture();
+    if (state_->captures_.active() > 0) return state_->captures_.refuse();
     if (!state_->host_.owns(ptr)) return sim::fail(status::invalid_value);
     state_->streams_.complete_all();  // cudaFreeHost synchronises
     state_->host_.free(ptr);

@@ -272,8 +272,8 @@ drv_result sim_driver::malloc_async(mempool_t pool, std::size_t bytes, stream_t 
     if (rec == nullptr || stream_index == sim::no_stream) {
       return sim::fail(status::invalid_value);
     }
-    if (state_->refuses_uncaptured(stream_index)) {  // Note [Relaxed uncaptured calls]
-      return state_->refuse_in_capture();
+    if (state_->captures_.refuses_uncaptured(stream_index)) {  // Note [Relaxed uncaptured calls]
+      return state_->captures_.refuse();
     }
     if (bytes == 0) {
       return drv_result{};
@@ -374,8 +374,8 @@ drv_result sim_driver::free_async(void* ptr, stream_t stream) noexcept {
     if (stream_index == sim::no_stream) {
       return state_->streams_.failure(stream);
     }
-    if (state_->refuses_uncaptured(stream_index)) {  // Note [Relaxed uncaptured calls]
-      return state_->refuse_in_capture();
+    if (state_->captures_.refuses_uncaptured(stream_index)) {  // Note [Relaxed uncaptured calls]
+      return state_->captures_.refuse();
     }
     if (ptr == nullptr) {
       return drv_result{};

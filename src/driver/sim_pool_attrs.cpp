@@ -124,8 +124,8 @@ drv_result sim_driver::pool_set_access(mempool_t pool, int peer_device, bool ena
 
 drv_result sim_driver::pool_trim_to(mempool_t pool, std::size_t keep_bytes) noexcept {
   return state_->run(counters_, driver_call::pool_trim_to, [&] {
-    if (state_->active_captures_ > 0) {
-      return state_->refuse_in_capture();
+    if (state_->captures_.active() > 0) {
+      return state_->captures_.refuse();
     }
     sim::pool_rec* rec = state_->find_pool(pool);
     if (rec == nullptr) {

@@ -17,6 +17,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "driver/sim_capture.hpp"
 #include "driver/sim_common.hpp"
 #include "driver/sim_contents.hpp"
 #include "driver/sim_faults.hpp"
@@ -106,15 +107,14 @@ struct sim_driver::state {
   const sim_options& options_;
   const std::uint64_t serial_;  ///< identifies this instance in the per-thread current devices
   mutable std::mutex mutex_;
-  int active_captures_ = 0;
   sim::fault_injector faults_;
   std::vector<sim::device_rec> devices_;
   sim::stream_model streams_;
+  sim::capture_model captures_{streams_};
   std::vector<std::unique_ptr<sim::pool_rec>> pools_;
   sim::malloc_heap mallocs_;
   std::unordered_map<std::uintptr_t, sim::block_rec*> async_live_;
   sim::vmm_space vmm_;
-  std::uint64_t next_capture_id_ = sim::first_capture_id;
   sim::graph_book graphs_;
   /// Memory contents written by memset_async / write_bytes (Note [Sim memory contents]).
   sim::contents_map contents_;
@@ -150,25 +150,6 @@ struct sim_driver::state {
   // --- synchronisation (sim_streams.cpp) ---
   /// The host observed completion on `device`: settle pending frees, trim pools above threshold.
   void sync_point(int device);
-
-  // --- capture sequences and graphs (sim_graph.cpp) ---
-  /// Puts `stream` into capture `id` (status active).
-  void enter_capture(std::uint32_t stream, std::uint64_t id, bool strict, bool begun, bool origin) noexcept;
-  /// Takes `stream` out of its capture (status none).
-  void leave_capture(std::uint32_t stream) noexcept;
-  /// Result of a call that is illegal while a strict capture is active: invalidates every capture
-  /// begun with stream_begin_capture, as CUDA does, and returns status::illegal_in_capture.
-  [[nodiscard]] drv_result refuse_in_capture() noexcept;
-  /// True when a call that is unsafe in capture (cudaMalloc) must be refused: a strict capture is
-  /// active and the calling thread is not in relaxed capture mode (sim_graph.cpp).
-  [[nodiscard]] bool refuses_unsafe() const noexcept;
-  /// True when a stream-ordered allocation call on `stream` must be refused: a strict capture is
-  /// active, `stream` is not capturing, and the calling thread is not in relaxed capture mode
-  /// (Note [Relaxed uncaptured calls] in sim_graph.cpp).
-  [[nodiscard]] bool refuses_uncaptured(std::uint32_t stream) const noexcept;
-  /// stream_wait_event(waiter, event) inside a capture: joins `waiter` to the event's capture and
-  /// marks the recording stream joined up to the event.
-  void join_on_wait(std::uint32_t waiter, const sim::event_rec& event) noexcept;
 
   // --- pools (sim_pool.cpp) ---
   [[nodiscard]] sim::pool_rec* find_pool(mempool_t pool) const noexcept;

@@ -222,10 +222,10 @@ drv_result sim_driver::stream_destroy(int device, stream_t stream) noexcept {
     if (rec.begun && rec.origin) {  // the capture sequence dies with its origin stream
       const std::uint64_t id = rec.capture_id;
       for (std::uint32_t other = 0; other < state_->streams_.size(); ++other) {
-        if (state_->streams_[other].begun && state_->streams_[other].capture_id == id) state_->leave_capture(other);
+        if (state_->streams_[other].begun && state_->streams_[other].capture_id == id) state_->captures_.leave(other);
       }
     }
-    state_->leave_capture(index);
+    state_->captures_.leave(index);
     state_->streams_[index].alive = false;
     return drv_result{};
   });
@@ -236,8 +236,8 @@ drv_result sim_driver::stream_synchronize(int device, stream_t stream) noexcept 
     if (const drv_result bad = state_->check_device(device); !bad.ok()) {
       return bad;
     }
-    if (state_->active_captures_ > 0) {
-      return state_->refuse_in_capture();
+    if (state_->captures_.active() > 0) {
+      return state_->captures_.refuse();
     }
     const std::uint32_t index = state_->streams_.find_stream(stream, device);
     if (index == sim::no_stream) {
@@ -267,7 +267,7 @@ drv_result sim_driver::stream_wait_event(stream_t stream, event_t event) noexcep
       state_->streams_.wait(index, rec.stream, rec.target);
     }
     if (rec.capture_id != 0) {
-      state_->join_on_wait(index, rec);
+      state_->captures_.join_on_wait(index, rec);
     }
     return drv_result{};
   });
@@ -301,8 +301,8 @@ drv_result sim_driver::device_synchronize(int device) noexcept {
     if (const drv_result bad = state_->check_device(device); !bad.ok()) {
       return bad;
     }
-    if (state_->active_captures_ > 0) {
-      return state_->refuse_in_capture();
+    if (state_->captures_.active() > 0) {
+      return state_->captures_.refuse();
     }
     state_->streams_.complete_device(device);
     state_->sync_point(device);
@@ -355,8 +355,8 @@ drv_result sim_driver::event_record(event_t event, stream_t stream) noexcept {
 
 drv_result sim_driver::event_query(event_t event) noexcept {
   return state_->run(counters_, driver_call::event_query, [&] {
-    if (state_->active_captures_ > 0) {
-      return state_->refuse_in_capture();
+    if (state_->captures_.active() > 0) {
+      return state_->captures_.refuse();
     }
     const std::uint32_t index = state_->streams_.find_event(event);
     if (index == sim::no_stream) {
@@ -372,8 +372,8 @@ drv_result sim_driver::event_query(event_t event) noexcept {
 
 drv_result sim_driver::event_synchronize(event_t event) noexcept {
   return state_->run(counters_, driver_call::event_synchronize, [&] {
-    if (state_->active_captures_ > 0) {
-      return state_->refuse_in_capture();
+    if (state_->captures_.active() > 0) {
+      return state_->captures_.refuse();
     }
     const std::uint32_t index = state_->streams_.find_event(event);
     if (index == sim::no_stream) {

@@ -236,8 +236,8 @@ drv_result sim_driver::vmm_create(int device, std::size_t bytes, vmm_handle_t* o
 
 drv_result sim_driver::vmm_release(vmm_handle_t handle) noexcept {
   return state_->run(counters_, driver_call::vmm_release, [&] {
-    if (state_->active_captures_ > 0) {
-      return state_->refuse_in_capture();
+    if (state_->captures_.active() > 0) {
+      return state_->captures_.refuse();
     }
     return state_->vmm_.release(handle);
   });
@@ -258,8 +258,8 @@ drv_result sim_driver::vmm_set_access(void* va, std::size_t bytes, int device) n
 
 drv_result sim_driver::vmm_unmap(void* va, std::size_t bytes) noexcept {
   return state_->run(counters_, driver_call::vmm_unmap, [&] {
-    if (state_->active_captures_ > 0) {
-      return state_->refuse_in_capture();
+    if (state_->captures_.active() > 0) {
+      return state_->captures_.refuse();
     }
     const drv_result result = state_->vmm_.unmap(va, bytes);
     if (result.ok()) {  // Note [Sim hazard checker]: the pages must be idle
