@@ -18,12 +18,7 @@ int sim_driver::state::device_of_range(std::uintptr_t addr, std::size_t bytes) c
   const std::uintptr_t end = addr + bytes;
   if (bytes == 0 || end < addr) return -1;
   if (const int device = mallocs_.device_of_range(addr, bytes); device >= 0) return device;
-  for (const auto& pool : pools_) {
-    auto chunk = pool->chunks.upper_bound(addr);
-    if (chunk == pool->chunks.begin()) continue;
-    --chunk;
-    if (end <= chunk->first + chunk->second->size) return pool->device;
-  }
+  if (const int device = pools_.device_of_range(addr, bytes); device >= 0) return device;
   return vmm_.device_of_range(addr, bytes);
 }
 

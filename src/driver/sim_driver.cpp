@@ -29,25 +29,18 @@ std::atomic<std::uint64_t> next_serial{1};
 sim_driver::state::state(const sim_options& options)
     : options_(options), serial_(next_serial.fetch_add(1, std::memory_order_relaxed)),
       streams_(serial_, options.eager_completion), mallocs_(options.device_count, options.malloc_addresses),
+      pools_(options.device_count, options.memory_pools_supported, options.capacity),
       vmm_(options.device_count, options.vmm_granularity), host_(options.host_capacity), hazards_(options.abort_on_hazard) {
-  devices_.resize(static_cast<std::size_t>(options.device_count));
   for (int device = 0; device < options.device_count; ++device) {
-    sim::device_rec& rec = devices_[static_cast<std::size_t>(device)];
-    const std::uintptr_t base = std::uintptr_t(device + 1) << sim::device_space_shift;
-    rec.pool_next = base + sim::part_size;
-    rec.pool_end = rec.pool_next + sim::part_size;
     streams_.add_device();
-    if (options.memory_pools_supported) {
-      rec.default_pool = add_pool(device, true);
-    }
   }
 }
 
 drv_result sim_driver::state::check_device(int device) const noexcept {
-  if (devices_.empty()) {
+  if (device_count() == 0) {
     return sim::fail(status::no_device);
   }
-  if (device < 0 || static_cast<std::size_t>(device) >= devices_.size()) {
+  if (device < 0 || device >= device_count()) {
     return sim::fail(status::invalid_device);
   }
   return {};
@@ -157,7 +150,7 @@ std::string sim_driver::describe(drv_result result) const {
     std::size_t in_use = 0;
     {
       const std::lock_guard lock(state_->mutex_);
-      if (static_cast<std::size_t>(device) < state_->devices_.size()) {
+      if (device < state_->device_count()) {
         in_use = state_->in_use(device);
       }
     }
@@ -174,14 +167,14 @@ std::string sim_driver::describe(drv_result result) const {
 // device_count, get_device, set_device and get_device_info have no driver_call: they are not
 // counted and faults cannot be injected into them.
 drv_result sim_driver::device_count(int* count) noexcept {
-  *count = static_cast<int>(state_->devices_.size());  // fixed at construction
+  *count = state_->device_count();  // fixed at construction
   return *count == 0 ? sim::fail(status::no_device) : drv_result{};
 }
 
 // These four touch only what is fixed at construction and thread-local data: no mutex, so the
 // per-allocation "which device am I on?" query stays cheap.
 drv_result sim_driver::get_device(int* device) noexcept {
-  if (state_->devices_.empty()) {
+  if (state_->device_count() == 0) {
     return sim::fail(status::no_device);
   }
   *device = state_->streams_.current_device();

@@ -181,20 +181,6 @@ std::uint64_t sim_driver::destroyed_stream_uses() const {
   return state_->streams_.destroyed_uses();
 }
 
-void sim_driver::state::sync_point(int device) {
-  for (const auto& pool : pools_) {
-    if (pool->device != device) {
-      continue;
-    }
-    settle_pending(*pool);
-    if (!pool->alive) {
-      trim(*pool, 0, true);
-    } else if (pool->reserved > pool->release_threshold) {
-      trim(*pool, pool->release_threshold, false);
-    }
-  }
-}
-
 // --- streams -------------------------------------------------------------------------------------
 
 drv_result sim_driver::stream_create(int device, stream_t* out) noexcept {
@@ -247,7 +233,7 @@ drv_result sim_driver::stream_synchronize(int device, stream_t stream) noexcept 
       return sim::fail(status::invalid_value);
     }
     state_->streams_.complete_stream(index);
-    state_->sync_point(device);
+    state_->pools_.sync_point(device, state_->streams_);
     return drv_result{};
   });
 }
@@ -305,7 +291,7 @@ drv_result sim_driver::device_synchronize(int device) noexcept {
       return state_->captures_.refuse();
     }
     state_->streams_.complete_device(device);
-    state_->sync_point(device);
+    state_->pools_.sync_point(device, state_->streams_);
     return drv_result{};
   });
 }
@@ -383,7 +369,7 @@ drv_result sim_driver::event_synchronize(event_t event) noexcept {
     if (rec.stream != sim::no_stream) {
       state_->streams_.complete_to(rec.stream, rec.target);
     }
-    state_->sync_point(rec.device);
+    state_->pools_.sync_point(rec.device, state_->streams_);
     return drv_result{};
   });
 }
