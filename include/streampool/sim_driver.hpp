@@ -89,7 +89,7 @@ class STREAMPOOL_API sim_driver final : public driver {
   /// Calls given the handle of a stream destroyed earlier (each failed with status::other, as the
   /// real driver fails them; Note [Sim destroyed streams] in sim_streams.cpp). 0 in correct code.
   [[nodiscard]] std::uint64_t destroyed_stream_uses() const;
-  /// Memory contents (checking mode; see Note [Sim memory contents] in sim_check_ops.cpp). The
+  /// Memory contents (checking mode; see Note [Sim memory contents] in sim_contents.cpp). The
   /// test plays a kernel: write_bytes stores `bytes` bytes of `data` at `ptr` at once, read_bytes
   /// returns what [ptr, ptr + bytes) holds (bytes never written read as 0). Both throw
   /// streampool::error unless the range lies in device memory (malloc'd, a pool chunk, or mapped
@@ -166,7 +166,7 @@ class STREAMPOOL_API sim_driver final : public driver {
   drv_result vmm_map(void* va, std::size_t bytes, vmm_handle_t handle) noexcept override;
   drv_result vmm_set_access(void* va, std::size_t bytes, int device) noexcept override;
   drv_result vmm_unmap(void* va, std::size_t bytes) noexcept override;
-  // Capture sequences and graphs: see Note [Sim capture sequences] (src/driver/sim_graph.cpp).
+  // Capture sequences and graphs: see Note [Sim capture sequences] (src/driver/sim_capture.cpp).
   drv_result stream_begin_capture(stream_t stream, capture_mode mode) noexcept override;
   drv_result stream_end_capture(stream_t stream, graph_t* out) noexcept override;
   drv_result graph_instantiate(graph_t graph, graph_exec_t* out, instantiate_flags flags) noexcept override;

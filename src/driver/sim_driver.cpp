@@ -1,7 +1,7 @@
-// sim_driver.cpp — the simulated device: construction, the test controls (completion, capture
-// scripting, fault injection, counters), describe(), devices and plain malloc/free. Streams and
-// events live in sim_streams.cpp, pools in sim_pool.cpp, VMM in sim_vmm.cpp; all share
-// sim_driver::state (sim_state.hpp). docs/driver.md describes the model.
+// sim_driver.cpp — the simulated device's facade: construction, the test controls (completion,
+// capture scripting, fault injection, counters), describe(), devices and plain malloc/free. The
+// model's parts are classes of streampool::sim held by sim_driver::state (sim_state.hpp); the
+// other calls are in the sim_*.cpp file of their part. docs/driver.md describes the model.
 #include <algorithm>
 #include <cstdio>
 #include <string>

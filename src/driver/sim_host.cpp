@@ -120,20 +120,6 @@ drv_result sim_driver::memcpy_async(void* dst, const void* src, std::size_t byte
   });
 }
 
-std::uint64_t sim_driver::submitted_work(stream_t stream) const {
-  const std::lock_guard lock(state_->mutex_);
-  const std::uint32_t index = state_->streams_.find_stream(stream);
-  if (index == sim::no_stream) throw error("sim_driver::submitted_work: not a live stream of this sim");
-  return state_->streams_[index].submitted;
-}
-
-std::uint64_t sim_driver::completed_work(stream_t stream) const {
-  const std::lock_guard lock(state_->mutex_);
-  const std::uint32_t index = state_->streams_.find_stream(stream);
-  if (index == sim::no_stream) throw error("sim_driver::completed_work: not a live stream of this sim");
-  return state_->streams_[index].completed;
-}
-
 std::size_t sim_driver::host_bytes_pinned() const {
   const std::lock_guard lock(state_->mutex_);
   return state_->host_.pinned();

@@ -7,6 +7,7 @@
 
 #include "driver/sim_state.hpp"
 #include "driver/sim_streams.hpp"
+#include "streampool/errors.hpp"
 
 namespace streampool {
 
@@ -175,6 +176,20 @@ void stream_model::set_eager(bool eager) {
 }
 
 }  // namespace sim
+
+std::uint64_t sim_driver::submitted_work(stream_t stream) const {
+  const std::lock_guard lock(state_->mutex_);
+  const std::uint32_t index = state_->streams_.find_stream(stream);
+  if (index == sim::no_stream) throw error("sim_driver::submitted_work: not a live stream of this sim");
+  return state_->streams_[index].submitted;
+}
+
+std::uint64_t sim_driver::completed_work(stream_t stream) const {
+  const std::lock_guard lock(state_->mutex_);
+  const std::uint32_t index = state_->streams_.find_stream(stream);
+  if (index == sim::no_stream) throw error("sim_driver::completed_work: not a live stream of this sim");
+  return state_->streams_[index].completed;
+}
 
 std::uint64_t sim_driver::destroyed_stream_uses() const {
   const std::lock_guard lock(state_->mutex_);

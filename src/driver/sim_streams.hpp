@@ -25,7 +25,7 @@ struct stream_rec {
   bool builtin = false;  ///< a default stream (legacy or per-thread): no handle, never destroyed
   capture_status capture = capture_status::none;
   std::uint64_t capture_id = 0;
-  // Capture sequences (Note [Sim capture sequences] in sim_graph.cpp):
+  // Capture sequences (Note [Sim capture sequences] in sim_capture.cpp):
   bool strict = true;    ///< while active, counts in capture_model's active count (not a relaxed-mode capture)
   bool begun = false;    ///< part of a capture from stream_begin_capture (not scripted)
   bool origin = false;   ///< the stream that began it
