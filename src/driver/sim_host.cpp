@@ -7,7 +7,6 @@
 
 #include "driver/sim_host.hpp"
 #include "driver/sim_state.hpp"
-#include "streampool/errors.hpp"
 
 namespace streampool {
 

@@ -312,10 +312,9 @@ void pool_space::trim(pool_rec& pool, std::size_t keep, bool force, const stream
 
 // --- stream-ordered allocation -------------------------------------------------------------
 
-drv_result pool_space::allocate(pool_rec& pool, std::size_t bytes, std::uint32_t stream, const stream_model& streams,
-                                std::size_t available, void** out) {
+drv_result pool_space::allocate(pool_rec& pool, std::size_t bytes, std::uint32_t stream_index,
+                                const stream_model& streams, std::size_t available, void** out) {
   pool_rec* rec = &pool;
-  const std::uint32_t stream_index = stream;
   device_part& device = devices_[static_cast<std::size_t>(rec->device)];
   if (bytes > capacity_) {
     return out_of_memory(rec->device);
@@ -410,8 +409,8 @@ block_rec* pool_space::find_live(const void* ptr) const noexcept {
   return found == live_.end() ? nullptr : found->second;
 }
 
-void pool_space::release(block_rec* block, std::uint32_t stream, std::uint64_t item, const stream_model& streams) {
-  const std::uint32_t stream_index = stream;
+void pool_space::release(block_rec* block, std::uint32_t stream_index, std::uint64_t item,
+                         const stream_model& streams) {
   live_.erase(block->addr);
   chunk_rec& range = *block->chunk;
   pool_rec& pool = *range.pool;

@@ -96,12 +96,12 @@ class pool_space {
 
   /// Allocates `bytes` (> 0) from `pool` for `stream` into *out; `available` is the device's free
   /// capacity (out_of_memory when the granules to map exceed it).
-  [[nodiscard]] drv_result allocate(pool_rec& pool, std::size_t bytes, std::uint32_t stream,
+  [[nodiscard]] drv_result allocate(pool_rec& pool, std::size_t bytes, std::uint32_t stream_index,
                                     const stream_model& streams, std::size_t available, void** out);
   /// The live block starting at `ptr`, or nullptr.
   [[nodiscard]] block_rec* find_live(const void* ptr) const noexcept;
   /// Frees live `block` on `stream`, whose free is that stream's work item `item`.
-  void release(block_rec* block, std::uint32_t stream, std::uint64_t item, const stream_model& streams);
+  void release(block_rec* block, std::uint32_t stream_index, std::uint64_t item, const stream_model& streams);
 
   /// The host observed completion on `device`: settle pending frees, trim pools above threshold.
   void sync_point(int device, const stream_model& streams);

@@ -1,8 +1,8 @@
-// sim_streams.cpp — the simulated device's streams and events: fake handles, the submitted /
-// completed work counters that model progress, stream_wait_event dependencies, synchronisation
-// (which also settles pool frees and applies release thresholds) and capture legality.
+// sim_streams.cpp — the simulated device's streams and events: the stream model (stream_model:
+// fake handles, the submitted / completed work counters that model progress, stream_wait_event
+// dependencies, default streams, the current device), then the stream and event driver calls,
+// whose synchronisation also settles pool frees and applies release thresholds.
 #include <algorithm>
-
 #include <unordered_map>
 
 #include "driver/sim_state.hpp"
@@ -12,8 +12,8 @@
 namespace streampool {
 
 // Note [Sim completion model]
-// A stream is a counter of submitted work items and a counter of completed ones. event_record
-// and free_async submit one item each; an event's target is the item it was recorded as. An
+// A stream is a counter of submitted work items and a counter of completed ones. event_record,
+// free_async (and memset_async, memcpy_async, check_bytes, graph_launch, use) submit one item each; an event's target is the item it was recorded as. An
 // event is complete when its stream's completed count reaches the target; one never recorded is
 // complete. In eager mode submission completes at once. Otherwise work completes only through
 // complete()/complete_all() (the test playing the GPU) or a synchronize call (the host waiting
