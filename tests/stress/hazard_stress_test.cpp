@@ -9,10 +9,12 @@
 // kernel may touch bytes whose previous user's work is not ordered before it, and no page may be
 // unmapped under a running kernel: the sim counts zero violations. A deliberately broken
 // allocator (a cache that hands any freed block to any stream at once) runs the same program
-// and must be caught, so the check cannot pass vacuously.
+// and must be caught, so the check cannot pass vacuously; a cache that orders each such handover
+// with event waits (what cross_stream_reuse does) must pass, so the check has no false alarms.
 // Replay one sequence: STREAMPOOL_TEST_SEED=<seed>; more: STREAMPOOL_STRESS_SEQUENCES / _STEPS.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <deque>
 #include <functional>
@@ -23,6 +25,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "stress/stress_support.hpp"
@@ -89,6 +92,75 @@ class unordered_cache final : public subject {
   std::shared_ptr<sim_driver> sim_;
   std::multimap<std::size_t, void*> free_;
   std::map<void*, std::size_t> sizes_;
+};
+
+/// Correct, and the policy cross_stream_reuse is after: the same cache, but a free records an
+/// event on every stream that used the block (its allocation stream and record_stream's), and the
+/// stream that takes the block over waits on them (no host synchronisation). The checker must
+/// accept every such handover.
+class event_ordered_cache final : public subject {
+ public:
+  explicit event_ordered_cache(std::shared_ptr<sim_driver> sim) : sim_(std::move(sim)) {}
+  ~event_ordered_cache() override { empty_cache(); }
+  void* allocate(std::size_t bytes, stream_t stream) override {
+    const auto cached = free_.find(bytes);
+    if (cached == free_.end()) {
+      void* ptr = nullptr;
+      if (!sim_->malloc(0, bytes, &ptr).ok()) throw out_of_memory("event_ordered_cache: cudaMalloc failed", bytes, 0);
+      live_[ptr] = {bytes, {stream}};
+      return ptr;
+    }
+    auto [size, block] = *cached;
+    free_.erase(cached);
+    bool other_stream = false;
+    for (const auto& [used_on, event] : block.events) {
+      other_stream = other_stream || used_on != stream;
+      if (!sim_->stream_wait_event(stream, event).ok()) throw cuda_error("event_ordered_cache: wait failed", 0);
+      (void)sim_->event_destroy(0, event);
+    }
+    cross_stream_reuses_ += other_stream;
+    live_[block.ptr] = {bytes, {stream}};
+    return block.ptr;
+  }
+  void deallocate(void* ptr) override {
+    const auto found = live_.find(ptr);
+    cached_block block{ptr, {}};
+    for (const stream_t used_on : found->second.streams) {
+      event_t event = nullptr;
+      if (!sim_->event_create(0, &event).ok() || !sim_->event_record(event, used_on).ok()) {
+        throw cuda_error("event_ordered_cache: event failed", 0);
+      }
+      block.events.emplace_back(used_on, event);
+    }
+    free_.emplace(found->second.size, std::move(block));
+    live_.erase(found);
+  }
+  void record_stream(void* ptr, stream_t stream) override {
+    std::vector<stream_t>& streams = live_.at(ptr).streams;
+    if (std::find(streams.begin(), streams.end(), stream) == streams.end()) streams.push_back(stream);
+  }
+  void empty_cache() override {
+    for (auto& [size, block] : free_) {
+      for (const auto& [used_on, event] : block.events) (void)sim_->event_destroy(0, event);
+      (void)sim_->free(0, block.ptr);
+    }
+    free_.clear();
+  }
+  [[nodiscard]] std::uint64_t cross_stream_reuses() const noexcept { return cross_stream_reuses_; }
+
+ private:
+  struct live_rec {
+    std::size_t size = 0;
+    std::vector<stream_t> streams;
+  };
+  struct cached_block {
+    void* ptr = nullptr;
+    std::vector<std::pair<stream_t, event_t>> events;  ///< recorded at the free, per stream that used it
+  };
+  std::shared_ptr<sim_driver> sim_;
+  std::map<void*, live_rec> live_;
+  std::multimap<std::size_t, cached_block> free_;
+  std::uint64_t cross_stream_reuses_ = 0;
 };
 
 struct live_block {
@@ -309,6 +381,26 @@ TEST_P(hazard_stress, DirectedHandoversWhileTheOldWorkRuns) {
   sim->complete_all();
   alloc->empty_cache();
   EXPECT_EQ(sim->bytes_in_use(0), 0u);
+}
+
+TEST(hazard_stress_harness, AcceptsAnAllocatorThatOrdersCrossStreamReuseWithEventWaits) {
+  figures fig;
+  std::uint64_t reuses = 0;
+  for (std::uint64_t seed = 1; seed <= 5; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    event_ordered_cache* cache = nullptr;
+    program prog(seed, fig, [&](std::shared_ptr<sim_driver> sim) {
+      auto made = std::make_unique<event_ordered_cache>(std::move(sim));
+      cache = made.get();
+      return made;
+    });
+    prog.run(400, /*stop_at_violation=*/true);
+    ASSERT_EQ(prog.violations(), 0u) << "an event-ordered handover was reported:\n" << prog.report();
+    reuses += cache->cross_stream_reuses();
+    prog.teardown();
+    ASSERT_EQ(prog.violations(), 0u) << prog.report();
+  }
+  EXPECT_GT(reuses, 50u) << "the programs should hand many freed blocks to other streams";
 }
 
 TEST(hazard_stress_harness, CatchesAnAllocatorThatReusesAcrossStreamsWithoutWaiting) {
