@@ -50,6 +50,9 @@ struct STREAMPOOL_API sim_options {
   /// Pinned host memory the sim hands out (host_alloc) or registers (host_register), in total.
   std::size_t host_capacity = 64 * gib;
   sim_addresses malloc_addresses = sim_addresses::driver;  ///< where malloc puts allocations
+  /// The hazard checker (sim_driver::use) prints its first violation to stderr and aborts, instead
+  /// of counting it: for debugging, to stop at the offending call.
+  bool abort_on_hazard = false;
 };
 
 class STREAMPOOL_API sim_driver final : public driver {
@@ -86,7 +89,7 @@ class STREAMPOOL_API sim_driver final : public driver {
   /// Calls given the handle of a stream destroyed earlier (each failed with status::other, as the
   /// real driver fails them; Note [Sim destroyed streams] in sim_streams.cpp). 0 in correct code.
   [[nodiscard]] std::uint64_t destroyed_stream_uses() const;
-  /// Memory contents (checking mode; see Note [Sim memory contents] in sim_check_ops.cpp). The
+  /// Memory contents (checking mode; see Note [Sim memory contents] in sim_contents.cpp). The
   /// test plays a kernel: write_bytes stores `bytes` bytes of `data` at `ptr` at once, read_bytes
   /// returns what [ptr, ptr + bytes) holds (bytes never written read as 0). Both throw
   /// streampool::error unless the range lies in device memory (malloc'd, a pool chunk, or mapped
@@ -103,6 +106,27 @@ class STREAMPOOL_API sim_driver final : public driver {
   /// stream. Not counted, never injected.
   [[nodiscard]] std::uint64_t submitted_work(stream_t stream) const;
   [[nodiscard]] std::uint64_t completed_work(stream_t stream) const;
+  /// Stream-ordering hazard checker (Note [Sim hazard checker] in src/driver/sim_hazards.cpp).
+  /// use() plays a kernel that reads and writes [ptr, ptr + bytes) on `stream`: it submits one
+  /// work item there and checks it against the last use of each of those bytes by another
+  /// stream, which must be ordered before it (that stream's work up to the use completed, or the
+  /// new item waits for it through stream_wait_event chains). Returns true when ordered; false
+  /// counts a violation. vmm_unmap of memory whose last uses have not completed is a violation
+  /// too. Not counted, never injected.
+  /// @throws streampool::error for an unknown or capturing stream, or a range that is empty or
+  ///         not device memory of this sim (malloc'd, a pool's, or mapped VMM pages).
+  bool use(stream_t stream, const void* ptr, std::size_t bytes);
+  /// Makes `waiter`'s later work wait for all the work submitted to `on` so far, as an event
+  /// recorded on `on` and waited on by `waiter` would (no event, not counted, never injected):
+  /// the test program ordering its own kernels across streams.
+  /// @throws streampool::error for an unknown or destroyed stream.
+  void wait_for(stream_t waiter, stream_t on);
+  /// Violations found so far (since construction or clear_hazard_violations()).
+  [[nodiscard]] std::uint64_t hazard_violations() const;
+  /// Readable descriptions of the first violations (at most 16): the range, the streams, the
+  /// work items, and what ordering was missing.
+  [[nodiscard]] std::vector<std::string> hazard_reports() const;
+  void clear_hazard_violations();
 
   // --- driver ----------------------------------------------------------------------------------------
   [[nodiscard]] std::string_view name() const noexcept override { return "sim"; }
@@ -142,7 +166,7 @@ class STREAMPOOL_API sim_driver final : public driver {
   drv_result vmm_map(void* va, std::size_t bytes, vmm_handle_t handle) noexcept override;
   drv_result vmm_set_access(void* va, std::size_t bytes, int device) noexcept override;
   drv_result vmm_unmap(void* va, std::size_t bytes) noexcept override;
-  // Capture sequences and graphs: see Note [Sim capture sequences] (src/driver/sim_graph.cpp).
+  // Capture sequences and graphs: see Note [Sim capture sequences] (src/driver/sim_capture.cpp).
   drv_result stream_begin_capture(stream_t stream, capture_mode mode) noexcept override;
   drv_result stream_end_capture(stream_t stream, graph_t* out) noexcept override;
   drv_result graph_instantiate(graph_t graph, graph_exec_t* out, instantiate_flags flags) noexcept override;

@@ -1,7 +1,7 @@
-// sim_driver.cpp — the simulated device: construction, the test controls (completion, capture
-// scripting, fault injection, counters), describe(), devices and plain malloc/free. Streams and
-// events live in sim_streams.cpp, pools in sim_pool.cpp, VMM in sim_vmm.cpp; all share
-// sim_driver::state (sim_state.hpp). docs/driver.md describes the model.
+// sim_driver.cpp — the simulated device's facade: construction, the test controls (completion,
+// capture scripting, fault injection, counters), describe(), devices and plain malloc/free. The
+// model's parts are classes of streampool::sim held by sim_driver::state (sim_state.hpp); the
+// other calls are in the sim_*.cpp file of their part. docs/driver.md describes the model.
 #include <algorithm>
 #include <cstdio>
 #include <string>
@@ -17,18 +17,6 @@ namespace {
 
 std::atomic<std::uint64_t> next_serial{1};
 
-// Note [Sim current device]
-// CUDA's current device (and per-thread default stream) is per host thread, and here also per
-// driver instance: two sims in one test must not share it. A thread_local map keyed by the
-// instance's never-reused serial gives both, without a new thread inheriting an exited thread's
-// device (which a map keyed by std::thread::id would do when ids are recycled). Threads start
-// on device 0. Entries of destroyed instances stay behind in each thread: a few bytes each.
-struct thread_rec {
-  int device = 0;
-  std::vector<std::uint32_t> per_thread_streams;  ///< by device; no_stream until first use
-};
-thread_local std::unordered_map<std::uint64_t, thread_rec> thread_recs;
-
 }  // namespace
 
 // Note [Sim calls]
@@ -40,63 +28,22 @@ thread_local std::unordered_map<std::uint64_t, thread_rec> thread_recs;
 // apart from synchronisation points, which touch every stream or pool of a device.
 sim_driver::state::state(const sim_options& options)
     : options_(options), serial_(next_serial.fetch_add(1, std::memory_order_relaxed)),
-      eager_(options.eager_completion) {
-  devices_.resize(static_cast<std::size_t>(options.device_count));
+      streams_(serial_, options.eager_completion), mallocs_(options.device_count, options.malloc_addresses),
+      pools_(options.device_count, options.memory_pools_supported, options.capacity),
+      vmm_(options.device_count, options.vmm_granularity), host_(options.host_capacity), hazards_(options.abort_on_hazard) {
   for (int device = 0; device < options.device_count; ++device) {
-    sim::device_rec& rec = devices_[static_cast<std::size_t>(device)];
-    const std::uintptr_t base = std::uintptr_t(device + 1) << sim::device_space_shift;
-    rec.mallocs = std::make_unique<sim::malloc_space>(base, base + sim::part_size, options.malloc_addresses);
-    rec.pool_next = base + sim::part_size;
-    rec.pool_end = rec.pool_next + sim::part_size;
-    rec.vmm_next = rec.pool_end;
-    rec.vmm_end = base + (std::uintptr_t{1} << sim::device_space_shift);
-    rec.legacy_stream = add_stream(device, true);
-    if (options.memory_pools_supported) {
-      rec.default_pool = add_pool(device, true);
-    }
+    streams_.add_device();
   }
 }
 
 drv_result sim_driver::state::check_device(int device) const noexcept {
-  if (devices_.empty()) {
+  if (device_count() == 0) {
     return sim::fail(status::no_device);
   }
-  if (device < 0 || static_cast<std::size_t>(device) >= devices_.size()) {
+  if (device < 0 || device >= device_count()) {
     return sim::fail(status::invalid_device);
   }
   return {};
-}
-
-int sim_driver::state::current_device() const noexcept {
-  const auto found = thread_recs.find(serial_);
-  return found == thread_recs.end() ? 0 : found->second.device;
-}
-
-void sim_driver::state::set_current_device(int device) { thread_recs[serial_].device = device; }
-
-std::uint32_t sim_driver::state::per_thread_stream(int device) {
-  std::vector<std::uint32_t>& streams = thread_recs[serial_].per_thread_streams;
-  if (streams.size() <= static_cast<std::size_t>(device)) {
-    streams.resize(static_cast<std::size_t>(device) + 1, sim::no_stream);
-  }
-  if (streams[static_cast<std::size_t>(device)] == sim::no_stream) {
-    streams[static_cast<std::size_t>(device)] = add_stream(device, true);
-  }
-  return streams[static_cast<std::size_t>(device)];
-}
-
-drv_result sim_driver::state::out_of_memory(int device) const noexcept {
-  return sim::fail(status::out_of_memory, (device + 1) << 16);
-}
-
-std::uintptr_t sim_driver::state::bump(std::uintptr_t& next, std::uintptr_t end, std::size_t bytes,
-                                       std::size_t alignment) noexcept {
-  const std::uintptr_t start = (next + alignment - 1) / alignment * alignment;
-  if (start > end || end - start < bytes) {
-    return 0;
-  }
-  next = start + bytes;
-  return start;
 }
 
 sim_driver::sim_driver(sim_options options) : options_(std::move(options)) {
@@ -117,35 +64,32 @@ sim_driver::~sim_driver() = default;
 
 void sim_driver::set_eager(bool eager) {
   const std::lock_guard lock(state_->mutex_);
-  state_->eager_ = eager;
-  if (eager) {
-    state_->complete_all();
-  }
+  state_->streams_.set_eager(eager);
 }
 
 void sim_driver::complete(stream_t stream) {
   const std::lock_guard lock(state_->mutex_);
-  const std::uint32_t index = state_->find_stream(stream);
+  const std::uint32_t index = state_->streams_.find_stream(stream);
   if (index == sim::no_stream) {
     throw error("sim_driver::complete: unknown or destroyed stream");
   }
-  state_->complete_stream(index);
+  state_->streams_.complete_stream(index);
 }
 
 void sim_driver::complete_all() {
   const std::lock_guard lock(state_->mutex_);
-  state_->complete_all();
+  state_->streams_.complete_all();
 }
 
 void sim_driver::set_capture(stream_t stream, capture_status status, std::uint64_t capture_id) {
   const std::lock_guard lock(state_->mutex_);
-  const std::uint32_t index = state_->find_stream(stream);
+  const std::uint32_t index = state_->streams_.find_stream(stream);
   if (index == sim::no_stream) {
     throw error("sim_driver::set_capture: unknown or destroyed stream");
   }
-  state_->leave_capture(index);
+  state_->captures_.leave(index);
   if (status == capture_status::active) {
-    state_->enter_capture(index, capture_id, /*strict=*/true, /*begun=*/false, /*origin=*/false);
+    state_->captures_.enter(index, capture_id, /*strict=*/true, /*begun=*/false, /*origin=*/false);
   } else if (status == capture_status::invalidated) {
     state_->streams_[index].capture = status;
     state_->streams_[index].capture_id = capture_id;
@@ -157,14 +101,12 @@ void sim_driver::fail_next(driver_call call, int count, status code, int skip) {
     throw error("sim_driver::fail_next: bad call, count, skip or status");
   }
   const std::lock_guard lock(state_->mutex_);
-  state_->faults_[static_cast<std::size_t>(call)] = {skip, count, code};
-  state_->faults_armed_ = true;
+  state_->faults_.arm(call, count, code, skip);
 }
 
 void sim_driver::clear_faults() {
   const std::lock_guard lock(state_->mutex_);
-  state_->faults_.fill({});
-  state_->faults_armed_ = false;
+  state_->faults_.clear();
 }
 
 std::uint64_t sim_driver::calls(driver_call call) const noexcept {
@@ -182,7 +124,7 @@ std::size_t sim_driver::bytes_in_use(int device) const {
   if (!state_->check_device(device).ok()) {
     throw error("sim_driver::bytes_in_use: no device " + std::to_string(device));
   }
-  return state_->devices_[static_cast<std::size_t>(device)].in_use();
+  return state_->in_use(device);
 }
 
 std::string sim_driver::describe(drv_result result) const {
@@ -208,8 +150,8 @@ std::string sim_driver::describe(drv_result result) const {
     std::size_t in_use = 0;
     {
       const std::lock_guard lock(state_->mutex_);
-      if (static_cast<std::size_t>(device) < state_->devices_.size()) {
-        in_use = state_->devices_[static_cast<std::size_t>(device)].in_use();
+      if (device < state_->device_count()) {
+        in_use = state_->in_use(device);
       }
     }
     char buffer[128];
@@ -225,17 +167,17 @@ std::string sim_driver::describe(drv_result result) const {
 // device_count, get_device, set_device and get_device_info have no driver_call: they are not
 // counted and faults cannot be injected into them.
 drv_result sim_driver::device_count(int* count) noexcept {
-  *count = static_cast<int>(state_->devices_.size());  // fixed at construction
+  *count = state_->device_count();  // fixed at construction
   return *count == 0 ? sim::fail(status::no_device) : drv_result{};
 }
 
 // These four touch only what is fixed at construction and thread-local data: no mutex, so the
 // per-allocation "which device am I on?" query stays cheap.
 drv_result sim_driver::get_device(int* device) noexcept {
-  if (state_->devices_.empty()) {
+  if (state_->device_count() == 0) {
     return sim::fail(status::no_device);
   }
-  *device = state_->current_device();
+  *device = state_->streams_.current_device();
   return {};
 }
 
@@ -244,7 +186,7 @@ drv_result sim_driver::set_device(int device) noexcept {
     return bad;
   }
   try {
-    state_->set_current_device(device);
+    state_->streams_.set_current_device(device);
   } catch (...) {
     return sim::fail(status::other, sim::reason_host_exception);
   }
@@ -275,47 +217,28 @@ drv_result sim_driver::mem_get_info(int device, std::size_t* free_bytes, std::si
     if (const drv_result bad = state_->check_device(device); !bad.ok()) {
       return bad;
     }
-    const std::size_t in_use = state_->devices_[static_cast<std::size_t>(device)].in_use();
     *total_bytes = options_.capacity;
-    *free_bytes = options_.capacity - std::min(in_use, options_.capacity);
+    *free_bytes = state_->available(device);
     return drv_result{};
   });
 }
 
 // --- plain device memory ---------------------------------------------------------------------
 
-// Note [Sim malloc accounting]
-// Like cudaMalloc, blocks below 2 MiB are 512 B aligned and larger ones 2 MiB aligned, and the
-// device is charged the size rounded up to that alignment (a 3 MiB cudaMalloc occupies two
-// 2 MiB pages of physical memory). Zero bytes succeed with nullptr, as cudaMalloc does.
+// Note [Sim malloc accounting] (sim_mallocs.cpp) gives the alignment and charging.
 drv_result sim_driver::malloc(int device, std::size_t bytes, void** out) noexcept {
   return state_->run(counters_, driver_call::malloc, [&] {
     *out = nullptr;
     if (const drv_result bad = state_->check_device(device); !bad.ok()) {
       return bad;
     }
-    if (state_->refuses_unsafe()) {  // Note [Relaxed uncaptured calls]
-      return state_->refuse_in_capture();
+    if (state_->captures_.refuses_unsafe()) {  // Note [Relaxed uncaptured calls]
+      return state_->captures_.refuse();
     }
     if (bytes == 0) {
       return drv_result{};
     }
-    sim::device_rec& rec = state_->devices_[static_cast<std::size_t>(device)];
-    const std::size_t alignment =
-        bytes >= sim::large_malloc_threshold ? sim::large_malloc_threshold : sim::malloc_alignment;
-    const std::size_t available = options_.capacity - std::min(rec.in_use(), options_.capacity);
-    if (bytes > options_.capacity || sim::round_up(bytes, alignment) > available) {
-      return state_->out_of_memory(device);
-    }
-    const std::size_t size = sim::round_up(bytes, alignment);
-    const std::uintptr_t address = rec.mallocs->allocate(size, alignment);
-    if (address == 0) {
-      return sim::fail(status::other, sim::reason_address_space);
-    }
-    state_->mallocs_.emplace(address, sim::malloc_rec{device, size});
-    rec.malloc_bytes += size;
-    *out = reinterpret_cast<void*>(address);
-    return drv_result{};
+    return state_->mallocs_.allocate(device, bytes, options_.capacity, state_->available(device), out);
   });
 }
 
@@ -324,28 +247,23 @@ drv_result sim_driver::free(int device, void* ptr) noexcept {
     if (const drv_result bad = state_->check_device(device); !bad.ok()) {
       return bad;
     }
-    if (state_->active_captures_ > 0) {
-      return state_->refuse_in_capture();
+    if (state_->captures_.active() > 0) {
+      return state_->captures_.refuse();
     }
     if (ptr == nullptr) {
       return drv_result{};
     }
-    const auto found = state_->mallocs_.find(reinterpret_cast<std::uintptr_t>(ptr));
-    if (found == state_->mallocs_.end() || found->second.device != device) {
+    const auto addr = reinterpret_cast<std::uintptr_t>(ptr);
+    const sim::malloc_heap::range_rec* found = state_->mallocs_.find(addr);
+    if (found == nullptr || found->device != device) {
       return sim::fail(status::invalid_value);
     }
-    for (std::uint32_t index = 0; index < state_->streams_.size(); ++index) {
-      if (state_->streams_[index].device == device) {
-        state_->complete_stream(index);  // cudaFree synchronises the device
-      }
-    }
-    sim::device_rec& rec = state_->devices_[static_cast<std::size_t>(device)];
-    rec.malloc_bytes -= found->second.size;
-    rec.mallocs->release(found->first, found->second.size);
+    state_->streams_.complete_device(device);  // cudaFree synchronises the device
+    state_->hazards_.retire(state_->streams_.records(), addr, found->size, "cudaFree");  // Note [Sim hazard checker]
     if (!state_->contents_.empty()) {
-      state_->write_run(found->first, found->second.size, 0);  // Note [Sim memory contents]
+      state_->contents_.write(addr, found->size, 0);  // Note [Sim memory contents]
     }
-    state_->mallocs_.erase(found);
+    state_->mallocs_.release(addr);
     return drv_result{};
   });
 }

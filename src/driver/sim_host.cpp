@@ -5,8 +5,8 @@
 #include <cstdlib>
 #include <iterator>
 
+#include "driver/sim_host.hpp"
 #include "driver/sim_state.hpp"
-#include "streampool/errors.hpp"
 
 namespace streampool {
 
@@ -23,14 +23,6 @@ namespace streampool {
 // submits one work item on its stream (events recorded after it complete with it); it moves no
 // bytes in the sim's device-contents model.
 
-namespace sim {
-
-host_book::~host_book() {
-  for (const auto& [base, size] : allocs) std::free(reinterpret_cast<void*>(base));
-}
-
-}  // namespace sim
-
 namespace {
 
 constexpr std::size_t host_page = 4096;
@@ -46,105 +38,100 @@ bool overlaps(const std::map<std::uintptr_t, std::size_t>& ranges, std::uintptr_
 
 }  // namespace
 
+namespace sim {
+
+host_memory::~host_memory() {
+  for (const auto& [base, size] : allocs_) std::free(reinterpret_cast<void*>(base));
+}
+
+drv_result host_memory::alloc(std::size_t bytes, void** out) {
+  if (bytes == 0) return fail(status::invalid_value);
+  if (bytes > capacity_ - pinned_) return fail(status::out_of_memory, reason_host_capacity);
+  void* memory = std::aligned_alloc(host_page, round_up(bytes, host_page));
+  if (memory == nullptr) return fail(status::out_of_memory, reason_host_capacity);
+  allocs_.emplace(reinterpret_cast<std::uintptr_t>(memory), bytes);
+  pinned_ += bytes;
+  *out = memory;
+  return {};
+}
+
+void host_memory::free(void* ptr) {
+  const auto found = allocs_.find(reinterpret_cast<std::uintptr_t>(ptr));
+  pinned_ -= found->second;
+  allocs_.erase(found);
+  std::free(ptr);
+}
+
+drv_result host_memory::register_range(void* ptr, std::size_t bytes) {
+  const auto addr = reinterpret_cast<std::uintptr_t>(ptr);
+  if (ptr == nullptr || bytes == 0 || addr + bytes < addr) return fail(status::invalid_value);
+  if (overlaps(registered_, addr, bytes) || overlaps(allocs_, addr, bytes)) return fail(status::invalid_value);
+  if (bytes > capacity_ - pinned_) return fail(status::out_of_memory, reason_host_capacity);
+  registered_.emplace(addr, bytes);
+  pinned_ += bytes;
+  return {};
+}
+
+drv_result host_memory::unregister_range(void* ptr) {
+  const auto found = registered_.find(reinterpret_cast<std::uintptr_t>(ptr));
+  if (found == registered_.end()) return fail(status::invalid_value);
+  pinned_ -= found->second;
+  registered_.erase(found);
+  return {};
+}
+
+}  // namespace sim
+
+// --- driver calls ------------------------------------------------------------------------------
+
 drv_result sim_driver::host_alloc(std::size_t bytes, void** out) noexcept {
   *out = nullptr;
-  return state_->run(counters_, driver_call::host_alloc, [&] {
-    sim::host_book& book = state_->host_;
-    if (bytes == 0) return sim::fail(status::invalid_value);
-    if (bytes > options_.host_capacity - book.pinned) {
-      return sim::fail(status::out_of_memory, sim::reason_host_capacity);
-    }
-    const std::size_t rounded = sim::round_up(bytes, host_page);
-    void* memory = std::aligned_alloc(host_page, rounded);
-    if (memory == nullptr) return sim::fail(status::out_of_memory, sim::reason_host_capacity);
-    book.allocs.emplace(reinterpret_cast<std::uintptr_t>(memory), bytes);
-    book.pinned += bytes;
-    *out = memory;
-    return drv_result{};
-  });
+  return state_->run(counters_, driver_call::host_alloc, [&] { return state_->host_.alloc(bytes, out); });
 }
 
 drv_result sim_driver::host_free(void* ptr) noexcept {
   return state_->run(counters_, driver_call::host_free, [&] {
     if (ptr == nullptr) return drv_result{};
-    if (state_->active_captures_ > 0) return state_->refuse_in_capture();
-    sim::host_book& book = state_->host_;
-    const auto found = book.allocs.find(reinterpret_cast<std::uintptr_t>(ptr));
-    if (found == book.allocs.end()) return sim::fail(status::invalid_value);
-    state_->complete_all();  // cudaFreeHost synchronises
-    book.pinned -= found->second;
-    book.allocs.erase(found);
-    std::free(ptr);
+    if (state_->captures_.active() > 0) return state_->captures_.refuse();
+    if (!state_->host_.owns(ptr)) return sim::fail(status::invalid_value);
+    state_->streams_.complete_all();  // cudaFreeHost synchronises
+    state_->host_.free(ptr);
     return drv_result{};
   });
 }
 
 drv_result sim_driver::host_register(void* ptr, std::size_t bytes) noexcept {
-  return state_->run(counters_, driver_call::host_register, [&] {
-    sim::host_book& book = state_->host_;
-    const auto addr = reinterpret_cast<std::uintptr_t>(ptr);
-    if (ptr == nullptr || bytes == 0 || addr + bytes < addr) return sim::fail(status::invalid_value);
-    if (overlaps(book.registered, addr, bytes) || overlaps(book.allocs, addr, bytes)) {
-      return sim::fail(status::invalid_value);
-    }
-    if (bytes > options_.host_capacity - book.pinned) {
-      return sim::fail(status::out_of_memory, sim::reason_host_capacity);
-    }
-    book.registered.emplace(addr, bytes);
-    book.pinned += bytes;
-    return drv_result{};
-  });
+  return state_->run(counters_, driver_call::host_register, [&] { return state_->host_.register_range(ptr, bytes); });
 }
 
 drv_result sim_driver::host_unregister(void* ptr) noexcept {
-  return state_->run(counters_, driver_call::host_unregister, [&] {
-    sim::host_book& book = state_->host_;
-    const auto found = book.registered.find(reinterpret_cast<std::uintptr_t>(ptr));
-    if (found == book.registered.end()) return sim::fail(status::invalid_value);
-    book.pinned -= found->second;
-    book.registered.erase(found);
-    return drv_result{};
-  });
+  return state_->run(counters_, driver_call::host_unregister, [&] { return state_->host_.unregister_range(ptr); });
 }
 
 drv_result sim_driver::memcpy_async(void* dst, const void* src, std::size_t bytes, stream_t stream) noexcept {
   return state_->run(counters_, driver_call::memcpy_async, [&] {
-    const std::uint32_t index = state_->find_stream(stream);
+    const std::uint32_t index = state_->streams_.find_stream(stream);
     if (index == sim::no_stream) return sim::fail(status::invalid_value);
     if (bytes == 0) return drv_result{};
     if (dst == nullptr || src == nullptr) return sim::fail(status::invalid_value);
-    state_->submit(index);
+    state_->streams_.submit(index);
     return drv_result{};
   });
 }
 
-std::uint64_t sim_driver::submitted_work(stream_t stream) const {
-  const std::lock_guard lock(state_->mutex_);
-  const std::uint32_t index = state_->find_stream(stream);
-  if (index == sim::no_stream) throw error("sim_driver::submitted_work: not a live stream of this sim");
-  return state_->streams_[index].submitted;
-}
-
-std::uint64_t sim_driver::completed_work(stream_t stream) const {
-  const std::lock_guard lock(state_->mutex_);
-  const std::uint32_t index = state_->find_stream(stream);
-  if (index == sim::no_stream) throw error("sim_driver::completed_work: not a live stream of this sim");
-  return state_->streams_[index].completed;
-}
-
 std::size_t sim_driver::host_bytes_pinned() const {
   const std::lock_guard lock(state_->mutex_);
-  return state_->host_.pinned;
+  return state_->host_.pinned();
 }
 
 std::size_t sim_driver::live_host_allocs() const {
   const std::lock_guard lock(state_->mutex_);
-  return state_->host_.allocs.size();
+  return state_->host_.allocs();
 }
 
 std::size_t sim_driver::live_host_registrations() const {
   const std::lock_guard lock(state_->mutex_);
-  return state_->host_.registered.size();
+  return state_->host_.registrations();
 }
 
 }  // namespace streampool

@@ -1,13 +1,14 @@
-// sim_pool.cpp — the simulated stream-ordered pools' memory (cudaMallocAsync emulation): one
-// address range per pool, mapped in 32 MiB granules, split into best-fit blocks; stream-ordered
-// reuse of freed blocks, used/reserved accounting, settling and trimming.
-// Pool handles, attributes and access are in sim_pool_attrs.cpp.
+// sim_pool.cpp — the simulated stream-ordered pools' memory (pool_space, the cudaMallocAsync
+// emulation): one address range per pool, mapped in 32 MiB granules, split into best-fit blocks;
+// stream-ordered reuse of freed blocks, used/reserved accounting, settling and trimming.
+// The pool driver calls (handles, attributes, access, malloc_async / free_async) are in
+// sim_pool_attrs.cpp.
 #include <algorithm>
 #include <vector>
 
-#include "driver/sim_state.hpp"
+#include "driver/sim_pools.hpp"
 
-namespace streampool {
+namespace streampool::sim {
 
 // Note [Pool reuse rules]
 // A freed block is "pending" on its freeing stream until the free is known to be done:
@@ -53,21 +54,21 @@ namespace streampool {
 // all unmapped goes back to the unused tail.
 namespace {
 
-constexpr std::size_t granule = sim::pool_chunk_unit;
+constexpr std::size_t granule = pool_chunk_unit;
 
-bool compatible(const sim::block_rec* a, const sim::block_rec* b) noexcept {
+bool compatible(const block_rec* a, const block_rec* b) noexcept {
   return a != nullptr && b != nullptr && a->free && b->free &&
          ((a->settled && b->settled) || (!a->settled && !b->settled && a->stream == b->stream));
 }
 
-void remove_free(sim::pool_rec& pool, sim::block_rec* block) {
+void remove_free(pool_rec& pool, block_rec* block) {
   pool.free_blocks.erase(block);
   if (!block->settled) {
     pool.pending.erase(block);
   }
 }
 
-void insert_free(sim::pool_rec& pool, sim::block_rec* block) {
+void insert_free(pool_rec& pool, block_rec* block) {
   pool.free_blocks.insert(block);
   if (!block->settled) {
     pool.pending.insert(block);
@@ -75,8 +76,8 @@ void insert_free(sim::pool_rec& pool, sim::block_rec* block) {
 }
 
 /// Absorbs `victim` (the next block of `keeper`) into `keeper`; `victim` must be off the indexes.
-void absorb(sim::block_rec* keeper, sim::block_rec* victim) noexcept {
-  sim::chunk_rec& range = *keeper->chunk;
+void absorb(block_rec* keeper, block_rec* victim) noexcept {
+  chunk_rec& range = *keeper->chunk;
   if (range.pool->remainder == victim) {
     range.pool->remainder = nullptr;
   }
@@ -92,9 +93,9 @@ void absorb(sim::block_rec* keeper, sim::block_rec* victim) noexcept {
 }
 
 /// Merges free `block` (not in the indexes) with compatible neighbours and indexes the result.
-void merge_and_insert(sim::pool_rec& pool, sim::block_rec* block) {
+void merge_and_insert(pool_rec& pool, block_rec* block) {
   if (compatible(block->prev, block)) {
-    sim::block_rec* prev = block->prev;
+    block_rec* prev = block->prev;
     remove_free(pool, prev);
     absorb(prev, block);
     block = prev;
@@ -106,8 +107,8 @@ void merge_and_insert(sim::pool_rec& pool, sim::block_rec* block) {
   insert_free(pool, block);
 }
 
-bool usable(const sim::pool_rec& pool, const sim::block_rec* block, std::uint32_t stream,
-            const std::vector<sim::stream_rec>& streams) noexcept {
+bool usable(const pool_rec& pool, const block_rec* block, std::uint32_t stream,
+            const std::vector<stream_rec>& streams) noexcept {
   if (block->settled || block->stream == stream) {
     return true;
   }
@@ -115,7 +116,7 @@ bool usable(const sim::pool_rec& pool, const sim::block_rec* block, std::uint32_
     return true;
   }
   if (pool.follow_event_dependencies) {
-    for (const sim::wait_dep& wait : streams[stream].waits) {
+    for (const wait_dep& wait : streams[stream].waits) {
       if (wait.stream == block->stream && wait.target >= block->target) {
         return true;
       }
@@ -125,13 +126,13 @@ bool usable(const sim::pool_rec& pool, const sim::block_rec* block, std::uint32_
 }
 
 /// Granules of `range` covering [addr, addr + bytes).
-std::pair<std::size_t, std::size_t> granules(const sim::chunk_rec& range, std::uintptr_t addr, std::size_t bytes) {
+std::pair<std::size_t, std::size_t> granules(const chunk_rec& range, std::uintptr_t addr, std::size_t bytes) {
   const std::size_t first = (addr - range.base) / granule;
   const std::size_t end = (addr - range.base + bytes + granule - 1) / granule;
   return {first, end};
 }
 
-std::size_t unmapped_bytes(const sim::chunk_rec& range, std::uintptr_t addr, std::size_t bytes) {
+std::size_t unmapped_bytes(const chunk_rec& range, std::uintptr_t addr, std::size_t bytes) {
   const auto [first, end] = granules(range, addr, bytes);
   std::size_t missing = 0;
   for (std::size_t g = first; g < end; ++g) {
@@ -141,8 +142,8 @@ std::size_t unmapped_bytes(const sim::chunk_rec& range, std::uintptr_t addr, std
 }
 
 /// Splits `block` (off the indexes) after `need` bytes; the tail stays free in the same state.
-sim::block_rec* split(sim::pool_rec& pool, sim::block_rec* block, std::size_t need) {
-  auto* tail = new sim::block_rec(*block);
+block_rec* split(pool_rec& pool, block_rec* block, std::size_t need) {
+  auto* tail = new block_rec(*block);
   tail->addr = block->addr + need;
   tail->size = block->size - need;
   tail->prev = block;
@@ -159,7 +160,7 @@ sim::block_rec* split(sim::pool_rec& pool, sim::block_rec* block, std::size_t ne
 
 }  // namespace
 
-sim::chunk_rec::~chunk_rec() {
+chunk_rec::~chunk_rec() {
   while (first != nullptr) {
     block_rec* next = first->next;
     delete first;
@@ -167,13 +168,38 @@ sim::chunk_rec::~chunk_rec() {
   }
 }
 
-sim::pool_rec* sim_driver::state::find_pool(mempool_t pool) const noexcept {
-  const std::uint32_t index = sim::handle_index(pool, sim::pool_handle_base, pools_.size());
-  return index == sim::no_stream || !pools_[index]->alive ? nullptr : pools_[index].get();
+pool_space::pool_space(int device_count, bool supported, std::size_t capacity) : capacity_(capacity) {
+  devices_.resize(static_cast<std::size_t>(device_count));
+  for (int device = 0; device < device_count; ++device) {
+    device_part& part = devices_[static_cast<std::size_t>(device)];
+    part.next = (std::uintptr_t(device + 1) << device_space_shift) + part_size;  // Note [Sim address spaces]
+    part.end = part.next + part_size;
+    if (supported) {
+      part.default_pool = add_pool(device, true);
+    }
+  }
 }
 
-std::uint32_t sim_driver::state::add_pool(int device, bool is_default) {
-  auto pool = std::make_unique<sim::pool_rec>();
+mempool_t pool_space::default_pool(int device) const noexcept {
+  return static_cast<mempool_t>(make_handle(pool_handle_base, devices_[static_cast<std::size_t>(device)].default_pool));
+}
+
+mempool_t pool_space::create(int device) {
+  return static_cast<mempool_t>(make_handle(pool_handle_base, add_pool(device, false)));
+}
+
+void pool_space::destroy(pool_rec& pool, const stream_model& streams) {
+  pool.alive = false;
+  trim(pool, 0, true, streams);
+}
+
+pool_rec* pool_space::find(mempool_t pool) const noexcept {
+  const std::uint32_t index = handle_index(pool, pool_handle_base, pools_.size());
+  return index == no_stream || !pools_[index]->alive ? nullptr : pools_[index].get();
+}
+
+std::uint32_t pool_space::add_pool(int device, bool is_default) {
+  auto pool = std::make_unique<pool_rec>();
   pool->device = device;
   pool->is_default = is_default;
   pool->peers = std::uint64_t{1} << device;
@@ -181,33 +207,58 @@ std::uint32_t sim_driver::state::add_pool(int device, bool is_default) {
   return static_cast<std::uint32_t>(pools_.size() - 1);
 }
 
-void sim_driver::state::settle_pending(sim::pool_rec& pool) {
+void pool_space::settle_pending(pool_rec& pool, const stream_model& streams) {
   if (pool.pending.empty()) {
     return;
   }
-  std::vector<sim::block_rec*> done;
-  for (sim::block_rec* block : pool.pending) {
-    if (stream_done(block->stream, block->target)) {
+  std::vector<block_rec*> done;
+  for (block_rec* block : pool.pending) {
+    if (streams.done(block->stream, block->target)) {
       done.push_back(block);
     }
   }
   // Each merge only absorbs settled neighbours, never a block still waiting in `done`.
-  for (sim::block_rec* block : done) {
+  for (block_rec* block : done) {
     remove_free(pool, block);
     block->settled = true;
-    block->stream = sim::no_stream;
+    block->stream = no_stream;
     merge_and_insert(pool, block);
   }
 }
 
-void sim_driver::state::trim(sim::pool_rec& pool, std::size_t keep, bool force) {
+void pool_space::sync_point(int device, const stream_model& streams) {
+  for (const auto& pool : pools_) {
+    if (pool->device != device) {
+      continue;
+    }
+    settle_pending(*pool, streams);
+    if (!pool->alive) {
+      trim(*pool, 0, true, streams);
+    } else if (pool->reserved > pool->release_threshold) {
+      trim(*pool, pool->release_threshold, false, streams);
+    }
+  }
+}
+
+int pool_space::device_of_range(std::uintptr_t addr, std::size_t bytes) const noexcept {
+  const std::uintptr_t end = addr + bytes;
+  for (const auto& pool : pools_) {
+    auto chunk = pool->chunks.upper_bound(addr);
+    if (chunk == pool->chunks.begin()) continue;
+    --chunk;
+    if (end <= chunk->first + chunk->second->size) return pool->device;
+  }
+  return -1;
+}
+
+void pool_space::trim(pool_rec& pool, std::size_t keep, bool force, const stream_model& streams) {
   if (pool.reserved <= keep || pool.chunks.empty()) {
     return;
   }
-  sim::chunk_rec& range = *pool.chunks.begin()->second;
+  chunk_rec& range = *pool.chunks.begin()->second;
   std::vector<bool> busy(range.mapped.size(), false);
-  for (const sim::block_rec* block = range.first; block != nullptr; block = block->next) {
-    const bool idle = block->free && (force || block->settled || stream_done(block->stream, block->target));
+  for (const block_rec* block = range.first; block != nullptr; block = block->next) {
+    const bool idle = block->free && (force || block->settled || streams.done(block->stream, block->target));
     if (!idle) {
       const auto [first, end] = granules(range, block->addr, block->size);
       for (std::size_t g = first; g < end; ++g) {
@@ -215,22 +266,22 @@ void sim_driver::state::trim(sim::pool_rec& pool, std::size_t keep, bool force) 
       }
     }
   }
-  sim::device_rec& device = devices_[static_cast<std::size_t>(pool.device)];
+  device_part& device = devices_[static_cast<std::size_t>(pool.device)];
   for (std::size_t g = range.mapped.size(); g-- > 0 && pool.reserved > keep;) {
     if (range.mapped[g] && !busy[g]) {
       range.mapped[g] = false;
       pool.reserved -= granule;
-      device.pool_bytes -= granule;
+      device.bytes -= granule;
     }
   }
   // A free end block whose granules are all unmapped returns to the unused tail (the part of it
   // inside a granule still mapped for its live neighbour stays).
-  sim::block_rec* last = range.last;
-  if (last == nullptr || !last->free || !(force || last->settled || stream_done(last->stream, last->target))) {
+  block_rec* last = range.last;
+  if (last == nullptr || !last->free || !(force || last->settled || streams.done(last->stream, last->target))) {
     return;
   }
   const std::size_t start = last->addr - range.base;
-  const std::size_t cut = sim::round_up(start, granule);  // where its first whole granule begins
+  const std::size_t cut = round_up(start, granule);  // where its first whole granule begins
   if (cut >= range.size) {
     return;
   }
@@ -261,149 +312,122 @@ void sim_driver::state::trim(sim::pool_rec& pool, std::size_t keep, bool force) 
 
 // --- stream-ordered allocation -------------------------------------------------------------
 
-drv_result sim_driver::malloc_async(mempool_t pool, std::size_t bytes, stream_t stream, void** out) noexcept {
-  return state_->run(counters_, driver_call::malloc_async, [&] {
-    *out = nullptr;
-    sim::pool_rec* rec = state_->find_pool(pool);
-    const std::uint32_t stream_index = state_->find_stream(stream);
-    if (rec != nullptr && stream_index == sim::no_stream) {
-      return state_->stream_failure(stream);
+drv_result pool_space::allocate(pool_rec& pool, std::size_t bytes, std::uint32_t stream_index,
+                                const stream_model& streams, std::size_t available, void** out) {
+  pool_rec* rec = &pool;
+  device_part& device = devices_[static_cast<std::size_t>(rec->device)];
+  if (bytes > capacity_) {
+    return out_of_memory(rec->device);
+  }
+  if (rec->chunks.empty()) {  // the pool's address range, made at its first allocation
+    const std::size_t span = round_up(4 * capacity_, granule) + granule;
+    const std::uintptr_t base = bump(device.next, device.end, span, granule);
+    if (base == 0) {
+      return fail(status::other, reason_address_space);
     }
-    if (rec == nullptr || stream_index == sim::no_stream) {
-      return sim::fail(status::invalid_value);
+    auto range = std::make_unique<chunk_rec>();
+    range->base = base;
+    range->span = span;
+    range->pool = rec;
+    range->mapped.assign(span / granule, false);
+    rec->chunks.emplace(base, std::move(range));
+  }
+  chunk_rec& range = *rec->chunks.begin()->second;
+  const std::size_t need = round_up(bytes, pool_block_unit);
+  // Note [Sim pool model]: the rest of the previous split for a small request, else best fit,
+  // else the end of the range.
+  block_rec* block = nullptr;
+  if (need < pool_small_request && rec->remainder != nullptr && rec->remainder->size >= need &&
+      usable(*rec, rec->remainder, stream_index, streams.records())) {
+    block = rec->remainder;
+  }
+  for (auto it = rec->free_blocks.lower_bound(block_order::key{need, 0});
+       block == nullptr && it != rec->free_blocks.end(); ++it) {
+    if (usable(*rec, *it, stream_index, streams.records())) {
+      block = *it;
     }
-    if (state_->refuses_uncaptured(stream_index)) {  // Note [Relaxed uncaptured calls]
-      return state_->refuse_in_capture();
+  }
+  block_rec* end_block = nullptr;  // extending: the free block at the end it starts in
+  std::uintptr_t addr = 0;
+  if (block != nullptr) {
+    addr = block->addr;
+  } else {
+    block_rec* last = range.last;
+    const bool start_in_last = last != nullptr && last->free && usable(*rec, last, stream_index, streams.records());
+    addr = start_in_last ? last->addr : range.base + range.size;
+    end_block = start_in_last ? last : nullptr;
+    if (addr + need > range.base + range.span) {
+      return out_of_memory(rec->device);
     }
-    if (bytes == 0) {
-      return drv_result{};
-    }
-    sim::device_rec& device = state_->devices_[static_cast<std::size_t>(rec->device)];
-    if (bytes > options_.capacity) {
-      return state_->out_of_memory(rec->device);
-    }
-    if (rec->chunks.empty()) {  // the pool's address range, made at its first allocation
-      const std::size_t span = sim::round_up(4 * options_.capacity, granule) + granule;
-      const std::uintptr_t base = state::bump(device.pool_next, device.pool_end, span, granule);
-      if (base == 0) {
-        return sim::fail(status::other, sim::reason_address_space);
-      }
-      auto range = std::make_unique<sim::chunk_rec>();
-      range->base = base;
-      range->span = span;
-      range->pool = rec;
-      range->mapped.assign(span / granule, false);
-      rec->chunks.emplace(base, std::move(range));
-    }
-    sim::chunk_rec& range = *rec->chunks.begin()->second;
-    const std::size_t need = sim::round_up(bytes, sim::pool_block_unit);
-    // Note [Sim pool model]: the rest of the previous split for a small request, else best fit,
-    // else the end of the range.
-    sim::block_rec* block = nullptr;
-    if (need < sim::pool_small_request && rec->remainder != nullptr && rec->remainder->size >= need &&
-        usable(*rec, rec->remainder, stream_index, state_->streams_)) {
-      block = rec->remainder;
-    }
-    for (auto it = rec->free_blocks.lower_bound(sim::block_order::key{need, 0});
-         block == nullptr && it != rec->free_blocks.end(); ++it) {
-      if (usable(*rec, *it, stream_index, state_->streams_)) {
-        block = *it;
-      }
-    }
-    sim::block_rec* end_block = nullptr;  // extending: the free block at the end it starts in
-    std::uintptr_t addr = 0;
-    if (block != nullptr) {
-      addr = block->addr;
+  }
+  const std::size_t grow = unmapped_bytes(range, addr, need);
+  if (grow > available) {
+    return out_of_memory(rec->device);
+  }
+  if (block == nullptr) {  // extend the range to addr + need
+    const std::uintptr_t end = range.base + range.size;
+    if (end_block != nullptr) {
+      remove_free(*rec, end_block);
+      end_block->size += addr + need - end;
+      block = end_block;
     } else {
-      sim::block_rec* last = range.last;
-      const bool start_in_last = last != nullptr && last->free && usable(*rec, last, stream_index, state_->streams_);
-      addr = start_in_last ? last->addr : range.base + range.size;
-      end_block = start_in_last ? last : nullptr;
-      if (addr + need > range.base + range.span) {
-        return state_->out_of_memory(rec->device);
-      }
+      block = new block_rec{end, need, &range};
+      block->prev = range.last;
+      (range.last != nullptr ? range.last->next : range.first) = block;
+      range.last = block;
     }
-    const std::size_t grow = unmapped_bytes(range, addr, need);
-    if (grow > options_.capacity - std::min(device.in_use(), options_.capacity)) {
-      return state_->out_of_memory(rec->device);
+    range.size = addr + need - range.base;
+    rec->remainder = nullptr;
+  } else {
+    remove_free(*rec, block);
+    rec->remainder = block->size > need ? split(*rec, block, need) : nullptr;
+  }
+  if (grow > 0) {
+    const auto [first, last] = granules(range, addr, need);
+    for (std::size_t g = first; g < last; ++g) {
+      range.mapped[g] = true;
     }
-    if (block == nullptr) {  // extend the range to addr + need
-      const std::uintptr_t end = range.base + range.size;
-      if (end_block != nullptr) {
-        remove_free(*rec, end_block);
-        end_block->size += addr + need - end;
-        block = end_block;
-      } else {
-        block = new sim::block_rec{end, need, &range};
-        block->prev = range.last;
-        (range.last != nullptr ? range.last->next : range.first) = block;
-        range.last = block;
-      }
-      range.size = addr + need - range.base;
-      rec->remainder = nullptr;
-    } else {
-      remove_free(*rec, block);
-      rec->remainder = block->size > need ? split(*rec, block, need) : nullptr;
-    }
-    if (grow > 0) {
-      const auto [first, last] = granules(range, addr, need);
-      for (std::size_t g = first; g < last; ++g) {
-        range.mapped[g] = true;
-      }
-      rec->reserved += grow;
-      rec->reserved_high = std::max(rec->reserved_high, rec->reserved);
-      device.pool_bytes += grow;
-    }
-    block->requested = bytes;
-    block->free = false;
-    block->settled = true;
-    block->stream = sim::no_stream;
-    block->target = 0;
-    ++range.live;
-    rec->used += bytes;
-    rec->used_high = std::max(rec->used_high, rec->used);
-    state_->async_live_.emplace(block->addr, block);
-    *out = reinterpret_cast<void*>(block->addr);
-    return drv_result{};
-  });
+    rec->reserved += grow;
+    rec->reserved_high = std::max(rec->reserved_high, rec->reserved);
+    device.bytes += grow;
+  }
+  block->requested = bytes;
+  block->free = false;
+  block->settled = true;
+  block->stream = no_stream;
+  block->target = 0;
+  ++range.live;
+  rec->used += bytes;
+  rec->used_high = std::max(rec->used_high, rec->used);
+  live_.emplace(block->addr, block);
+  *out = reinterpret_cast<void*>(block->addr);
+  return drv_result{};
 }
 
-drv_result sim_driver::free_async(void* ptr, stream_t stream) noexcept {
-  return state_->run(counters_, driver_call::free_async, [&] {
-    const std::uint32_t stream_index = state_->find_stream(stream);
-    if (stream_index == sim::no_stream) {
-      return state_->stream_failure(stream);
-    }
-    if (state_->refuses_uncaptured(stream_index)) {  // Note [Relaxed uncaptured calls]
-      return state_->refuse_in_capture();
-    }
-    if (ptr == nullptr) {
-      return drv_result{};
-    }
-    const auto found = state_->async_live_.find(reinterpret_cast<std::uintptr_t>(ptr));
-    if (found == state_->async_live_.end()) {
-      return sim::fail(status::invalid_value);
-    }
-    sim::block_rec* block = found->second;
-    state_->async_live_.erase(found);
-    sim::chunk_rec& range = *block->chunk;
-    sim::pool_rec& pool = *range.pool;
-    block->free = true;
-    block->stream = stream_index;
-    block->target = state_->submit(stream_index);
-    block->settled = pool.allow_opportunistic && state_->stream_done(stream_index, block->target);
-    if (block->settled) {
-      block->stream = sim::no_stream;
-    }
-    pool.used -= block->requested;
-    block->requested = 0;
-    --range.live;
-    merge_and_insert(pool, block);
-    if (!pool.alive && range.live == 0) {
-      state_->trim(pool, 0, true);
-    }
-    return drv_result{};
-  });
+block_rec* pool_space::find_live(const void* ptr) const noexcept {
+  const auto found = live_.find(reinterpret_cast<std::uintptr_t>(ptr));
+  return found == live_.end() ? nullptr : found->second;
 }
 
-}  // namespace streampool
+void pool_space::release(block_rec* block, std::uint32_t stream_index, std::uint64_t item,
+                         const stream_model& streams) {
+  live_.erase(block->addr);
+  chunk_rec& range = *block->chunk;
+  pool_rec& pool = *range.pool;
+  block->free = true;
+  block->stream = stream_index;
+  block->target = item;
+  block->settled = pool.allow_opportunistic && streams.done(stream_index, block->target);
+  if (block->settled) {
+    block->stream = no_stream;
+  }
+  pool.used -= block->requested;
+  block->requested = 0;
+  --range.live;
+  merge_and_insert(pool, block);
+  if (!pool.alive && range.live == 0) {
+    trim(pool, 0, true, streams);
+  }
+}
+
+}  // namespace streampool::sim

@@ -1,6 +1,7 @@
-// sim_pool_attrs.cpp — the simulated pools' handles and settings: default and created pools,
-// destruction (deferred while memory is live), cudaMemPoolAttr rules for get/set, peer access,
-// and pool_trim_to. The memory model itself (chunks, blocks, reuse) is in sim_pool.cpp.
+// sim_pool_attrs.cpp — the simulated pools' driver calls: default and created pools, destruction
+// (deferred while memory is live), cudaMemPoolAttr rules for get/set, peer access, pool_trim_to,
+// and malloc_async / free_async with their capture rules. The memory model itself (chunks,
+// blocks, reuse) is pool_space's, in sim_pool.cpp.
 #include "driver/sim_state.hpp"
 
 namespace streampool {
@@ -16,7 +17,7 @@ drv_result sim_driver::pool_get_default(int device, mempool_t* out) noexcept {
     if (!options_.memory_pools_supported) {
       return sim::fail(status::not_supported);
     }
-    *out = sim::make_handle(sim::pool_handle_base, state_->devices_[static_cast<std::size_t>(device)].default_pool);
+    *out = state_->pools_.default_pool(device);
     return drv_result{};
   });
 }
@@ -30,7 +31,7 @@ drv_result sim_driver::pool_create(int device, mempool_t* out) noexcept {
     if (!options_.memory_pools_supported) {
       return sim::fail(status::not_supported);
     }
-    *out = sim::make_handle(sim::pool_handle_base, state_->add_pool(device, false));
+    *out = state_->pools_.create(device);
     return drv_result{};
   });
 }
@@ -42,19 +43,18 @@ drv_result sim_driver::pool_create(int device, mempool_t* out) noexcept {
 // pool cannot be destroyed (invalid_value).
 drv_result sim_driver::pool_destroy(mempool_t pool) noexcept {
   return state_->run(counters_, driver_call::pool_destroy, [&] {
-    sim::pool_rec* rec = state_->find_pool(pool);
+    sim::pool_rec* rec = state_->pools_.find(pool);
     if (rec == nullptr || rec->is_default) {
       return sim::fail(status::invalid_value);
     }
-    rec->alive = false;
-    state_->trim(*rec, 0, true);
+    state_->pools_.destroy(*rec, state_->streams_);
     return drv_result{};
   });
 }
 
 drv_result sim_driver::pool_set_attr(mempool_t pool, pool_attr attr, std::uint64_t value) noexcept {
   return state_->run(counters_, driver_call::pool_set_attr, [&] {
-    sim::pool_rec* rec = state_->find_pool(pool);
+    sim::pool_rec* rec = state_->pools_.find(pool);
     if (rec == nullptr) {
       return sim::fail(status::invalid_value);
     }
@@ -85,7 +85,7 @@ drv_result sim_driver::pool_set_attr(mempool_t pool, pool_attr attr, std::uint64
 
 drv_result sim_driver::pool_get_attr(mempool_t pool, pool_attr attr, std::uint64_t* value) noexcept {
   return state_->run(counters_, driver_call::pool_get_attr, [&] {
-    const sim::pool_rec* rec = state_->find_pool(pool);
+    const sim::pool_rec* rec = state_->pools_.find(pool);
     if (rec == nullptr) {
       return sim::fail(status::invalid_value);
     }
@@ -106,7 +106,7 @@ drv_result sim_driver::pool_get_attr(mempool_t pool, pool_attr attr, std::uint64
 
 drv_result sim_driver::pool_set_access(mempool_t pool, int peer_device, bool enable) noexcept {
   return state_->run(counters_, driver_call::pool_set_access, [&] {
-    sim::pool_rec* rec = state_->find_pool(pool);
+    sim::pool_rec* rec = state_->pools_.find(pool);
     if (rec == nullptr) {
       return sim::fail(status::invalid_value);
     }
@@ -124,14 +124,58 @@ drv_result sim_driver::pool_set_access(mempool_t pool, int peer_device, bool ena
 
 drv_result sim_driver::pool_trim_to(mempool_t pool, std::size_t keep_bytes) noexcept {
   return state_->run(counters_, driver_call::pool_trim_to, [&] {
-    if (state_->active_captures_ > 0) {
-      return state_->refuse_in_capture();
+    if (state_->captures_.active() > 0) {
+      return state_->captures_.refuse();
     }
-    sim::pool_rec* rec = state_->find_pool(pool);
+    sim::pool_rec* rec = state_->pools_.find(pool);
     if (rec == nullptr) {
       return sim::fail(status::invalid_value);
     }
-    state_->trim(*rec, keep_bytes, false);
+    state_->pools_.trim(*rec, keep_bytes, false, state_->streams_);
+    return drv_result{};
+  });
+}
+
+// --- stream-ordered allocation -------------------------------------------------------------
+
+drv_result sim_driver::malloc_async(mempool_t pool, std::size_t bytes, stream_t stream, void** out) noexcept {
+  return state_->run(counters_, driver_call::malloc_async, [&] {
+    *out = nullptr;
+    sim::pool_rec* rec = state_->pools_.find(pool);
+    const std::uint32_t stream_index = state_->streams_.find_stream(stream);
+    if (rec != nullptr && stream_index == sim::no_stream) {
+      return state_->streams_.failure(stream);
+    }
+    if (rec == nullptr || stream_index == sim::no_stream) {
+      return sim::fail(status::invalid_value);
+    }
+    if (state_->captures_.refuses_uncaptured(stream_index)) {  // Note [Relaxed uncaptured calls]
+      return state_->captures_.refuse();
+    }
+    if (bytes == 0) {
+      return drv_result{};
+    }
+    return state_->pools_.allocate(*rec, bytes, stream_index, state_->streams_, state_->available(rec->device), out);
+  });
+}
+
+drv_result sim_driver::free_async(void* ptr, stream_t stream) noexcept {
+  return state_->run(counters_, driver_call::free_async, [&] {
+    const std::uint32_t stream_index = state_->streams_.find_stream(stream);
+    if (stream_index == sim::no_stream) {
+      return state_->streams_.failure(stream);
+    }
+    if (state_->captures_.refuses_uncaptured(stream_index)) {  // Note [Relaxed uncaptured calls]
+      return state_->captures_.refuse();
+    }
+    if (ptr == nullptr) {
+      return drv_result{};
+    }
+    sim::block_rec* block = state_->pools_.find_live(ptr);
+    if (block == nullptr) {
+      return sim::fail(status::invalid_value);
+    }
+    state_->pools_.release(block, stream_index, state_->streams_.submit(stream_index), state_->streams_);
     return drv_result{};
   });
 }

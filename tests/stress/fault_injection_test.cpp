@@ -11,6 +11,11 @@
 // After the scenario the fault is cleared: what is still live is freed, new requests are served
 // on every stream, work completed and the cache emptied: nothing leaks (sim bytes_in_use 0), also
 // after the allocator is destroyed.
+// The scenario is a multi-stream program under the sim's hazard checker (Note [Sim hazard
+// checker]): each allocation gets a kernel on its stream (sim_driver::use), and a stream given a
+// block by record_stream waits for the block's last user and runs one too. Whatever the fault,
+// no kernel may touch memory another stream's unfinished work still uses, and no page may be
+// unmapped under one: zero violations per run (the cross-stream policies are among the cases).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -127,6 +132,8 @@ class fault_run {
     void* ptr = nullptr;
     int device = 0;
     stream_t stream = nullptr;
+    std::size_t bytes = 0;
+    stream_t last_user = nullptr;  ///< the stream of the block's last kernel
   };
 
   // --- the scenario: every path that reaches the driver ------------------------------------------
@@ -211,7 +218,10 @@ class fault_run {
   void allocate(int index, std::size_t bytes, stream_t stream, int device) {
     void* p = nullptr;
     const outcome o = run_op([&] { p = alloc_->allocate(bytes, stream, device); });
-    if (judge("allocate", o)) slots_[index] = {p, device, stream};
+    if (judge("allocate", o)) {
+      slots_[index] = {p, device, stream, bytes, stream};
+      kernel(slots_[index], stream);
+    }
     check_stats("allocate");
   }
 
@@ -231,10 +241,19 @@ class fault_run {
   }
 
   void record_stream(int index, stream_t stream) {
-    const slot& s = slots_[index];
+    slot& s = slots_[index];
     if (s.ptr == nullptr) return;
-    judge("record_stream", run_op([&] { alloc_->record_stream(s.ptr, stream); }));
+    if (judge("record_stream", run_op([&] { alloc_->record_stream(s.ptr, stream); }))) kernel(s, stream);
     check_stats("record_stream");
+  }
+
+  /// A kernel on `stream` touching the block, after `stream` waited for the block's last user
+  /// (a correct program's ordering); none on a capturing stream (the sim runs no captured work).
+  void kernel(slot& s, stream_t stream) {
+    if (stream == capture_stream_) return;
+    if (stream != s.last_user) sim_->wait_for(stream, s.last_user);
+    sim_->use(stream, s.ptr, s.bytes);
+    s.last_user = stream;
   }
 
   void empty_cache() {
@@ -345,6 +364,7 @@ class fault_run {
         const outcome o = run_op([&] { p = alloc_->allocate(2 * mib, s, d); });
         EXPECT_TRUE(o.ok()) << "allocation after the fault was cleared failed: " << o.message;
         if (o.ok()) {
+          sim_->use(s, p, 2 * mib);
           EXPECT_TRUE(run_op([&] { alloc_->deallocate(p); }).ok());
         }
       }
@@ -362,6 +382,9 @@ class fault_run {
     }
     alloc_.reset();
     for (int d = 0; d < 2; ++d) EXPECT_EQ(sim_->bytes_in_use(d), 0u) << "device " << d << ": leak after destruction";
+    std::string hazards;
+    for (const std::string& line : sim_->hazard_reports()) hazards += "  " + line + "\n";
+    EXPECT_EQ(sim_->hazard_violations(), 0u) << "stream-ordering hazards:\n" << hazards;
   }
 
   const stress_case& case_;
@@ -384,7 +407,7 @@ class fault_run {
 std::vector<stress_case> fault_cases() {
   std::vector<stress_case> cases = stress_cases();
   cases.push_back({"async_dedicated", "backend:cudaMallocAsync,async_pool:dedicated", true});
-  return cases;
+  return with_hazard_cases(std::move(cases));  // the reuse policies under the hazard checker
 }
 
 /// (code, count) pairs: out_of_memory and a generic failure, once and from then on. Sanitized

@@ -15,6 +15,12 @@
 //    cudaMallocAsync to any stream other than the freeing one, which is ordered) before B's work
 //    up to the free has completed; cudaMallocAsync's free is ordered after B (completing the
 //    freeing stream completes B's work);
+//  - no stream-ordering hazard (the sim's checker, Note [Sim hazard checker]): every allocation
+//    gets a kernel on its stream (sim_driver::use), and a stream given a block by record_stream
+//    waits for the block's last user and runs one too; no kernel may touch memory whose previous
+//    user's work is not ordered before it, no page may be unmapped under running work. Under
+//    cross_stream_reuse the allocator may hand record_stream'ed memory to another stream after an
+//    event wait, so the completion check above is left to this one;
 //  - out of memory is not spurious (after the retry ladder, cached memory was released and the
 //    request really does not fit);
 //  - at the end, after freeing everything, completing all work and empty_cache: reserved 0 and
@@ -68,6 +74,8 @@ struct live_block {
   std::size_t size = 0;
   bool captured = false;  ///< allocated on a stream a begin_allocate_to_pool filter matched
   std::vector<use_rec> uses;
+  stream_t last_user = nullptr;  ///< the stream of the block's last kernel (valid when `used`)
+  bool used = false;             ///< a kernel ran on it (none on a capturing stream)
 };
 
 /// A freed block whose reuse must wait for other streams (record_stream).
@@ -97,7 +105,7 @@ struct figures {
   std::uint64_t sequences = 0, steps = 0, allocations = 0, frees = 0, ooms = 0, record_streams = 0,
                 completions = 0, empty_caches = 0, fractions = 0, captures = 0, released_pools = 0,
                 capture_errors = 0, allocations_checked_against_pending = 0, pending_overlaps_checked = 0, same_stream_reuses = 0,
-                ordered_frees_checked = 0, leftover_checks = 0;
+                ordered_frees_checked = 0, leftover_checks = 0, kernels = 0;
 };
 
 class sequence_runner {
@@ -291,6 +299,7 @@ class sequence_runner {
         continue;
       }
       ++fig_.pending_overlaps_checked;
+      if (case_.reuses_across_streams()) continue;  // ordered by an event wait: the hazard checker's call
       for (const event_t e : pf.use_events) {
         EXPECT_TRUE(complete(e)) << "block [" << a << ", +" << size << ") on stream " << addr(s)
                                  << " reuses memory of " << pf.what
@@ -302,7 +311,21 @@ class sequence_runner {
     b.stream = s;
     b.size = size;
     b.captured = stream_captured(s);
+    kernel(b, a, s);
     live_.emplace(a, std::move(b));
+  }
+
+  /// A kernel on `s` touching the block, after `s` waited for the block's last user (what a
+  /// correct program does); none on a capturing stream (the sim runs no captured work). A use
+  /// recorded by record_stream while the device records counts as captured too: the allocator
+  /// drops it, as the captured graph orders it (docs/pytorch-compatibility.md §3.4).
+  void kernel(live_block& b, std::uintptr_t a, stream_t s, bool recorded = false) {
+    if (stream_captured(s) || (recorded && device_recording(b.device))) return;
+    if (b.used && b.last_user != s) sim_->wait_for(s, b.last_user);
+    sim_->use(s, reinterpret_cast<void*>(a), b.size);
+    b.used = true;
+    b.last_user = s;
+    ++fig_.kernels;
   }
 
   void check_oom_not_spurious(int d, std::size_t size, const std::string& message) {
@@ -406,6 +429,7 @@ class sequence_runner {
         to_string(o.kind));
     ASSERT_TRUE(o.ok()) << "record_stream threw " << to_string(o.kind) << ": " << o.message;
     ++fig_.record_streams;
+    kernel(b, it->first, s, /*recorded=*/true);
     if (s == b.stream) return;  // no effect
     if (std::any_of(b.uses.begin(), b.uses.end(), [&](const use_rec& u) { return u.stream == s; })) return;
     b.uses.push_back({s, device_recording(b.device)});
@@ -539,6 +563,11 @@ class sequence_runner {
 
   void check_invariants() {
     refresh_pending();
+    if (sim_->hazard_violations() != 0) {
+      std::string reports;
+      for (const std::string& line : sim_->hazard_reports()) reports += "  " + line + "\n";
+      ADD_FAILURE() << "stream-ordering hazards:\n" << reports;
+    }
     const memory_snapshot snap = alloc_->snapshot();
     for (int d = 0; d < device_count; ++d) {
       const memory_stats st = alloc_->stats(d);
@@ -701,13 +730,14 @@ TEST_P(model_stress, RandomSequencesKeepEveryInvariant) {
             << fig.pending_overlaps_checked << " reuses of record_stream'ed memory right after a synchronisation, "
             << fig.same_stream_reuses << " stream-ordered reuses of it by the freeing stream (async), "
             << fig.ordered_frees_checked << " async free orderings checked, " << fig.leftover_checks
-            << " checks with leftover pages held (accounted with the segments)\n";
+            << " checks with leftover pages held (accounted with the segments), " << fig.kernels
+            << " kernels through the hazard checker (0 hazards)\n";
   RecordProperty("sequences", static_cast<int>(fig.sequences));
   RecordProperty("steps", static_cast<int>(fig.steps));
   EXPECT_GT(fig.steps, 0u);
 }
 
-INSTANTIATE_TEST_SUITE_P(all, model_stress, ::testing::ValuesIn(stress_cases()), stress_case_name);
+INSTANTIATE_TEST_SUITE_P(all, model_stress, ::testing::ValuesIn(with_hazard_cases(stress_cases())), stress_case_name);
 
 }  // namespace
 }  // namespace streampool::stress

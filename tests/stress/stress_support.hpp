@@ -53,6 +53,9 @@ struct stress_case {
   std::string name;
   std::string config;
   bool async = false;
+  /// The config lets the allocator hand memory freed on one stream to another after an event
+  /// wait, before that stream's work completed; the sim's hazard checker judges those reuses.
+  [[nodiscard]] bool reuses_across_streams() const { return config.find("cross_stream_reuse:True") != std::string::npos; }
 };
 
 /// The configurations of Issue 9: native default, native with split limits and power-of-two
@@ -66,6 +69,29 @@ inline std::vector<stress_case> stress_cases() {
       {"native_expandable", "backend:native,expandable_segments:True", false},
       {"async", "backend:cudaMallocAsync", true},
   };
+}
+
+/// The configurations run through the sim's stream-ordering hazard checker on multi-stream
+/// programs (hazard_stress_test.cpp, fault_injection_test.cpp; Note [Sim hazard checker]): the
+/// native defaults, expandable segments, the cross-stream reuse policy with and without them, and
+/// cudaMallocAsync. The one list to extend when a reuse policy is added.
+inline std::vector<stress_case> hazard_cases() {
+  return {
+      {"native_default", "backend:native", false},
+      {"native_expandable", "backend:native,expandable_segments:True", false},
+      {"native_cross_stream", "backend:native,cross_stream_reuse:True", false},
+      {"native_cross_stream_expandable", "backend:native,cross_stream_reuse:True,expandable_segments:True", false},
+      {"async", "backend:cudaMallocAsync", true},
+  };
+}
+
+/// `cases` followed by the hazard_cases() whose config it does not list yet.
+inline std::vector<stress_case> with_hazard_cases(std::vector<stress_case> cases) {
+  for (const stress_case& c : hazard_cases()) {
+    const bool listed = std::any_of(cases.begin(), cases.end(), [&](const stress_case& x) { return x.config == c.config; });
+    if (!listed) cases.push_back(c);
+  }
+  return cases;
 }
 
 /// Readable test parameters in gtest's output.

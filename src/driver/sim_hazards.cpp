@@ -1,0 +1,195 @@
+// sim_hazards.cpp — the simulated device's stream-ordering hazard checker (hazard_tracker) and the
+// test controls that drive it: use() (a kernel touching memory on a stream), wait_for() (the test
+// program ordering its own streams) and the violation accessors. See Note [Sim hazard checker].
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "driver/sim_hazards.hpp"
+#include "driver/sim_state.hpp"
+#include "streampool/errors.hpp"
+
+namespace streampool {
+
+// Note [Sim hazard checker]
+// Memory last used by stream A may be used by stream B only when A's use is ordered before B's:
+// A's work up to that use has completed (the GPU finished it: a synchronize, or complete() by the
+// test playing the GPU), or B's new work item waits for it, directly or through a chain of
+// stream_wait_event dependencies recorded before the item (B waits on C past the point where C
+// waited on A, ...). Same-stream uses are ordered by the stream. This is the one rule an allocator
+// must keep when it hands memory freed on one stream to another; the checker enforces it:
+//  - sim_driver::use(stream, ptr, bytes) plays a kernel: it submits one work item to `stream` and
+//    checks it against the last use of every byte of the range (a map of non-overlapping byte
+//    ranges to (stream, item), for malloc'd, pool and mapped VMM memory alike). An unordered
+//    earlier use is a violation; either way the new use becomes the range's last use. Every use
+//    is treated as a write, so the test program itself must order its kernels on different
+//    streams (event record + stream_wait_event, or sim_driver::wait_for) as a real program must.
+//  - Memory that stops being memory must be idle: vmm_unmap of a range whose last uses have not
+//    completed is a violation ("unmap while in use": the pages may be handed to anyone at once),
+//    and so would be a cudaFree, except that cudaFree completes the device's work first. Both
+//    forget the range's uses, so pages mapped again elsewhere start clean.
+// Completion is the sim's model (Note [Sim completion model]): a stream's completed count, and
+// its wait dependencies (a dependency is dropped only once its target completed, so the two
+// together never lose an ordering). Violations are counted (sim_driver::hazard_violations) with a
+// description of the first few; sim_options::abort_on_hazard prints the first one and aborts,
+// which puts a debugger on the offending call. Uses on a capturing stream are refused: a
+// captured kernel runs when the graph is launched, which the sim does not model.
+
+namespace sim {
+namespace {
+
+std::string hex(std::uintptr_t value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "0x%llx", static_cast<unsigned long long>(value));
+  return text;
+}
+
+std::string range_text(std::uintptr_t addr, std::size_t bytes) {
+  return "[" + hex(addr) + ", +" + std::to_string(bytes) + ")";
+}
+
+std::string stream_name(const std::vector<stream_rec>& streams, std::uint32_t index) {
+  const stream_rec& rec = streams[index];
+  if (rec.builtin) return "the default stream #" + std::to_string(index) + " of device " + std::to_string(rec.device);
+  return "stream " + hex(reinterpret_cast<std::uintptr_t>(make_handle(stream_handle_base, index)));
+}
+
+/// For each stream, the highest of its items that `stream`'s item `item` is ordered after through
+/// wait dependencies (0: none); `stream` itself gets `item`.
+std::vector<std::uint64_t> ordered_before(const std::vector<stream_rec>& streams, std::uint32_t stream,
+                                          std::uint64_t item) {
+  std::vector<std::uint64_t> bound(streams.size(), 0);
+  bound[stream] = item;
+  std::vector<std::uint32_t> todo{stream};
+  while (!todo.empty()) {
+    const std::uint32_t at = todo.back();
+    todo.pop_back();
+    for (const wait_dep& dep : streams[at].waits) {
+      // Items of `at` numbered > dep.after wait for dep.stream up to dep.target.
+      if (dep.after < bound[at] && dep.target > bound[dep.stream]) {
+        bound[dep.stream] = dep.target;
+        todo.push_back(dep.stream);
+      }
+    }
+  }
+  return bound;
+}
+
+}  // namespace
+
+void hazard_tracker::split_at(std::uintptr_t at) {
+  auto it = ranges_.upper_bound(at);
+  if (it == ranges_.begin()) return;
+  --it;
+  if (it->first < at && it->second.end > at) {
+    range_rec tail = it->second;
+    it->second.end = at;
+    ranges_.emplace_hint(std::next(it), at, tail);
+  }
+}
+
+void hazard_tracker::report(std::string text) {
+  ++violations_;
+  if (abort_) {
+    std::cerr << "sim hazard checker (sim_options::abort_on_hazard): " << text << std::endl;
+    std::abort();
+  }
+  if (reports_.size() < kept_reports) reports_.push_back(std::move(text));
+}
+
+bool hazard_tracker::use(const std::vector<stream_rec>& streams, std::uint32_t stream, std::uint64_t item,
+                         std::uintptr_t addr, std::size_t bytes) {
+  const std::uintptr_t end = addr + bytes;
+  split_at(addr);
+  split_at(end);
+  std::vector<std::uint64_t> bound;  // computed on the first use that is not plainly ordered
+  bool ordered = true;
+  auto it = ranges_.lower_bound(addr);
+  for (; it != ranges_.end() && it->first < end; it = ranges_.erase(it)) {
+    const range_rec& last = it->second;
+    if (!ordered || last.stream == stream || streams[last.stream].completed >= last.item) continue;
+    if (bound.empty()) bound = ordered_before(streams, stream, item);
+    if (bound[last.stream] >= last.item) continue;
+    ordered = false;
+    report("use of " + range_text(addr, bytes) + " on " + stream_name(streams, stream) + " (its work item " +
+           std::to_string(item) + ") is not ordered after the use of " +
+           range_text(it->first, last.end - it->first) + " by " + stream_name(streams, last.stream) +
+           " at its item " + std::to_string(last.item) + ": that stream has completed " +
+           std::to_string(streams[last.stream].completed) + " items, and the new item waits for it only up to item " +
+           std::to_string(bound[last.stream]) + " (no event wait orders it after that use)");
+  }
+  ranges_.emplace_hint(it, addr, range_rec{end, stream, item});
+  return ordered;
+}
+
+void hazard_tracker::retire(const std::vector<stream_rec>& streams, std::uintptr_t addr, std::size_t bytes,
+                            const char* what) {
+  const std::uintptr_t end = addr + bytes;
+  split_at(addr);
+  split_at(end);
+  bool reported = false;
+  for (auto it = ranges_.lower_bound(addr); it != ranges_.end() && it->first < end; it = ranges_.erase(it)) {
+    const range_rec& last = it->second;
+    if (reported || streams[last.stream].completed >= last.item) continue;
+    reported = true;
+    report(std::string(what) + " of " + range_text(addr, bytes) + " while in use: " +
+           stream_name(streams, last.stream) + " used " + range_text(it->first, last.end - it->first) +
+           " in its work item " + std::to_string(last.item) + " and has completed only " +
+           std::to_string(streams[last.stream].completed) + " (wait for that work before giving the memory back)");
+  }
+}
+
+void hazard_tracker::clear_violations() noexcept {
+  violations_ = 0;
+  reports_.clear();
+}
+
+}  // namespace sim
+
+// --- test controls -----------------------------------------------------------------------------
+
+bool sim_driver::use(stream_t stream, const void* ptr, std::size_t bytes) {
+  const std::lock_guard lock(state_->mutex_);
+  const std::uint32_t index = state_->streams_.find_stream(stream);
+  if (index == sim::no_stream) throw error("sim_driver::use: unknown or destroyed stream");
+  if (state_->streams_[index].capture != capture_status::none) {
+    throw error("sim_driver::use: the stream is capturing; the sim does not model captured kernels (Note [Sim hazard "
+                "checker])");
+  }
+  const auto addr = reinterpret_cast<std::uintptr_t>(ptr);
+  if (bytes == 0 || state_->device_of_range(addr, bytes) < 0) {
+    throw error("sim_driver::use: " + sim::range_text(addr, bytes) +
+                " is not device memory of this sim (malloc'd, a pool's, or mapped VMM pages), or is empty");
+  }
+  const std::uint64_t item = state_->streams_.submit(index);
+  return state_->hazards_.use(state_->streams_.records(), index, item, addr, bytes);
+}
+
+void sim_driver::wait_for(stream_t waiter, stream_t on) {
+  const std::lock_guard lock(state_->mutex_);
+  const std::uint32_t index = state_->streams_.find_stream(waiter);
+  const std::uint32_t other = state_->streams_.find_stream(on);
+  if (index == sim::no_stream || other == sim::no_stream) {
+    throw error("sim_driver::wait_for: unknown or destroyed stream");
+  }
+  state_->streams_.wait(index, other, state_->streams_[other].submitted);
+}
+
+std::uint64_t sim_driver::hazard_violations() const {
+  const std::lock_guard lock(state_->mutex_);
+  return state_->hazards_.violations();
+}
+
+std::vector<std::string> sim_driver::hazard_reports() const {
+  const std::lock_guard lock(state_->mutex_);
+  return state_->hazards_.descriptions();
+}
+
+void sim_driver::clear_hazard_violations() {
+  const std::lock_guard lock(state_->mutex_);
+  state_->hazards_.clear_violations();
+}
+
+}  // namespace streampool
