@@ -95,9 +95,9 @@ void expandable_segments::fall_back_to_normal_segments(const std::string& reason
 
 // --- growth -----------------------------------------------------------------------------------------
 
-block* expandable_segments::grow(stream_arena& a, std::size_t rounded, bool small) {
-  if (a.order() != nullptr) reclaim_pages(a, rounded, small);  // Note [Moving free pages]
-  block* c = a.find_growable(small, rounded);
+block* expandable_segments::grow(stream_arena& a, std::size_t rounded, bool small, bool fresh) {
+  if (a.order() != nullptr && !fresh) reclaim_pages(a, rounded, small);  // Note [Moving free pages]
+  block* c = fresh ? nullptr : a.find_growable(small, rounded);
   if (c == nullptr) c = reserve_segment(a, small, rounded);
   if (c == nullptr) return nullptr;
   if (!c->mapped) c = map_pages(a, c, std::min(c->size, rounded));

@@ -122,7 +122,9 @@ class expandable_segments {
   /// block of >= `rounded` bytes in no list, nullptr when out of memory — or when vmm_reserve
   /// said not_supported just now, after which enabled() is false. The caller checked the cap.
   /// @throws cuda_error on other driver errors (Note [Leftover pages] for what is kept)
-  [[nodiscard]] block* grow(stream_arena& a, std::size_t rounded, bool small);
+  /// `fresh`: in a new reservation, next to no free block (Note [Growth next to another stream's
+  /// free block] in page_moves.cpp).
+  [[nodiscard]] block* grow(stream_arena& a, std::size_t rounded, bool small, bool fresh = false);
   /// Gives back every wholly free page of the arena's expandable segments (release_cached) and
   /// frees reservations left with nothing mapped. @throws cuda_error (the page stays mapped)
   void unmap_free_pages(stream_arena& a);

@@ -49,14 +49,14 @@ std::size_t segment_source::allowed_bytes() {
 
 // --- growth -----------------------------------------------------------------------------------------
 
-block* segment_source::grow(stream_arena& a, std::size_t rounded, bool small) {
+block* segment_source::grow(stream_arena& a, std::size_t rounded, bool small, bool fresh) {
   const std::size_t alloc_size = device_->policy->allocation_size(rounded);
   const bool expandable = expandable_.enabled();  // probes the device at first use
   // The cap is checked against what we hold, without asking the driver (docs/pytorch-compatibility.md §2.3 alloc_block);
   // for expandable growth with get_allocation_size too, whatever gets mapped in the end (§2.13).
   if (fraction() < 1.0 && counters_.reserved() + alloc_size > allowed_bytes()) return nullptr;
   if (expandable) {
-    block* b = expandable_.grow(a, rounded, small);
+    block* b = expandable_.grow(a, rounded, small, fresh);
     if (b != nullptr || expandable_.enabled()) return b;  // else vmm_reserve said not_supported just now
   }
   return new_segment(a, alloc_size, small);

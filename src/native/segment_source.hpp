@@ -30,7 +30,7 @@ class segment_source {
   /// New memory for a request (the alloc_block step of docs/pytorch-compatibility.md §2.3): a block of >= `rounded` bytes
   /// of arena `a`, in no list, from expandable growth or a new segment; nullptr when out of memory
   /// or over the fraction cap. @throws cuda_error on other driver errors
-  [[nodiscard]] block* grow(stream_arena& a, std::size_t rounded, bool small);
+  [[nodiscard]] block* grow(stream_arena& a, std::size_t rounded, bool small, bool fresh = false);
   /// Gives free block `b` of `a`, a whole malloc'd segment, back to the driver.
   /// @throws cuda_error when the driver refuses (nothing changed then)
   void release(stream_arena& a, block* b);

@@ -115,6 +115,11 @@ class stream_arena {
   void detach_expandable(segment* seg) noexcept;
   /// Takes a free block out of the free list, to hand it out with allocate_block.
   void take_free(block* b) noexcept { remove_free(b); }
+  /// A shared arena's growth `b` (in no list) may include free memory another stream used last
+  /// (Note [Growth next to another stream's free block]): orders `stream` after it. False (and
+  /// `b` back in the free list) when that needs events during a capture. @throws cuda_error
+  /// (`b` back in the free list)
+  [[nodiscard]] bool order_growth(block* b, stream_t stream);
 
   // --- reading ------------------------------------------------------------------------------
   [[nodiscard]] const small_free_list& small_blocks() const noexcept { return small_; }

@@ -222,6 +222,42 @@ TEST(CrossStream, FreePagesMoveInsteadOfRaisingReserved) {
   EXPECT_EQ(env.stats().reserved_bytes[all].current, 0);
 }
 
+TEST(CrossStream, GrowthNextToAnotherStreamsFreeBytesIsOrdered) {
+  native_env env(policy_expandable, lazy());
+  const stream_t a = env.new_stream();
+  const stream_t b = env.new_stream();
+  void* x = env.alloc->allocate(3 * MiB, a);  // two 2 MiB pages: x, then 1 MiB free
+  void* y = env.alloc->allocate(1 * MiB, a);  // the last MiB
+  ASSERT_EQ(addr(y), addr(x) + 3 * MiB);
+  env.alloc->deallocate(y);  // a free MiB at the end of the mapped range, last used on a
+  env.sim->reset_counters();
+  void* z = env.alloc->allocate(2 * MiB, b);  // no fit: the growth starts at y's free MiB
+  EXPECT_EQ(z, y) << "the growable run begins with the free block before the unmapped range";
+  EXPECT_EQ(env.calls(driver_call::stream_wait_event), 1u) << "b waits for a: y's bytes are in z";
+  EXPECT_EQ(env.stats().num_cross_stream_reuses, 1);
+  env.alloc->deallocate(z);
+  env.alloc->deallocate(x);
+}
+
+TEST(CrossStream, DuringACaptureSuchAGrowthTakesAFreshReservation) {
+  native_env env(policy_expandable, lazy());
+  const stream_t a = env.new_stream();
+  const stream_t b = env.new_stream();
+  void* x = env.alloc->allocate(3 * MiB, a);
+  void* y = env.alloc->allocate(1 * MiB, a);
+  env.alloc->deallocate(y);
+  env.alloc->begin_allocate_to_pool(mempool_id{1, 0}, [a](stream_t s) { return s == a; }, 0);
+  env.sim->reset_counters();
+  void* z = env.alloc->allocate(2 * MiB, b);  // b is not captured: the shared arena
+  EXPECT_NE(z, y) << "no event may be recorded during the capture, so not next to y";
+  EXPECT_EQ(env.calls(driver_call::event_record) + env.calls(driver_call::stream_wait_event), 0u);
+  EXPECT_EQ(env.calls(driver_call::vmm_reserve), 1u) << "a fresh reservation";
+  env.alloc->end_allocate_to_pool(mempool_id{1, 0}, 0);
+  env.alloc->release_pool(mempool_id{1, 0}, 0);
+  env.alloc->deallocate(z);
+  env.alloc->deallocate(x);
+}
+
 TEST(CrossStream, TraceAndSnapshotNameEachBlocksStream) {
   native_env env(policy, lazy());
   env.alloc->record_history(true, 100);
