@@ -31,6 +31,8 @@ std::vector<column> replay_columns() {
           {"seconds", "time", col_kind::seconds},
           {"replayed", "replayed", col_kind::count, false},
           {"skipped_frees", "skipped frees", col_kind::count, false},
+          {"cross_stream_reuses", "x-stream reuses", col_kind::count, false},
+          {"cross_stream_waits", "x-stream waits", col_kind::count, false},
           {"leak_check", "leak check", col_kind::text},
           {"error", "error", col_kind::text},
           estimate_column()};
@@ -39,11 +41,14 @@ std::vector<column> replay_columns() {
 std::vector<cell> replay_row(const std::string& backend, const std::string& config, const replay_outcome& o,
                              double seconds) {
   const replay_result& r = o.result;
-  if (!o.error.empty()) return {backend, config, {}, {}, {}, {}, {}, {}, {}, {}, o.leak, o.error, estimate_cell(false)};
+  if (!o.error.empty()) {
+    return {backend, config, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, o.leak, o.error, estimate_cell(false)};
+  }
   const double ratio = r.peak_allocated > 0 ? static_cast<double>(r.peak_reserved) / static_cast<double>(r.peak_allocated) : 0.0;
   return {backend, config, static_cast<std::int64_t>(r.peak_requested), static_cast<std::int64_t>(r.peak_allocated),
           static_cast<std::int64_t>(r.peak_reserved), ratio, r.device_mallocs, seconds,
-          static_cast<std::int64_t>(r.replayed), static_cast<std::int64_t>(r.skipped_frees), o.leak, o.error,
+          static_cast<std::int64_t>(r.replayed), static_cast<std::int64_t>(r.skipped_frees), r.cross_stream_reuses,
+          r.cross_stream_waits, o.leak, o.error,
           estimate_cell(o.estimate)};
 }
 
@@ -155,8 +160,8 @@ int cmd_replay(const args_t& args) {
     t.rows.push_back({std::string("pytorch (recorded)"), std::string("as recorded"),
                       static_cast<std::int64_t>(recorded.peak_requested), cell(),
                       static_cast<std::int64_t>(recorded.recorded_segment_bytes), cell(),
-                      static_cast<std::int64_t>(recorded.recorded_segment_events), cell(), cell(), cell(),
-                      std::string("-"), std::string()});
+                      static_cast<std::int64_t>(recorded.recorded_segment_events), cell(), cell(), cell(), cell(),
+                      cell(), std::string("-"), std::string()});
     out.meta.emplace_back("recorded_segment_bytes", static_cast<std::int64_t>(recorded.recorded_segment_bytes));
     out.notes.push_back("trace: " + trace_path + ", " + std::to_string(events.size()) + " events; PyTorch reserved " +
                         mib_text(static_cast<double>(recorded.recorded_segment_bytes)) + " MiB in " +

@@ -146,7 +146,8 @@ replay_result replay_with(allocator& alloc, const std::vector<trace_event>& even
   std::unordered_map<std::uint64_t, void*> deferred;       // real driver: address -> pointer
   std::size_t requested = 0;
   alloc.reset_peak_stats(device);
-  const std::int64_t mallocs_before = alloc.stats(device).num_device_alloc;
+  const memory_stats before = alloc.stats(device);
+  const std::int64_t mallocs_before = before.num_device_alloc;
   const auto start = std::chrono::steady_clock::now();
 
   for (std::size_t i = 0; i < events.size(); ++i) {
@@ -208,6 +209,8 @@ replay_result replay_with(allocator& alloc, const std::vector<trace_event>& even
   result.peak_allocated = static_cast<std::size_t>(stats.allocated_bytes[0].peak);
   result.peak_reserved = static_cast<std::size_t>(stats.reserved_bytes[0].peak);
   result.device_mallocs = stats.num_device_alloc - mallocs_before;
+  result.cross_stream_reuses = stats.num_cross_stream_reuses - before.num_cross_stream_reuses;
+  result.cross_stream_waits = stats.num_cross_stream_waits - before.num_cross_stream_waits;
 
   for (const auto& [address, block] : live) alloc.deallocate(block.ptr);
   for (const auto& [address, ptr] : deferred) alloc.deallocate(ptr);
