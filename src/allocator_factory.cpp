@@ -15,7 +15,7 @@ std::unique_ptr<allocator> make_backend(allocator_config config, std::shared_ptr
     case backend_kind::native:
       return detail::make_native_allocator(std::move(config), std::move(drv));
     case backend_kind::cuda_malloc_async:
-      return detail::make_async_allocator(std::move(config), std::move(drv));
+      return async::make_async_allocator(std::move(config), std::move(drv));
   }
   throw error("make_allocator: unknown backend");
 }

@@ -1,6 +1,6 @@
 // async_env_selection_test.cpp — the cudaMallocAsync backend chosen from the environment:
 // STREAMPOOL_ALLOC_CONF, or with it unset PYTORCH_CUDA_ALLOC_CONF / PYTORCH_ALLOC_CONF, through
-// config_from_env() and detail::make_async_allocator (the make_allocator() path, which also needs
+// config_from_env() and async::make_async_allocator (the make_allocator() path, which also needs
 // the native backend, is covered by tests/contract/backend_selection_test.cpp), plus the warning
 // for keys only the native backend reads (docs/pytorch-compatibility.md §1.3).
 #include <array>
@@ -16,7 +16,7 @@ namespace {
 
 
 std::unique_ptr<allocator> from_env() {
-  return detail::make_async_allocator(config_from_env(), std::make_shared<sim_driver>());
+  return async::make_async_allocator(config_from_env(), std::make_shared<sim_driver>());
 }
 
 TEST(async_env_selection, streampool_variable) {
@@ -57,7 +57,7 @@ TEST(async_env_selection, env_settings_reach_the_backend) {
   ::setenv("STREAMPOOL_ALLOC_CONF", "backend:cudaMallocAsync,async_pool:dedicated,per_process_memory_fraction:0.25",
            1);
   auto sim = std::make_shared<sim_driver>();
-  const std::unique_ptr<allocator> alloc = detail::make_async_allocator(config_from_env(), sim);
+  const std::unique_ptr<allocator> alloc = async::make_async_allocator(config_from_env(), sim);
   alloc->deallocate(alloc->allocate(100));
   EXPECT_EQ(sim->calls(driver_call::pool_create), 1u);
   EXPECT_DOUBLE_EQ(alloc->memory_fraction(0), 0.25);

@@ -128,7 +128,7 @@ TEST(async_record_stream_devices, stream_of_another_device_is_waited_for_by_the_
   options.device_count = 2;
   options.eager_completion = false;
   auto sim = std::make_shared<sim_driver>(options);
-  const std::unique_ptr<allocator> alloc = detail::make_async_allocator(parse_config("backend:cudaMallocAsync"), sim);
+  const std::unique_ptr<allocator> alloc = async::make_async_allocator(parse_config("backend:cudaMallocAsync"), sim);
   stream_t other_device_stream = nullptr;
   ASSERT_TRUE(sim->stream_create(1, &other_device_stream).ok());
   void* p = alloc->allocate(mib, nullptr, 0);
