@@ -11,8 +11,8 @@
 namespace streampool::testing {
 namespace {
 
-using detail::padded_size;
-using detail::poison_byte;
+using check_impl::padded_size;
+using check_impl::poison_byte;
 
 using checking_edges = checking_test;
 
