@@ -15,11 +15,11 @@
 #include <string>
 #include <vector>
 
-#include "config/config_detail.hpp"
+#include "config/config_impl.hpp"
 #include "streampool/config.hpp"
 #include "streampool/errors.hpp"
 
-namespace streampool::config_detail {
+namespace streampool::config_impl {
 namespace {
 
 namespace fs = std::filesystem;
@@ -215,4 +215,4 @@ TEST(KeyTable, ASecondBackendKeyMustNameTheSameBackend) {
 }
 
 }  // namespace
-}  // namespace streampool::config_detail
+}  // namespace streampool::config_impl
