@@ -6,7 +6,7 @@
 
 #include "driver/cuda_scopes.hpp"
 
-namespace streampool::detail {
+namespace streampool::driver_impl {
 namespace {
 
 cudaStreamCaptureMode native_mode(capture_mode mode) noexcept {
@@ -74,4 +74,4 @@ drv_result cuda_driver::thread_exchange_capture_mode(capture_mode* mode) noexcep
   return runtime_result(error);
 }
 
-}  // namespace streampool::detail
+}  // namespace streampool::driver_impl
