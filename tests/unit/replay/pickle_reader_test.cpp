@@ -10,7 +10,7 @@
 #include "replay/pickle_reader.hpp"
 #include "streampool/errors.hpp"
 
-namespace streampool::replay_detail {
+namespace streampool::replay_impl {
 namespace {
 
 std::string bytes(std::initializer_list<int> values) {
@@ -209,4 +209,4 @@ TEST(PickleReader, StreamedItemsAreHandedOverInOrder) {
 }
 
 }  // namespace
-}  // namespace streampool::replay_detail
+}  // namespace streampool::replay_impl

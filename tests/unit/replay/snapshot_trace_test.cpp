@@ -182,18 +182,18 @@ TEST(SnapshotTrace, MemoryFollowsEventsNotFrames) {
   }
   p += "ee";
   p += "u.";
-  const auto in = replay_detail::memory_source(p);
+  const auto in = replay_impl::memory_source(p);
   std::size_t seen = 0;
-  const replay_detail::pickle_document doc = replay_detail::parse_pickle(
-      *in, "big", [](const replay_detail::value_place& place) -> replay_detail::value_role {
-        using replay_detail::value_policy;
-        if (place.parent_tag == replay_detail::value_place::root_tag) return {value_policy::keep, 1};
+  const replay_impl::pickle_document doc = replay_impl::parse_pickle(
+      *in, "big", [](const replay_impl::value_place& place) -> replay_impl::value_role {
+        using replay_impl::value_policy;
+        if (place.parent_tag == replay_impl::value_place::root_tag) return {value_policy::keep, 1};
         if (place.parent_tag == 1) return {place.key == "device_traces" ? value_policy::keep : value_policy::skip, 2};
         if (place.parent_tag == 2) return {value_policy::stream, 3};
         if (place.parent_tag == 3) return {value_policy::keep, 4};
         return {place.key == "frames" ? value_policy::skip : value_policy::keep, 5};
       },
-      [&seen](const replay_detail::pickle_document&, int, std::size_t, const replay_detail::pickle_value&) { ++seen; });
+      [&seen](const replay_impl::pickle_document&, int, std::size_t, const replay_impl::pickle_value&) { ++seen; });
   EXPECT_EQ(seen, static_cast<std::size_t>(events));
   EXPECT_LE(doc.containers_in_use(), 8u);
   EXPECT_LE(doc.strings_kept(), 16u);  // keys and actions; the long file names were skipped
