@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-#include "fuzz/fuzz_support.hpp"
+#include "fuzz/fuzz_test_support.hpp"
 #include "replay/pickle_reader.hpp"
 #include "streampool/errors.hpp"
 #include "streampool/replay.hpp"

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "support/backend_fixture.hpp"
-#include "unit/pool_model/pool_probe_support.hpp"
+#include "unit/pool_model/pool_probe_test_support.hpp"
 
 namespace streampool::testing {
 namespace {

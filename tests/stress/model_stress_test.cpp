@@ -46,7 +46,7 @@
 #include <string>
 #include <vector>
 
-#include "stress/stress_support.hpp"
+#include "stress/stress_test_support.hpp"
 
 namespace streampool::stress {
 namespace {

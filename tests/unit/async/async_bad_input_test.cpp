@@ -1,7 +1,7 @@
 // async_bad_input_test.cpp — bad input to the cudaMallocAsync backend gets a clear streampool::error
 // and leaves the state unchanged (statistics identical before and after), and the allocator keeps
 // working: double free, unknown and interior pointers, record_stream of them, size 0, bad devices.
-#include "async_fixture.hpp"
+#include "async_test_support.hpp"
 
 namespace streampool::testing {
 namespace {

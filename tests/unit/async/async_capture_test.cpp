@@ -2,7 +2,7 @@
 // cudaMallocAsync backend], Note [Deferred frees during capture]): routing by filter, deferred
 // frees of uncaptured memory, immediate frees of captured memory, several captures at once, no
 // event query or synchronisation during capture, and the errors of the pool calls.
-#include "async_fixture.hpp"
+#include "async_test_support.hpp"
 
 namespace streampool::testing {
 namespace {

@@ -7,7 +7,7 @@
 #include <random>
 #include <thread>
 
-#include "async_fixture.hpp"
+#include "async_test_support.hpp"
 #include "support/test_seed.hpp"
 
 namespace streampool::testing {

@@ -8,7 +8,7 @@
 #include <optional>
 #include <string>
 
-#include "async_fixture.hpp"
+#include "async_test_support.hpp"
 #include "support/env_guard.hpp"
 
 namespace streampool::testing {

@@ -6,7 +6,7 @@
 #include <array>
 #include <utility>
 
-#include "async_fixture.hpp"
+#include "async_test_support.hpp"
 
 namespace streampool::testing {
 namespace {

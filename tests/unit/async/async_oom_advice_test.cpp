@@ -8,7 +8,7 @@
 #include <functional>
 #include <string>
 
-#include "async_fixture.hpp"
+#include "async_test_support.hpp"
 #include "core/oom_message.hpp"
 
 namespace streampool::testing {

@@ -4,7 +4,7 @@
 #include <functional>
 #include <string>
 
-#include "async_fixture.hpp"
+#include "async_test_support.hpp"
 
 namespace streampool::testing {
 namespace {

@@ -3,7 +3,7 @@
 // devices without pools or machines without devices, and empty_cache = synchronise + trim.
 #include <limits>
 
-#include "async_fixture.hpp"
+#include "async_test_support.hpp"
 
 namespace streampool::testing {
 namespace {

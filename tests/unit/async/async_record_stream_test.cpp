@@ -2,7 +2,7 @@
 // by stream wait]): the free is ordered on the device after the recorded streams' work, with
 // pooled events and no host synchronisation or event query. Runs the sim in non-eager mode, where
 // work completes only when the test says so.
-#include "async_fixture.hpp"
+#include "async_test_support.hpp"
 
 namespace streampool::testing {
 namespace {

@@ -3,7 +3,7 @@
 // snapshot; ring buffer) of the cudaMallocAsync backend.
 #include <algorithm>
 
-#include "async_fixture.hpp"
+#include "async_test_support.hpp"
 
 namespace streampool::testing {
 namespace {

@@ -1,7 +1,7 @@
 // async_stats_test.cpp — exact statistics of the cudaMallocAsync backend (Note [Statistics of the
 // cudaMallocAsync backend]): counts and footprints from its own accounting, small/large split by
 // requested size, reserved bytes from the pool, peaks and both resets.
-#include "async_fixture.hpp"
+#include "async_test_support.hpp"
 
 namespace streampool::testing {
 namespace {

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "driver_contract.hpp"
+#include "driver_contract_test_support.hpp"
 #include "streampool/sim_driver.hpp"
 
 namespace streampool::testing {

@@ -8,7 +8,7 @@
 #include <memory>
 #include <string>
 
-#include "driver_contract.hpp"
+#include "driver_contract_test_support.hpp"
 #include "streampool/sim_driver.hpp"
 
 namespace streampool::testing {

@@ -3,7 +3,7 @@
 // streams, frees, completions, empty_cache), one failure (out of memory, or another error) is
 // injected. Errors may surface, but the reuse rule must hold (host_model), the allocator must
 // keep working, and nothing may stay pinned once it is destroyed.
-#include "host_model.hpp"
+#include "host_model_test_support.hpp"
 
 namespace streampool::test {
 namespace {

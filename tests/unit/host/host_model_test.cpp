@@ -5,7 +5,7 @@
 // The seed is printed; STREAMPOOL_TEST_SEED replays a run.
 #include <random>
 
-#include "host_model.hpp"
+#include "host_model_test_support.hpp"
 #include "support/test_seed.hpp"
 
 namespace streampool::test {

@@ -2,7 +2,7 @@
 // oversize rules, merging on free (§2.8) and the exact statistics of §2.14.
 #include <gtest/gtest.h>
 
-#include "unit/native/native_test_util.hpp"
+#include "unit/native/native_test_support.hpp"
 
 namespace streampool::test {
 namespace {

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "support/warnings_scope.hpp"
-#include "unit/native/native_test_util.hpp"
+#include "unit/native/native_test_support.hpp"
 
 namespace streampool::test {
 namespace {

@@ -4,7 +4,7 @@
 // snapshot's one-segment-per-mapped-range, and no driver call on a cache hit.
 #include <gtest/gtest.h>
 
-#include "unit/native/expandable_test_util.hpp"
+#include "unit/native/expandable_test_support.hpp"
 
 namespace streampool::test {
 namespace {

@@ -7,7 +7,7 @@
 
 #include <string>
 
-#include "unit/native/expandable_test_util.hpp"
+#include "unit/native/expandable_test_support.hpp"
 
 namespace streampool::test {
 namespace {

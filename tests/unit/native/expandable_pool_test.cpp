@@ -4,7 +4,7 @@
 // arenas are recycled; running out of memory during a capture releases nothing.
 #include <gtest/gtest.h>
 
-#include "unit/native/expandable_test_util.hpp"
+#include "unit/native/expandable_test_support.hpp"
 
 namespace streampool::test {
 namespace {

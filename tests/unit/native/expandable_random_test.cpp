@@ -14,7 +14,7 @@
 #include <thread>
 
 #include "native/free_list.hpp"
-#include "unit/native/expandable_test_util.hpp"
+#include "unit/native/expandable_test_support.hpp"
 #include "support/test_seed.hpp"
 
 namespace streampool::test {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "streampool/replay.hpp"
-#include "unit/native/expandable_test_util.hpp"
+#include "unit/native/expandable_test_support.hpp"
 
 namespace streampool::test {
 namespace {

@@ -4,7 +4,7 @@
 // are neither reused nor unmapped before their events complete.
 #include <gtest/gtest.h>
 
-#include "unit/native/expandable_test_util.hpp"
+#include "unit/native/expandable_test_support.hpp"
 
 namespace streampool::test {
 namespace {

@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <new>
 
-#include "unit/native/native_test_util.hpp"
+#include "unit/native/native_test_support.hpp"
 
 namespace {
 std::atomic<bool> counting{false};

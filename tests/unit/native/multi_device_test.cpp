@@ -2,7 +2,7 @@
 // statistics, fraction and empty_cache over every device.
 #include <gtest/gtest.h>
 
-#include "unit/native/native_test_util.hpp"
+#include "unit/native/native_test_support.hpp"
 
 namespace streampool::test {
 namespace {

@@ -7,7 +7,7 @@
 #include <set>
 #include <thread>
 
-#include "unit/native/native_test_util.hpp"
+#include "unit/native/native_test_support.hpp"
 
 namespace streampool::test {
 namespace {

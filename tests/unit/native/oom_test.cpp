@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <string>
 
-#include "unit/native/native_test_util.hpp"
+#include "unit/native/native_test_support.hpp"
 
 namespace streampool::test {
 namespace {

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "streampool/replay.hpp"
-#include "unit/native/native_test_util.hpp"
+#include "unit/native/native_test_support.hpp"
 
 namespace streampool::test {
 namespace {

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "native/size_rounding.hpp"
-#include "unit/native/native_test_util.hpp"
+#include "unit/native/native_test_support.hpp"
 
 namespace streampool::test {
 namespace {

@@ -4,7 +4,7 @@
 
 #include <random>
 
-#include "unit/native/native_test_util.hpp"
+#include "unit/native/native_test_support.hpp"
 #include "support/test_seed.hpp"
 
 namespace streampool::test {

@@ -3,7 +3,7 @@
 // when nothing is pending.
 #include <gtest/gtest.h>
 
-#include "unit/native/native_test_util.hpp"
+#include "unit/native/native_test_support.hpp"
 
 namespace streampool::test {
 namespace {

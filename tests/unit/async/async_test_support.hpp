@@ -1,4 +1,4 @@
-// async_fixture.hpp — shared set-up of the cudaMallocAsync backend's unit tests: a sim_driver, an
+// async_test_support.hpp — shared set-up of the cudaMallocAsync backend's unit tests: a sim_driver, an
 // allocator built with async::make_async_allocator from a config string, and small helpers
 // (streams, the device's pool handle, pool attributes, stats as a flat map, the text of an expected
 // out_of_memory).
