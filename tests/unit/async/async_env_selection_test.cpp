@@ -19,7 +19,7 @@ std::unique_ptr<allocator> from_env() {
   return async::make_async_allocator(config_from_env(), std::make_shared<sim_driver>());
 }
 
-TEST(async_env_selection, streampool_variable) {
+TEST(async_env_selection, StreampoolVariable) {
   env_guard guard;
   ::setenv("STREAMPOOL_ALLOC_CONF", "backend:cudaMallocAsync", 1);
   const allocator_config config = config_from_env();
@@ -30,7 +30,7 @@ TEST(async_env_selection, streampool_variable) {
   alloc->deallocate(alloc->allocate(100));  // and it works
 }
 
-TEST(async_env_selection, pytorch_cuda_variable_when_ours_is_unset) {
+TEST(async_env_selection, PyTorchCudaVariableWhenOursIsUnset) {
   env_guard guard;
   ::setenv("PYTORCH_CUDA_ALLOC_CONF", "backend:cudaMallocAsync", 1);
   const allocator_config config = config_from_env();
@@ -39,20 +39,20 @@ TEST(async_env_selection, pytorch_cuda_variable_when_ours_is_unset) {
   EXPECT_EQ(from_env()->backend_name(), "cudaMallocAsync");
 }
 
-TEST(async_env_selection, pytorch_alloc_variable_last) {
+TEST(async_env_selection, PyTorchAllocVariableLast) {
   env_guard guard;
   ::setenv("PYTORCH_ALLOC_CONF", "backend:cudaMallocAsync", 1);
   EXPECT_EQ(from_env()->backend_name(), "cudaMallocAsync");
 }
 
-TEST(async_env_selection, ours_takes_precedence) {
+TEST(async_env_selection, OursTakesPrecedence) {
   env_guard guard;
   ::setenv("STREAMPOOL_ALLOC_CONF", "backend:native", 1);
   ::setenv("PYTORCH_CUDA_ALLOC_CONF", "backend:cudaMallocAsync", 1);
   EXPECT_EQ(config_from_env().backend, backend_kind::native);
 }
 
-TEST(async_env_selection, env_settings_reach_the_backend) {
+TEST(async_env_selection, EnvSettingsReachTheBackend) {
   env_guard guard;
   ::setenv("STREAMPOOL_ALLOC_CONF", "backend:cudaMallocAsync,async_pool:dedicated,per_process_memory_fraction:0.25",
            1);
@@ -63,7 +63,7 @@ TEST(async_env_selection, env_settings_reach_the_backend) {
   EXPECT_DOUBLE_EQ(alloc->memory_fraction(0), 0.25);
 }
 
-TEST(async_env_selection, native_only_keys_are_warned_about) {
+TEST(async_env_selection, NativeOnlyKeysAreWarnedAbout) {
   const allocator_config config =
       parse_config("backend:cudaMallocAsync,max_split_size_mb:100,roundup_power2_divisions:4");
   ASSERT_FALSE(config.warnings.empty());

@@ -18,7 +18,7 @@ namespace {
 
 void* address(std::uint64_t granule) { return reinterpret_cast<void*>(std::uintptr_t{1} << 40 | granule << 9); }
 
-TEST(async_pointer_map, matches_a_model_under_random_churn) {
+TEST(async_pointer_map, MatchesAModelUnderRandomChurn) {
   const std::uint64_t seed = test_seed();
   std::mt19937_64 rng(seed);
   async::pointer_map map;
@@ -65,7 +65,7 @@ TEST(async_pointer_map, matches_a_model_under_random_churn) {
   EXPECT_FALSE(map.contains(address(1)));
 }
 
-TEST(async_pointer_map, lookups_by_interior_address_and_by_device) {
+TEST(async_pointer_map, LookupsByInteriorAddressAndByDevice) {
   async::pointer_map map;
   for (std::uint64_t i = 1; i <= 1000; ++i) {  // far past a shard table's first 16 slots
     async::allocation_record record;
