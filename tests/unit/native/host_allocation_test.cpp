@@ -30,7 +30,7 @@ void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 namespace streampool::test {
 namespace {
 
-TEST(HostAllocation, SteadyStateHotPathAllocatesNothing) {
+TEST(host_allocation, SteadyStateHotPathAllocatesNothing) {
   native_env env;
   const stream_t s1 = env.new_stream();
   const stream_t s2 = env.new_stream();
