@@ -15,7 +15,7 @@ std::unique_ptr<allocator> make_backend(allocator_config config, std::shared_ptr
     case backend_kind::native:
       return detail::make_native_allocator(std::move(config), std::move(drv));
     case backend_kind::cuda_malloc_async:
-      return detail::make_async_allocator(std::move(config), std::move(drv));
+      return async::make_async_allocator(std::move(config), std::move(drv));
   }
   throw error("make_allocator: unknown backend");
 }
@@ -27,7 +27,7 @@ std::unique_ptr<allocator> make_allocator(allocator_config config, std::shared_p
   for (const std::string& warning : config.warnings) warn(warning);
   if (config.debug_checks) {  // checking mode wraps either backend (src/check)
     std::unique_ptr<allocator> inner = make_backend(config, drv);
-    return detail::make_checking_allocator(std::move(inner), std::move(config), std::move(drv));
+    return check_impl::make_checking_allocator(std::move(inner), std::move(config), std::move(drv));
   }
   return make_backend(std::move(config), std::move(drv));
 }

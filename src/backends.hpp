@@ -10,8 +10,13 @@ namespace streampool::detail {
 /// The caching backend (src/native). @throws error when the config cannot run on `drv`.
 [[nodiscard]] std::unique_ptr<allocator> make_native_allocator(allocator_config config,
                                                                std::shared_ptr<driver> drv);
+
+}  // namespace streampool::detail
+
+namespace streampool::async {
+
 /// The stream-ordered pool backend (src/async). @throws error when the device lacks memory pools.
 [[nodiscard]] std::unique_ptr<allocator> make_async_allocator(allocator_config config,
                                                               std::shared_ptr<driver> drv);
 
-}  // namespace streampool::detail
+}  // namespace streampool::async

@@ -12,7 +12,7 @@
 namespace streampool::bench {
 namespace {
 
-TEST(CubPeer, BinsCacheAndCountsOnARealGpu) {
+TEST(cub_peer, BinsCacheAndCountsOnARealGpu) {
   ASSERT_TRUE(cub_peer_built()) << "CUB's header was not found at build time";
   std::shared_ptr<driver> cuda = make_cuda_driver();
   int count = 0;

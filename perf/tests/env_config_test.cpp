@@ -11,7 +11,7 @@
 namespace streampool::bench {
 namespace {
 
-class EnvConfig : public ::testing::Test {
+class env_config : public ::testing::Test {
  protected:
   void SetUp() override {
     const char* old = std::getenv("STREAMPOOL_ALLOC_CONF");
@@ -26,7 +26,7 @@ class EnvConfig : public ::testing::Test {
   std::string old_;
 };
 
-TEST_F(EnvConfig, AppliesToUnconfiguredStreampoolBackendsOnly) {
+TEST_F(env_config, AppliesToUnconfiguredStreampoolBackendsOnly) {
   ::setenv("STREAMPOOL_ALLOC_CONF", "expandable_segments:True", 1);
   std::vector<backend_spec> specs = parse_backend_list("native,native=max_split_size_mb:256,cudaMallocAsync,cuda");
   const std::string note = apply_env_config(specs);
@@ -41,7 +41,7 @@ TEST_F(EnvConfig, AppliesToUnconfiguredStreampoolBackendsOnly) {
   EXPECT_TRUE(config_for(specs[0]).expandable_segments);
 }
 
-TEST_F(EnvConfig, BackendKeyPicksTheEntries) {
+TEST_F(env_config, BackendKeyPicksTheEntries) {
   ::setenv("STREAMPOOL_ALLOC_CONF", "backend:cudaMallocAsync", 1);
   std::vector<backend_spec> specs = parse_backend_list("native,cudaMallocAsync");
   const std::string note = apply_env_config(specs);
@@ -50,7 +50,7 @@ TEST_F(EnvConfig, BackendKeyPicksTheEntries) {
   EXPECT_NE(note.find("not to native"), std::string::npos) << note;
 }
 
-TEST_F(EnvConfig, UnsetOrEmptyChangesNothingAndBadIsBadInput) {
+TEST_F(env_config, UnsetOrEmptyChangesNothingAndBadIsBadInput) {
   ::unsetenv("STREAMPOOL_ALLOC_CONF");
   std::vector<backend_spec> specs = parse_backend_list("native");
   EXPECT_EQ(apply_env_config(specs), "");

@@ -15,7 +15,7 @@
 namespace streampool::bench {
 namespace {
 
-TEST(HostPeers, RegistryEntriesAreHostOnlyAndNotDefaults) {
+TEST(host_peers, RegistryEntriesAreHostOnlyAndNotDefaults) {
   for (const char* name : {"pinned", "cudaHostAlloc", "torch-pinned"}) {
     EXPECT_TRUE(is_host_backend(name)) << name;
     EXPECT_EQ(backend_registry().count(name), 1u) << name;
@@ -32,7 +32,7 @@ TEST(HostPeers, RegistryEntriesAreHostOnlyAndNotDefaults) {
   EXPECT_THROW((void)selected_backends("torch-pinned", sim_choice()), usage_error);
 }
 
-TEST(HostPeers, PinnedAndRawPeersAllocateRecordAndFree) {
+TEST(host_peers, PinnedAndRawPeersAllocateRecordAndFree) {
   for (const char* name : {"pinned", "cudaHostAlloc"}) {
     auto sim = std::make_shared<sim_driver>();
     {
@@ -51,7 +51,7 @@ TEST(HostPeers, PinnedAndRawPeersAllocateRecordAndFree) {
   }
 }
 
-TEST(HostPeers, LatencyRunWithCopyLoop) {
+TEST(host_peers, LatencyRunWithCopyLoop) {
   latency_params params;
   params.size = 64 * 1024;
   params.depth = 2;

@@ -15,7 +15,7 @@
 namespace streampool::bench {
 namespace {
 
-TEST(ChildRows, EncodingRoundTrips) {
+TEST(child_rows, EncodingRoundTrips) {
   child_rows rows;
   rows.rows.push_back({cell(), std::string("native"), std::string("a,b 'c'\n\"d\""), std::int64_t{-42}, 0.1});
   rows.rows.push_back({std::string(""), std::int64_t{9007199254740993}, 1e300});
@@ -33,7 +33,7 @@ TEST(ChildRows, EncodingRoundTrips) {
   EXPECT_EQ(back.status, 1);
 }
 
-TEST(ChildRows, TruncatedOrForeignTextIsRefused) {
+TEST(child_rows, TruncatedOrForeignTextIsRefused) {
   child_rows rows;
   rows.rows.push_back({std::string("x")});
   const std::string text = encode_child_rows(rows);
@@ -43,7 +43,7 @@ TEST(ChildRows, TruncatedOrForeignTextIsRefused) {
   EXPECT_THROW((void)decode_child_rows("hello\nX 0\n"), usage_error);
 }
 
-TEST(ChildRows, BackendArgumentKeepsTheConfigInOneEntry) {
+TEST(child_rows, BackendArgumentKeepsTheConfigInOneEntry) {
   EXPECT_EQ(backend_argument("cuda", ""), "cuda");
   EXPECT_EQ(backend_argument("native", "expandable_segments:True,max_split_size_mb:256"),
             "native=expandable_segments:True;max_split_size_mb:256");
@@ -67,7 +67,7 @@ run_result run(const std::string& command) {
 
 std::string bench() { return std::string("'") + STREAMPOOL_BENCH_BINARY + "'"; }
 
-TEST(ChildRows, AReplayRowThatCrashesCostsOnlyItsRow) {
+TEST(child_rows, AReplayRowThatCrashesCostsOnlyItsRow) {
   const std::string trace = std::string(STREAMPOOL_BENCH_TESTDATA) + "/small.trace.csv";
   const run_result r = run("STREAMPOOL_BENCH_TEST_CRASH=cuda " + bench() + " replay --driver sim --trace '" + trace +
                            "' --backends native,cuda,async-raw --format csv --quiet 2>/dev/null");
@@ -82,7 +82,7 @@ TEST(ChildRows, AReplayRowThatCrashesCostsOnlyItsRow) {
   EXPECT_TRUE(std::isdigit(static_cast<unsigned char>(r.output[native + 16]))) << r.output.substr(native, 80);
 }
 
-TEST(ChildRows, ACompareRowThatCrashesCostsOnlyItsRow) {
+TEST(child_rows, ACompareRowThatCrashesCostsOnlyItsRow) {
   const run_result r = run("STREAMPOOL_BENCH_TEST_CRASH=native " + bench() +
                            " compare --driver sim --quick --backends native,cuda --format csv --quiet 2>/dev/null");
   EXPECT_EQ(r.status, 1) << r.output;
@@ -92,7 +92,7 @@ TEST(ChildRows, ACompareRowThatCrashesCostsOnlyItsRow) {
   EXPECT_EQ(r.output.find("crashed", r.output.find("\ncuda,default,")), std::string::npos) << "cuda ran";
 }
 
-TEST(ChildRows, ALatencyBackendThatCrashesCostsOnlyItsRows) {
+TEST(child_rows, ALatencyBackendThatCrashesCostsOnlyItsRows) {
   const run_result r = run("STREAMPOOL_BENCH_TEST_CRASH=cuda " + bench() +
                            " latency --driver sim --backends native,cuda --sizes 512,4KiB --threads 1,2 --iterations 50"
                            " --repeat 1 --format csv --quiet 2>/dev/null");
@@ -112,7 +112,7 @@ TEST(ChildRows, ALatencyBackendThatCrashesCostsOnlyItsRows) {
   EXPECT_LT(r.output.find("\ncuda,default,512B,512,1,"), r.output.find("\nnative,default,512B,512,2,")) << r.output;
 }
 
-TEST(ChildRows, InProcessRunsWithoutChildren) {
+TEST(child_rows, InProcessRunsWithoutChildren) {
   const std::string trace = std::string(STREAMPOOL_BENCH_TESTDATA) + "/small.trace.csv";
   const run_result r = run("STREAMPOOL_BENCH_TEST_CRASH=cuda " + bench() + " replay --driver sim --trace '" + trace +
                            "' --backends native,cuda --in-process --format csv --quiet 2>/dev/null");

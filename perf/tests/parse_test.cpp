@@ -11,7 +11,7 @@
 namespace streampool::bench {
 namespace {
 
-TEST(SizeParse, AcceptsUnitsAndFractions) {
+TEST(size_parse, AcceptsUnitsAndFractions) {
   EXPECT_EQ(parse_size("512"), 512u);
   EXPECT_EQ(parse_size("512B"), 512u);
   EXPECT_EQ(parse_size("4KiB"), 4096u);
@@ -22,7 +22,7 @@ TEST(SizeParse, AcceptsUnitsAndFractions) {
   EXPECT_EQ(parse_size("2gb"), std::size_t{2} << 30);
 }
 
-TEST(SizeParse, RejectsBadText) {
+TEST(size_parse, RejectsBadText) {
   for (const char* bad : {"", "MiB", "12XB", "1.5.5M", "0", "0.3B", "-1", "1e3"}) {
     EXPECT_THROW((void)parse_size(bad), usage_error) << bad;
   }
@@ -35,7 +35,7 @@ TEST(SizeParse, RejectsBadText) {
   }
 }
 
-TEST(SizeParse, Lists) {
+TEST(size_parse, Lists) {
   EXPECT_EQ(parse_size_list("512,1MiB,64MiB"), (std::vector<std::size_t>{512, 1 << 20, 64 << 20}));
   EXPECT_THROW((void)parse_size_list("512,,1M"), usage_error);
   EXPECT_EQ(parse_count_list("1,2,4,8", "--threads", 64), (std::vector<int>{1, 2, 4, 8}));
@@ -44,7 +44,7 @@ TEST(SizeParse, Lists) {
   EXPECT_THROW((void)parse_count_list("65", "--threads", 64), usage_error);
 }
 
-TEST(SizeParse, WholeNumbersInARange) {
+TEST(size_parse, WholeNumbersInARange) {
   EXPECT_EQ(parse_whole("5", "--count", 1, 10), 5);
   for (const char* bad : {"-5", "0", "3000000000", "", "1.5", "5x", "+5", " 5", "99999999999999999999999"}) {
     try {
@@ -56,7 +56,7 @@ TEST(SizeParse, WholeNumbersInARange) {
   }
 }
 
-TEST(SizeParse, BadInputIsQuotedUpTo200Characters) {
+TEST(size_parse, BadInputIsQuotedUpTo200Characters) {
   EXPECT_EQ(quote_input("abc"), "'abc'");
   const std::string huge(100000, '7');
   const std::string quoted = quote_input(huge);
@@ -83,14 +83,14 @@ TEST(SizeParse, BadInputIsQuotedUpTo200Characters) {
   EXPECT_LT(clip_quoted(std::string(100000, 'z')).size(), 1000u) << "an unquoted flood is cut too";
 }
 
-TEST(SizeParse, Labels) {
+TEST(size_parse, Labels) {
   EXPECT_EQ(size_label(512), "512B");
   EXPECT_EQ(size_label(1 << 20), "1MiB");
   EXPECT_EQ(size_label(3 << 19), "1.5MiB");
   EXPECT_EQ(size_label(std::size_t{80} << 30), "80GiB");
 }
 
-TEST(BackendList, NamesAndConfigs) {
+TEST(backend_list, NamesAndConfigs) {
   const auto specs = parse_backend_list("native,cudaMallocAsync,cuda,async-raw");
   ASSERT_EQ(specs.size(), 4u);
   EXPECT_EQ(specs[0].name, "native");
@@ -98,7 +98,7 @@ TEST(BackendList, NamesAndConfigs) {
   EXPECT_EQ(specs[0].config_label(), "default");
 }
 
-TEST(BackendList, ConfigContinuationSemicolonAndBrackets) {
+TEST(backend_list, ConfigContinuationSemicolonAndBrackets) {
   const auto a = parse_backend_list("native=expandable_segments:True,max_split_size_mb:256,cuda");
   const auto b = parse_backend_list("native=expandable_segments:True;max_split_size_mb:256,cuda");
   ASSERT_EQ(a.size(), 2u);
@@ -113,7 +113,7 @@ TEST(BackendList, ConfigContinuationSemicolonAndBrackets) {
   EXPECT_EQ(config_for(c[1]).backend, backend_kind::cuda_malloc_async);
 }
 
-TEST(BackendList, Errors) {
+TEST(backend_list, Errors) {
   EXPECT_THROW((void)parse_backend_list("nativ"), usage_error);
   EXPECT_THROW((void)parse_backend_list("cuda=x:1"), usage_error);     // peers take no config
   EXPECT_THROW((void)parse_backend_list("cub=x:1"), usage_error);
@@ -123,7 +123,7 @@ TEST(BackendList, Errors) {
   EXPECT_THROW((void)parse_backend_list("native,,cuda"), usage_error);
 }
 
-TEST(BackendList, DefaultsOnTheSimLeaveOutTheRealGpuPeers) {
+TEST(backend_list, DefaultsOnTheSimLeaveOutTheRealGpuPeers) {
   const auto specs = default_backends(sim_choice());
   ASSERT_EQ(specs.size(), 4u);
   EXPECT_EQ(specs[0].name, "native");

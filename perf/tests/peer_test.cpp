@@ -15,9 +15,9 @@
 namespace streampool::bench {
 namespace {
 
-class PeerTest : public ::testing::TestWithParam<const char*> {};
+class peer_test : public ::testing::TestWithParam<const char*> {};
 
-TEST_P(PeerTest, StatsAndLeakCheck) {
+TEST_P(peer_test, StatsAndLeakCheck) {
   auto sim = std::make_shared<sim_driver>();
   std::unique_ptr<allocator> alloc = make_backend({GetParam(), ""}, sim);
   void* a = alloc->allocate(1 << 20, nullptr, 0);
@@ -34,7 +34,7 @@ TEST_P(PeerTest, StatsAndLeakCheck) {
   EXPECT_EQ(alloc->stats(0).allocated_bytes[0].peak, (1 << 20) + 4096);
 }
 
-TEST_P(PeerTest, RecordStreamThenFree) {
+TEST_P(peer_test, RecordStreamThenFree) {
   auto sim = std::make_shared<sim_driver>();
   std::unique_ptr<allocator> alloc = make_backend({GetParam(), ""}, sim);
   stream_t s1 = nullptr, s2 = nullptr;
@@ -49,7 +49,7 @@ TEST_P(PeerTest, RecordStreamThenFree) {
   EXPECT_TRUE(sim->stream_destroy(0, s2).ok());
 }
 
-TEST_P(PeerTest, LatencyMeasurement) {
+TEST_P(peer_test, LatencyMeasurement) {
   latency_params params;
   params.size = 4096;
   params.depth = 2;
@@ -64,7 +64,7 @@ TEST_P(PeerTest, LatencyMeasurement) {
   EXPECT_GE(r.iterations, 16);
 }
 
-TEST_P(PeerTest, WorkloadsLeaveNothingAllocated) {
+TEST_P(peer_test, WorkloadsLeaveNothingAllocated) {
   workload_params params;
   params.count = 200;
   params.steps = 3;
@@ -85,19 +85,19 @@ TEST_P(PeerTest, WorkloadsLeaveNothingAllocated) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Peers, PeerTest, ::testing::Values("cuda", "async-raw"),
+INSTANTIATE_TEST_SUITE_P(peers, peer_test, ::testing::Values("cuda", "async-raw"),
                          [](const auto& param_info) { return std::string(param_info.param) == "cuda" ? "cuda" : "async_raw"; });
 
-TEST(Workloads, UnknownNameIsBadInput) {
+TEST(workloads, UnknownNameIsBadInput) {
   EXPECT_THROW((void)find_workload("nope"), usage_error);
   EXPECT_EQ(find_workload("graphloop").name, "graphloop");
 }
 
-class GraphloopTest : public ::testing::TestWithParam<const char*> {};
+class graphloop_test : public ::testing::TestWithParam<const char*> {};
 
 // Capture on the sim succeeds only if nothing illegal was issued during it (Note [Sim capture
 // sequences]), so a clean run also proves the backends' capture paths are capture-safe.
-TEST_P(GraphloopTest, CapturesReplaysAndLeavesNothingAllocated) {
+TEST_P(graphloop_test, CapturesReplaysAndLeavesNothingAllocated) {
   workload_params params;
   params.steps = 7;
   params.count = 6;
@@ -117,14 +117,14 @@ TEST_P(GraphloopTest, CapturesReplaysAndLeavesNothingAllocated) {
   EXPECT_GT(r.device_mallocs, 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, GraphloopTest, ::testing::Values("native", "cudaMallocAsync", "async-raw"),
+INSTANTIATE_TEST_SUITE_P(backends, graphloop_test, ::testing::Values("native", "cudaMallocAsync", "async-raw"),
                          [](const auto& param_info) {
                            std::string name = param_info.param;
                            for (char& c : name) c = c == '-' ? '_' : c;
                            return name;
                          });
 
-TEST(Graphloop, ReplaysMakeNoAllocatorCalls) {
+TEST(graphloop, ReplaysMakeNoAllocatorCalls) {
   // Only the warm-up and the captures allocate: 1 or 50 replays give the same ops and peaks.
   workload_params few, many;
   few.steps = 1;
@@ -144,7 +144,7 @@ TEST(Graphloop, ReplaysMakeNoAllocatorCalls) {
   }
 }
 
-TEST(Graphloop, PeersThatCannotCaptureSayWhy) {
+TEST(graphloop, PeersThatCannotCaptureSayWhy) {
   for (const char* name : {"cuda", "cub", "torch-native", "torch-async"}) {
     EXPECT_NE(graphloop_unsupported_reason(name), "") << name;
   }
@@ -158,7 +158,7 @@ driver_choice gpu_choice() {  // a choice that claims a real device (nothing her
   return choice;
 }
 
-TEST(RealGpuPeers, CubIsRefusedOnTheSim) {
+TEST(real_gpu_peers, CubIsRefusedOnTheSim) {
   try {
     (void)selected_backends("cub", sim_choice());
     FAIL() << "cub accepted on the sim driver";
@@ -170,7 +170,7 @@ TEST(RealGpuPeers, CubIsRefusedOnTheSim) {
   EXPECT_EQ(backend_registry().at("cub").why_not(gpu_choice()), "");  // built here: runs on a GPU
 }
 
-TEST(RealGpuPeers, TorchPeersNeedThePlugin) {
+TEST(real_gpu_peers, TorchPeersNeedThePlugin) {
   set_torch_peer_path("");
   for (const char* name : {"torch-native", "torch-async"}) {
     try {
@@ -182,7 +182,7 @@ TEST(RealGpuPeers, TorchPeersNeedThePlugin) {
   }
 }
 
-TEST(RealGpuPeers, TorchPeersOnePerProcessAndLoadErrors) {
+TEST(real_gpu_peers, TorchPeersOnePerProcessAndLoadErrors) {
   set_torch_peer_path("/nonexistent/libstreampool_torch_peer.so");
   try {
     (void)selected_backends("torch-native,torch-async", gpu_choice());

@@ -27,7 +27,7 @@ report sample_report() {
   return r;
 }
 
-TEST(Report, TableShowsMiBAndHidesColumns) {
+TEST(report, TableShowsMiBAndHidesColumns) {
   const std::string text = render_table(sample_report());
   EXPECT_NE(text.find("peak resv MiB"), std::string::npos) << text;
   EXPECT_NE(text.find("3.0"), std::string::npos) << text;
@@ -36,7 +36,7 @@ TEST(Report, TableShowsMiBAndHidesColumns) {
   EXPECT_NE(text.find("recommended: X"), std::string::npos) << text;
 }
 
-TEST(Report, JsonHasRawValuesAndEscapes) {
+TEST(report, JsonHasRawValuesAndEscapes) {
   const std::string json = render_json(sample_report());
   EXPECT_NE(json.find("\"trace_events\": 42"), std::string::npos) << json;
   EXPECT_NE(json.find("\"peak_reserved_bytes\": 3145728"), std::string::npos) << json;
@@ -46,7 +46,7 @@ TEST(Report, JsonHasRawValuesAndEscapes) {
   EXPECT_NE(json.find("\"x\\ny\""), std::string::npos) << json;
 }
 
-TEST(Report, CsvQuotesAndComments) {
+TEST(report, CsvQuotesAndComments) {
   const std::string csv = render_csv(sample_report());
   EXPECT_NE(csv.find("# tool: streampool-bench\n"), std::string::npos) << csv;
   EXPECT_NE(csv.find("backend,peak_reserved_bytes,hidden,seconds,error\n"), std::string::npos) << csv;
@@ -54,7 +54,7 @@ TEST(Report, CsvQuotesAndComments) {
   EXPECT_NE(csv.find("\"a \"\"b\"\", c\",,,,\"x\ny\""), std::string::npos) << csv;
 }
 
-TEST(Report, Iso8601Date) {
+TEST(report, Iso8601Date) {
   const std::string date = utc_now_iso8601();
   ASSERT_EQ(date.size(), 20u) << date;
   EXPECT_EQ(date[4], '-');
@@ -62,7 +62,7 @@ TEST(Report, Iso8601Date) {
   EXPECT_EQ(date.back(), 'Z');
 }
 
-TEST(Svg, LineChart) {
+TEST(svg, LineChart) {
   line_chart chart{"t<1>", "event", "MiB", {}, ""};
   chart.series.push_back({"native reserved", 0, false, {{0, 1}, {10, 5}, {20, 3}}, true});
   chart.series.push_back({"native allocated", 0, true, {{0, 1}, {10, 4}, {20, 2}}, true});
@@ -74,7 +74,7 @@ TEST(Svg, LineChart) {
   EXPECT_NE(svg.find("</svg>"), std::string::npos);
 }
 
-TEST(Svg, BarChartSwitchesToLogScale) {
+TEST(svg, BarChartSwitchesToLogScale) {
   bar_chart chart{"latency", "ns", {"512B", "64MiB"}, {"native", "cuda"}, {{50.0, 60.0}, {2000.0, 150000.0}}, false, ""};
   const std::string svg = render_svg(chart);
   EXPECT_NE(svg.find("log scale"), std::string::npos);
@@ -95,7 +95,7 @@ std::vector<double> attribute_values(const std::string& svg, const std::string& 
 
 // Ten backends with long config labels: every legend entry lies inside the canvas, the long label
 // is cut with its full text kept in a <title>, and the subtitle carries the caveat.
-TEST(Svg, TenSeriesKeepTheLegendInsideTheCanvas) {
+TEST(svg, TenSeriesKeepTheLegendInsideTheCanvas) {
   line_chart chart{"replay", "event", "MiB", {}, "simulated device: memory as the sim predicts it"};
   for (int b = 0; b < 10; ++b) {
     const std::string label = "native[expandable_segments:True,max_split_size_mb:" + std::to_string(256 + b) +
@@ -119,7 +119,7 @@ TEST(Svg, TenSeriesKeepTheLegendInsideTheCanvas) {
             std::string::npos);
 }
 
-TEST(Svg, PlotRefusesExtensionsItDoesNotWrite) {
+TEST(svg, PlotRefusesExtensionsItDoesNotWrite) {
   EXPECT_NO_THROW(check_plot_path("out/chart.svg"));
   EXPECT_NO_THROW(check_plot_path("CHART.SVG"));
   for (const char* path : {"chart.png", "chart.pdf", "chart", "dir.svg/chart"}) {
@@ -132,7 +132,7 @@ TEST(Svg, PlotRefusesExtensionsItDoesNotWrite) {
   }
 }
 
-TEST(Svg, ThinningKeepsPeaks) {
+TEST(svg, ThinningKeepsPeaks) {
   std::vector<std::pair<double, double>> points;
   for (int i = 0; i < 1000; ++i) points.emplace_back(i, i == 567 ? 1e6 : 1.0);
   const auto thin = thin_points(points, 50);

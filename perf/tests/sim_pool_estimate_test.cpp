@@ -37,7 +37,7 @@ replay_outcome replay_on_sim(const char* backend) {
                     {});
 }
 
-TEST(SimPoolEstimate, PoolBackendsOnTheSimAreEstimates) {
+TEST(sim_pool_estimate, PoolBackendsOnTheSimAreEstimates) {
   for (const char* backend : {"cudaMallocAsync", "async-raw"}) {
     const replay_outcome o = replay_on_sim(backend);
     ASSERT_TRUE(o.error.empty()) << backend << ": " << o.error;
@@ -51,7 +51,7 @@ TEST(SimPoolEstimate, PoolBackendsOnTheSimAreEstimates) {
   EXPECT_FALSE(native.estimate);
 }
 
-TEST(SimPoolEstimate, TableAndJsonCarryTheBound) {
+TEST(sim_pool_estimate, TableAndJsonCarryTheBound) {
   report r;
   table& t = r.tables.emplace_back();
   t.columns = {{"backend", "backend", col_kind::text}, estimate_column()};
@@ -71,7 +71,7 @@ TEST(SimPoolEstimate, TableAndJsonCarryTheBound) {
   EXPECT_NE(json.find("\"peak_reserved_error\": 0}"), std::string::npos) << json;
 }
 
-TEST(SimPoolEstimate, BackendRowsAreMarkedOnTheSimOnly) {
+TEST(sim_pool_estimate, BackendRowsAreMarkedOnTheSimOnly) {
   for (const bool sim : {true, false}) {
     report r;
     table& t = r.tables.emplace_back();
@@ -99,7 +99,7 @@ TEST(SimPoolEstimate, BackendRowsAreMarkedOnTheSimOnly) {
   }
 }
 
-TEST(SimPoolEstimate, RankingNotesWhereAnEstimateOverlapsTheRecommendation) {
+TEST(sim_pool_estimate, RankingNotesWhereAnEstimateOverlapsTheRecommendation) {
   const std::size_t mib = std::size_t{1} << 20;
   const std::size_t near = static_cast<std::size_t>(1000.0 * (1.0 + sim_pool_peak_error / 2)) * mib;
   const std::size_t far = static_cast<std::size_t>(1000.0 * (1.0 + sim_pool_peak_error * 3)) * mib;

@@ -22,7 +22,7 @@ driver_choice gpu_choice() {  // the fake plugin needs no device; the registry o
 }
 
 // First: it must run before a plugin is loaded in this process (tests run in file order).
-TEST(TorchPeer, PluginWithoutTheInterfaceIsBadInput) {
+TEST(torch_peer, PluginWithoutTheInterfaceIsBadInput) {
   // A shared library that is not a torch peer plugin: named in the message, never half-loaded.
   set_torch_peer_path("libm.so.6");
   try {
@@ -36,7 +36,7 @@ TEST(TorchPeer, PluginWithoutTheInterfaceIsBadInput) {
 }
 
 // One test, because the plugin (like c10) is loaded once per process.
-TEST(TorchPeer, FakePluginRunsTorchNativeAndRefusesTorchAsyncAfterIt) {
+TEST(torch_peer, FakePluginRunsTorchNativeAndRefusesTorchAsyncAfterIt) {
   if (::access(STREAMPOOL_FAKE_TORCH_PEER, R_OK) != 0) {
     GTEST_SKIP() << "fake plugin " << STREAMPOOL_FAKE_TORCH_PEER << " not found (test binary copied away from its build?)";
   }

@@ -26,7 +26,7 @@
 //    and the OOM retry).
 #include "async/async_accounting.hpp"
 
-namespace streampool::detail {
+namespace streampool::async {
 namespace {
 
 constexpr std::size_t all_index = static_cast<std::size_t>(stat_pool::all);
@@ -86,4 +86,4 @@ void async_accounting::observe_reserved(std::uint64_t current, std::uint64_t hig
   }
 }
 
-}  // namespace streampool::detail
+}  // namespace streampool::async

@@ -9,7 +9,7 @@
 
 #include "streampool/stats.hpp"
 
-namespace streampool::detail {
+namespace streampool::async {
 
 /// Requests of at most this many bytes count as "small_pool" (docs/pytorch-compatibility.md §2.5's threshold, applied to the
 /// requested size because this backend does not round).
@@ -55,4 +55,4 @@ class async_accounting {
   memory_stats stats_;
 };
 
-}  // namespace streampool::detail
+}  // namespace streampool::async

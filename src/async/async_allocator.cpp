@@ -8,7 +8,7 @@
 #include "backends.hpp"
 #include "core/format.hpp"
 
-namespace streampool::detail {
+namespace streampool::async {
 
 async_allocator::async_allocator(allocator_config config, std::shared_ptr<driver> drv)
     : allocator(std::move(config), std::move(drv)) {
@@ -40,12 +40,12 @@ async_device& async_allocator::device(int device) {
 }
 
 error async_allocator::bad_pointer(const char* operation, void* ptr) const {
-  const std::string head = "streampool: " + std::string(operation) + "(" + format_pointer(ptr) + "): ";
+  const std::string head = "streampool: " + std::string(operation) + "(" + detail::format_pointer(ptr) + "): ";
   const auto address = reinterpret_cast<std::uintptr_t>(ptr);
   if (const auto containing = pointers_.find_containing(address)) {
     const auto& [base, record] = *containing;
     return error(head + "the pointer is " + std::to_string(address - base) + " bytes inside the allocation at " +
-                 format_pointer(base) + " (" + format_size(record.size) + " on device " +
+                 detail::format_pointer(base) + " (" + format_size(record.size) + " on device " +
                  std::to_string(record.device) + "); pass the pointer that allocate() returned");
   }
   return error(head + "not a live allocation of this allocator (cudaMallocAsync backend): it was never "
@@ -143,9 +143,9 @@ void async_allocator::do_end_allocate_to_pool(int dev, mempool_id pool) { device
 
 void async_allocator::do_release_pool(int dev, mempool_id pool) { device(dev).release_pool(pool); }
 
-}  // namespace streampool::detail
+}  // namespace streampool::async
 
-namespace streampool::detail {
+namespace streampool::async {
 
 std::unique_ptr<allocator> make_async_allocator(allocator_config config, std::shared_ptr<driver> drv) {
   // Devices are set up on first use, so this succeeds on a machine with no device (or without
@@ -153,4 +153,4 @@ std::unique_ptr<allocator> make_async_allocator(allocator_config config, std::sh
   return std::make_unique<async_allocator>(std::move(config), std::move(drv));
 }
 
-}  // namespace streampool::detail
+}  // namespace streampool::async

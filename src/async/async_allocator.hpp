@@ -1,6 +1,6 @@
 // async_allocator.hpp — the cudaMallocAsync backend (`backend:cudaMallocAsync`): streampool's
 // allocator interface over CUDA stream-ordered memory pools, one async_device per device, set up on
-// first use. Built through detail::make_async_allocator (src/backends.hpp); docs/async-backend.md
+// first use. Built through async::make_async_allocator (src/backends.hpp); docs/async-backend.md
 // describes the behaviour and how it differs from the native backend.
 #pragma once
 
@@ -14,7 +14,7 @@
 #include "core/trace_ring.hpp"
 #include "streampool/allocator.hpp"
 
-namespace streampool::detail {
+namespace streampool::async {
 
 class async_allocator final : public allocator {
  public:
@@ -29,7 +29,7 @@ class async_allocator final : public allocator {
     std::mutex init_mutex;
     std::atomic<async_device*> ready{nullptr};
     std::unique_ptr<async_device> owner;
-    trace_ring trace;
+    detail::trace_ring trace;
   };
 
   /// The device's state, set up on first use (Note [Pool setup]). @throws as async_device()
@@ -59,4 +59,4 @@ class async_allocator final : public allocator {
   int slot_count_ = 0;
 };
 
-}  // namespace streampool::detail
+}  // namespace streampool::async

@@ -9,7 +9,7 @@
 #include "async/async_device.hpp"
 #include "streampool/allocator.hpp"
 
-namespace streampool::detail {
+namespace streampool::async {
 namespace {
 
 segment_info one_block_segment(int device, std::uintptr_t address, const allocation_record& record,
@@ -180,4 +180,4 @@ void async_device::forget_released_pools_locked() {
   captures_.forget_released([&](const capture_router::pool_type& pool) { return in_use.count(pool.id) == 0; });
 }
 
-}  // namespace streampool::detail
+}  // namespace streampool::async

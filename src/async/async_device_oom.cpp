@@ -20,7 +20,7 @@
 #include "core/oom_message.hpp"
 #include "streampool/errors.hpp"
 
-namespace streampool::detail {
+namespace streampool::async {
 
 out_of_memory async_device::oom_locked(std::size_t bytes, stream_t stream, mempool_id pool, oom_cause cause) {
   const bool over_cap = cause == oom_cause::cap;
@@ -32,7 +32,7 @@ out_of_memory async_device::oom_locked(std::size_t bytes, stream_t stream, mempo
     device_total = total_memory_;
   }
 
-  oom_figures figures;
+  detail::oom_figures figures;
   figures.device = device_;
   figures.requested = bytes;
   figures.alloc_size = bytes;  // cudaMallocAsync is asked for the exact request
@@ -58,11 +58,11 @@ out_of_memory async_device::oom_locked(std::size_t bytes, stream_t stream, mempo
   }
   figures.cap_refused = over_cap;
   if (cause == oom_cause::driver) {
-    if (captures_.underway()) figures.pool_trim_state = pool_trim::skipped_for_capture;
-    else if (last_malloc_retried_) figures.pool_trim_state = pool_trim::trimmed;
+    if (captures_.underway()) figures.pool_trim_state = detail::pool_trim::skipped_for_capture;
+    else if (last_malloc_retried_) figures.pool_trim_state = detail::pool_trim::trimmed;
   }
 
-  std::string message = build_oom_message(figures);
+  std::string message = detail::build_oom_message(figures);
   if (cause == oom_cause::device_size) {
     message += " The request is larger than device " + std::to_string(device_) + "'s total memory (" +
                format_size(total_memory_) + "), so it cannot succeed; the driver was not asked.";
@@ -83,4 +83,4 @@ out_of_memory async_device::oom_locked(std::size_t bytes, stream_t stream, mempo
   return out_of_memory(std::move(message), bytes, device_);
 }
 
-}  // namespace streampool::detail
+}  // namespace streampool::async

@@ -14,7 +14,7 @@
 
 #include <algorithm>
 
-namespace streampool::detail {
+namespace streampool::async {
 
 std::size_t pointer_map::shard_of(std::uintptr_t address) noexcept {
   // Fibonacci hashing of the 512-byte granule number; the top 6 bits pick one of 64 shards.
@@ -94,4 +94,4 @@ std::size_t pointer_map::size() const {
   return total;
 }
 
-}  // namespace streampool::detail
+}  // namespace streampool::async

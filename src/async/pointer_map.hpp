@@ -16,7 +16,7 @@
 #include "streampool/driver.hpp"
 #include "streampool/graph.hpp"
 
-namespace streampool::detail {
+namespace streampool::async {
 
 /// What the backend remembers about one live allocation.
 struct allocation_record {
@@ -57,8 +57,8 @@ class pointer_map {
 
  private:
   struct alignas(64) shard {
-    mutable hybrid_mutex mutex;
-    address_table<allocation_record> records;
+    mutable detail::hybrid_mutex mutex;
+    detail::address_table<allocation_record> records;
   };
 
   [[nodiscard]] static std::size_t shard_of(std::uintptr_t address) noexcept;
@@ -66,4 +66,4 @@ class pointer_map {
   std::array<shard, shard_count> shards_;
 };
 
-}  // namespace streampool::detail
+}  // namespace streampool::async

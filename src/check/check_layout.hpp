@@ -5,7 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace streampool::detail {
+namespace streampool::check_impl {
 
 // Note [Checking-mode layout]
 // An allocation of n bytes asks the wrapped backend for padded_size(n): n plus at least
@@ -35,4 +35,4 @@ inline constexpr std::size_t min_canary_bytes = 64;
   return (requested + min_canary_bytes + check_granularity - 1) / check_granularity * check_granularity;
 }
 
-}  // namespace streampool::detail
+}  // namespace streampool::check_impl

@@ -11,7 +11,7 @@
 #include "check/check_layout.hpp"
 #include "core/format.hpp"
 
-namespace streampool::detail {
+namespace streampool::check_impl {
 
 // Note [Checking mode reports, never throws]
 // An overrun found at deallocate is the program's bug, not a failure of the free: the pointer is
@@ -53,7 +53,7 @@ void* checking_allocator::do_allocate(int device, std::size_t bytes, stream_t st
   allocation.padded = padded_size(bytes);
   allocation.device = device;
   allocation.stream = stream;
-  allocation.time_us = now_us();
+  allocation.time_us = detail::now_us();
   try {
     if (not_capturing(stream)) {  // Note [Checking mode and capture]
       driver& drv = device_driver();
@@ -162,4 +162,4 @@ std::unique_ptr<allocator> make_checking_allocator(std::unique_ptr<allocator> in
   return std::make_unique<checking_allocator>(std::move(inner), std::move(config), std::move(drv));
 }
 
-}  // namespace streampool::detail
+}  // namespace streampool::check_impl

@@ -16,7 +16,7 @@
 #include "core/address_table.hpp"
 #include "streampool/allocator.hpp"
 
-namespace streampool::detail {
+namespace streampool::check_impl {
 
 /// What checking mode remembers about a live allocation.
 struct checked_allocation {
@@ -71,7 +71,7 @@ class checking_allocator final : public allocator {
 
   std::unique_ptr<allocator> inner_;
   mutable std::mutex mutex_;
-  address_table<checked_allocation> live_;  ///< by address, under mutex_ (Note [Address table])
+  detail::address_table<checked_allocation> live_;  ///< by address, under mutex_ (Note [Address table])
   std::uint64_t serial_ = 0;  ///< under mutex_
 };
 
@@ -80,4 +80,4 @@ class checking_allocator final : public allocator {
                                                                  allocator_config config,
                                                                  std::shared_ptr<driver> drv);
 
-}  // namespace streampool::detail
+}  // namespace streampool::check_impl

@@ -3,7 +3,7 @@
 // (Note [Checking-mode layout]), so its statistics, snapshots and traces count the canaries.
 #include "check/checking_allocator.hpp"
 
-namespace streampool::detail {
+namespace streampool::check_impl {
 
 void checking_allocator::do_empty_cache() { inner_->empty_cache(); }
 memory_stats checking_allocator::do_stats(int device) const { return inner_->stats(device); }
@@ -26,4 +26,4 @@ void checking_allocator::do_end_allocate_to_pool(int device, mempool_id pool) {
 }
 void checking_allocator::do_release_pool(int device, mempool_id pool) { inner_->release_pool(pool, device); }
 
-}  // namespace streampool::detail
+}  // namespace streampool::check_impl

@@ -8,11 +8,11 @@
 #include <optional>
 #include <utility>
 
-#include "config/config_detail.hpp"
+#include "config/config_impl.hpp"
 #include "streampool/errors.hpp"
 
 namespace streampool {
-namespace config_detail {
+namespace config_impl {
 namespace {
 
 std::string describe(const token& t) { return "'" + t.text + "'"; }
@@ -160,7 +160,7 @@ void add_warnings(allocator_config& config, const std::array<bool, config_key_co
 }
 
 }  // namespace
-}  // namespace config_detail
+}  // namespace config_impl
 
 // Note [A second backend key]
 // PyTorch picks the backend when its library loads, from the first `backend` key of the string;
@@ -174,7 +174,7 @@ void add_warnings(allocator_config& config, const std::array<bool, config_key_co
 // one trailing comma too. An empty item anywhere else (",a:1", "a:1,,b:2") is an error: it is
 // usually a lost key, and PyTorch would report the ',' as an unknown key anyway.
 allocator_config parse_config(std::string_view text, config_source source) {
-  using namespace config_detail;
+  using namespace config_impl;
   allocator_config config;
   config.text = std::string(text);
   std::array<bool, config_key_count> set{};

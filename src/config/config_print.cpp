@@ -7,10 +7,10 @@
 #include <array>
 #include <charconv>
 
-#include "config/config_detail.hpp"
+#include "config/config_impl.hpp"
 
 namespace streampool {
-namespace config_detail {
+namespace config_impl {
 namespace {
 
 /// Shortest text that reads back as the same double ("0.6", "1", "1.125").
@@ -90,7 +90,7 @@ std::string render_value(const allocator_config& config, config_key key) {
   return "?";
 }
 
-}  // namespace config_detail
+}  // namespace config_impl
 
 std::string_view to_string(backend_kind kind) noexcept {
   return kind == backend_kind::native ? "native" : "cudaMallocAsync";
@@ -132,10 +132,10 @@ std::string to_string(const allocator_config& config) {
   for (std::size_t i = 0; i < config_key_count; ++i) {
     const auto key = static_cast<config_key>(i);
     out += "  " + pad(std::string(key_name(key)), 34) +
-           pad(config_detail::render_value(config, key), 24) +
+           pad(config_impl::render_value(config, key), 24) +
            std::string(to_string(config.source_of(key))) + "\n";
     const bool host_key = key_name(key).starts_with("pinned_");  // the pinned host allocator's
-    std::string& list = !config_detail::info_of(key).implemented() ? missing
+    std::string& list = !config_impl::info_of(key).implemented() ? missing
                         : host_key                                 ? host
                         : key_used_by(key, config.backend)        ? used
                         : (key_used_by(key, backend_kind::native) ||

@@ -8,10 +8,10 @@
 #include <cctype>
 #include <utility>
 
-#include "config/config_detail.hpp"
+#include "config/config_impl.hpp"
 #include "streampool/errors.hpp"
 
-namespace streampool::config_detail {
+namespace streampool::config_impl {
 namespace {
 
 char lower(char c) noexcept {
@@ -177,4 +177,4 @@ std::string did_you_mean(std::string_view word, std::span<const std::string_view
   return match ? " (did you mean '" + std::string(*match) + "'?)" : std::string();
 }
 
-}  // namespace streampool::config_detail
+}  // namespace streampool::config_impl

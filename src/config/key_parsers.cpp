@@ -6,10 +6,10 @@
 #include <array>
 #include <bit>
 
-#include "config/config_detail.hpp"
+#include "config/config_impl.hpp"
 
 namespace streampool {
-namespace config_detail {
+namespace config_impl {
 namespace {
 
 using k = config_key;
@@ -267,7 +267,7 @@ void apply_value(allocator_config& config, config_key key, const config_value& v
   }
 }
 
-}  // namespace config_detail
+}  // namespace config_impl
 
 std::size_t allocator_config::divisions_for(std::size_t bytes) const noexcept {
   // docs/pytorch-compatibility.md §1.4: idx = clamp(floor(log2(bytes)) - 20, 0, 15); bytes < 2 MiB (and 0) -> 0.

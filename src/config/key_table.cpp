@@ -7,10 +7,10 @@
 // (checked against this one by tests/unit/config/key_table_test.cpp) all come from this table.
 #include <array>
 
-#include "config/config_detail.hpp"
+#include "config/config_impl.hpp"
 
 namespace streampool {
-namespace config_detail {
+namespace config_impl {
 namespace {
 
 using k = config_key;
@@ -126,20 +126,20 @@ std::string valid_keys_text() {
   return text + " (aliases: " + aliases + ")";
 }
 
-}  // namespace config_detail
+}  // namespace config_impl
 
 std::string_view key_name(config_key key) noexcept {
   if (key >= config_key::count_) {
     return "unknown";
   }
-  return config_detail::info_of(key).name;
+  return config_impl::info_of(key).name;
 }
 
 bool key_used_by(config_key key, backend_kind backend) noexcept {
   if (key >= config_key::count_) {
     return false;
   }
-  const config_detail::key_info& info = config_detail::info_of(key);
+  const config_impl::key_info& info = config_impl::info_of(key);
   return info.implemented() && (backend == backend_kind::native ? info.native : info.async);
 }
 

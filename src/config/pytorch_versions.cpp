@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <charconv>
 
-#include "config/config_detail.hpp"
+#include "config/config_impl.hpp"
 
 namespace streampool {
 namespace {
@@ -27,7 +27,7 @@ bool list_form_needed(const allocator_config& config) {
 
 std::string_view key_pytorch_since(config_key key) noexcept {
   if (key >= config_key::count_) return "";
-  return config_detail::info_of(key).pytorch_since;
+  return config_impl::info_of(key).pytorch_since;
 }
 
 pytorch_compatibility pytorch_compatibility_of(const allocator_config& config) {

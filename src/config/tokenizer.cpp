@@ -7,9 +7,9 @@
 #include <cmath>
 #include <system_error>
 
-#include "config/config_detail.hpp"
+#include "config/config_impl.hpp"
 
-namespace streampool::config_detail {
+namespace streampool::config_impl {
 
 // Note [Whitespace inside words]
 // docs/pytorch-compatibility.md §1.2: PyTorch drops whitespace while lexing, it does not split on it, so
@@ -116,4 +116,4 @@ std::optional<bool> parse_bool(std::string_view text) noexcept {
   return std::nullopt;
 }
 
-}  // namespace streampool::config_detail
+}  // namespace streampool::config_impl

@@ -13,7 +13,7 @@
 #include "canary_check.hpp"
 #endif
 
-namespace streampool::detail {
+namespace streampool::driver_impl {
 namespace {
 
 #ifdef STREAMPOOL_HAVE_CHECK_KERNEL
@@ -141,4 +141,4 @@ drv_result cuda_driver::check_bytes(int device, const void* ptr, std::size_t byt
 #endif
 }
 
-}  // namespace streampool::detail
+}  // namespace streampool::driver_impl

@@ -10,7 +10,7 @@
 #include <memory>
 
 namespace streampool {
-namespace detail {
+namespace driver_impl {
 
 namespace {
 
@@ -294,13 +294,13 @@ drv_result cuda_driver::pool_trim_to(mempool_t pool, std::size_t keep_bytes) noe
   return runtime_result(cudaMemPoolTrimTo(static_cast<cudaMemPool_t>(pool), keep_bytes));
 }
 
-}  // namespace detail
+}  // namespace driver_impl
 
 // Note [No driver at construction]
 // Constructing the real driver makes no CUDA call, so it cannot fail on a machine without an
 // NVIDIA driver (CI, laptops). The condition surfaces per call: device_count() reports
 // status::no_device with the runtime's reason, which is what tests skip on and what
 // `--driver auto` uses to fall back to the sim driver.
-std::shared_ptr<driver> make_cuda_driver() { return std::make_shared<detail::cuda_driver>(); }
+std::shared_ptr<driver> make_cuda_driver() { return std::make_shared<driver_impl::cuda_driver>(); }
 
 }  // namespace streampool

@@ -11,7 +11,7 @@
 
 #include "streampool/driver.hpp"
 
-namespace streampool::detail {
+namespace streampool::driver_impl {
 
 /// Native codes of driver-API (CUresult) failures are tagged with this offset so that describe()
 /// can tell them from cudaError_t values, which reuse the same numbers (see Note [Native codes]).
@@ -122,4 +122,4 @@ class cuda_driver final : public driver {
   static void vmm_facts(int device, device_info* out) noexcept;
 };
 
-}  // namespace streampool::detail
+}  // namespace streampool::driver_impl

@@ -5,7 +5,7 @@
 
 #include "driver/cuda_driver.hpp"
 
-namespace streampool::detail {
+namespace streampool::driver_impl {
 
 // Note [Native codes]
 // drv_result::native carries the driver's own number for diagnostics. Runtime calls store the
@@ -96,4 +96,4 @@ std::string cuda_driver::describe(drv_result result) const {
   return std::string(cudaGetErrorName(error)) + ": " + cudaGetErrorString(error);
 }
 
-}  // namespace streampool::detail
+}  // namespace streampool::driver_impl

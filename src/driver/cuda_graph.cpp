@@ -9,7 +9,7 @@
 
 #include "driver/cuda_scopes.hpp"
 
-namespace streampool::detail {
+namespace streampool::driver_impl {
 namespace {
 
 cudaStreamCaptureMode native_mode(capture_mode mode) noexcept {
@@ -127,4 +127,4 @@ drv_result cuda_driver::capture_on_graph_release(stream_t stream, void (*on_rele
   return runtime_result(error);
 }
 
-}  // namespace streampool::detail
+}  // namespace streampool::driver_impl

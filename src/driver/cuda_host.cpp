@@ -3,7 +3,7 @@
 // buffers (the harness's copy loop, the GPU tests). Used by the host allocator (src/host).
 #include "driver/cuda_driver.hpp"
 
-namespace streampool::detail {
+namespace streampool::driver_impl {
 
 drv_result cuda_driver::host_alloc(std::size_t bytes, void** out) noexcept {
   *out = nullptr;
@@ -31,4 +31,4 @@ drv_result cuda_driver::memcpy_async(void* dst, const void* src, std::size_t byt
   return runtime_result(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, static_cast<cudaStream_t>(stream)));
 }
 
-}  // namespace streampool::detail
+}  // namespace streampool::driver_impl

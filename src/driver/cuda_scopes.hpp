@@ -5,7 +5,7 @@
 
 #include <cuda_runtime_api.h>
 
-namespace streampool::detail {
+namespace streampool::driver_impl {
 
 /// Makes `device` current for the scope if it is not already, and restores the previous one
 /// (memory calls, memsets and kernels go to the current device's context).
@@ -32,4 +32,4 @@ class device_scope {
   cudaError_t error_ = cudaSuccess;
 };
 
-}  // namespace streampool::detail
+}  // namespace streampool::driver_impl

@@ -6,7 +6,7 @@
 
 #include "driver/cuda_driver.hpp"
 
-namespace streampool::detail {
+namespace streampool::driver_impl {
 namespace {
 
 // Note [Resolving the driver API]
@@ -173,4 +173,4 @@ drv_result cuda_driver::vmm_unmap(void* va, std::size_t bytes) noexcept {
   return driver_api_result(api.mem_unmap(address_of(va), bytes));
 }
 
-}  // namespace streampool::detail
+}  // namespace streampool::driver_impl

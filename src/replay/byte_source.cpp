@@ -9,7 +9,7 @@
 #include <zlib.h>
 #endif
 
-namespace streampool::replay_detail {
+namespace streampool::replay_impl {
 namespace {
 
 class memory_bytes final : public byte_source {
@@ -84,4 +84,4 @@ std::unique_ptr<byte_source> file_source(const std::string& path, bool gzip) {
 #endif
 }
 
-}  // namespace streampool::replay_detail
+}  // namespace streampool::replay_impl

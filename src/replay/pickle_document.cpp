@@ -2,7 +2,7 @@
 // whether a container is still alive (pickle_reader.hpp).
 #include "replay/pickle_reader.hpp"
 
-namespace streampool::replay_detail {
+namespace streampool::replay_impl {
 
 std::string_view pickle_document::text(const pickle_value& value) const {
   if (value.kind != pickle_kind::string && value.kind != pickle_kind::bytes) return {};
@@ -31,4 +31,4 @@ const pickle_value* pickle_document::find(const pickle_value& dict, std::string_
 
 std::size_t pickle_document::containers_in_use() const noexcept { return containers_.size() - free_slots_.size(); }
 
-}  // namespace streampool::replay_detail
+}  // namespace streampool::replay_impl

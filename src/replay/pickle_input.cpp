@@ -8,7 +8,7 @@
 
 #include "streampool/errors.hpp"
 
-namespace streampool::replay_detail {
+namespace streampool::replay_impl {
 namespace {
 
 // Opcodes that would import a name, call something or fetch an external object.
@@ -161,4 +161,4 @@ void pickle_input::refuse_code(std::uint8_t op) const {
   }
 }
 
-}  // namespace streampool::replay_detail
+}  // namespace streampool::replay_impl

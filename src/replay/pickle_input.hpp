@@ -12,7 +12,7 @@
 
 #include "replay/pickle_reader.hpp"
 
-namespace streampool::replay_detail {
+namespace streampool::replay_impl {
 
 class pickle_input {
  public:
@@ -55,4 +55,4 @@ class pickle_input {
   std::uint64_t op_offset_ = 0;
 };
 
-}  // namespace streampool::replay_detail
+}  // namespace streampool::replay_impl

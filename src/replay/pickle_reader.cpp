@@ -30,7 +30,7 @@
 #include "replay/pickle_input.hpp"
 #include "replay/pickle_reader.hpp"
 
-namespace streampool::replay_detail {
+namespace streampool::replay_impl {
 namespace {
 
 constexpr std::size_t short_string_limit = 32;  // interned, and kept even where skipped
@@ -571,4 +571,4 @@ pickle_document parse_pickle(byte_source& in, std::string_view source, const rol
   return pickle_parser(in, source, role, stream).run();
 }
 
-}  // namespace streampool::replay_detail
+}  // namespace streampool::replay_impl

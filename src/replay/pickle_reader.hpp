@@ -17,7 +17,7 @@
 #include <string_view>
 #include <vector>
 
-namespace streampool::replay_detail {
+namespace streampool::replay_impl {
 
 /// Where the reader takes its bytes from (a file, a gzip file, memory).
 class byte_source {
@@ -124,4 +124,4 @@ class pickle_document {
 [[nodiscard]] pickle_document parse_pickle(byte_source& in, std::string_view source, const role_function& role = {},
                                            const stream_function& stream = {});
 
-}  // namespace streampool::replay_detail
+}  // namespace streampool::replay_impl

@@ -14,7 +14,7 @@
 #include "replay/snapshot_trace.hpp"
 #include "streampool/errors.hpp"
 
-namespace streampool::replay_detail {
+namespace streampool::replay_impl {
 namespace {
 
 // Tags of the places the reader is asked about (value_role::tag).
@@ -276,4 +276,4 @@ trace_file read_snapshot(byte_source& in, std::string_view source, const trace_r
   return file;
 }
 
-}  // namespace streampool::replay_detail
+}  // namespace streampool::replay_impl

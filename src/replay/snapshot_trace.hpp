@@ -8,9 +8,9 @@
 #include "replay/pickle_reader.hpp"
 #include "streampool/replay.hpp"
 
-namespace streampool::replay_detail {
+namespace streampool::replay_impl {
 
 /// Reads the snapshot from `in` (`source` names it in messages). @throws error, see read_trace_file()
 [[nodiscard]] trace_file read_snapshot(byte_source& in, std::string_view source, const trace_read_options& options);
 
-}  // namespace streampool::replay_detail
+}  // namespace streampool::replay_impl

@@ -129,9 +129,9 @@ std::vector<trace_event> parse_trace(std::istream& in, std::string_view source) 
 namespace {
 
 /// The bytes of `rest` after `first`, which was read to detect the format.
-class prefixed_source final : public replay_detail::byte_source {
+class prefixed_source final : public replay_impl::byte_source {
  public:
-  prefixed_source(char first, std::unique_ptr<replay_detail::byte_source> rest) : first_(first), rest_(std::move(rest)) {}
+  prefixed_source(char first, std::unique_ptr<replay_impl::byte_source> rest) : first_(first), rest_(std::move(rest)) {}
   std::size_t read(char* out, std::size_t size) override {
     if (size == 0) return 0;
     if (!first_used_) {
@@ -145,7 +145,7 @@ class prefixed_source final : public replay_detail::byte_source {
  private:
   char first_;
   bool first_used_ = false;
-  std::unique_ptr<replay_detail::byte_source> rest_;
+  std::unique_ptr<replay_impl::byte_source> rest_;
 };
 
 bool is_gzip(const std::string& path) {
@@ -162,11 +162,11 @@ std::vector<trace_event> read_trace(const std::string& path) { return read_trace
 
 trace_file read_trace_file(const std::string& path, const trace_read_options& options) {
   const bool gz = is_gzip(path);
-  std::unique_ptr<replay_detail::byte_source> source = replay_detail::file_source(path, gz);
+  std::unique_ptr<replay_impl::byte_source> source = replay_impl::file_source(path, gz);
   char first = 0;
   if (source->read(&first, 1) == 1 && static_cast<unsigned char>(first) == 0x80) {
     prefixed_source whole(first, std::move(source));
-    return replay_detail::read_snapshot(whole, "trace " + path, options);
+    return replay_impl::read_snapshot(whole, "trace " + path, options);
   }
   source.reset();
   trace_file file;
@@ -183,8 +183,8 @@ trace_file read_trace_file(const std::string& path, const trace_read_options& op
 }
 
 trace_file parse_snapshot(std::string_view bytes, std::string_view source, const trace_read_options& options) {
-  const std::unique_ptr<replay_detail::byte_source> in = replay_detail::memory_source(bytes);
-  return replay_detail::read_snapshot(*in, "trace " + std::string(source), options);
+  const std::unique_ptr<replay_impl::byte_source> in = replay_impl::memory_source(bytes);
+  return replay_impl::read_snapshot(*in, "trace " + std::string(source), options);
 }
 
 }  // namespace streampool

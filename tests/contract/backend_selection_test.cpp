@@ -23,37 +23,37 @@ std::string backend_from_env() {
   return std::string(alloc->backend_name());
 }
 
-TEST(backend_selection, default_is_native) {
+TEST(backend_selection, DefaultIsNative) {
   env_guard guard;
   EXPECT_EQ(backend_from_env(), "native");
 }
 
-TEST(backend_selection, streampool_variable_selects_cuda_malloc_async) {
+TEST(backend_selection, StreampoolVariableSelectsCudaMallocAsync) {
   env_guard guard;
   ::setenv("STREAMPOOL_ALLOC_CONF", "backend:cudaMallocAsync", 1);
   EXPECT_EQ(backend_from_env(), "cudaMallocAsync");
 }
 
-TEST(backend_selection, pytorch_cuda_variable_selects_cuda_malloc_async_when_ours_is_unset) {
+TEST(backend_selection, PyTorchCudaVariableSelectsCudaMallocAsyncWhenOursIsUnset) {
   env_guard guard;
   ::setenv("PYTORCH_CUDA_ALLOC_CONF", "backend:cudaMallocAsync", 1);
   EXPECT_EQ(backend_from_env(), "cudaMallocAsync");
 }
 
-TEST(backend_selection, pytorch_alloc_variable_is_read_last) {
+TEST(backend_selection, PyTorchAllocVariableIsReadLast) {
   env_guard guard;
   ::setenv("PYTORCH_ALLOC_CONF", "backend:cudaMallocAsync", 1);
   EXPECT_EQ(backend_from_env(), "cudaMallocAsync");
 }
 
-TEST(backend_selection, streampool_variable_wins) {
+TEST(backend_selection, StreampoolVariableWins) {
   env_guard guard;
   ::setenv("STREAMPOOL_ALLOC_CONF", "backend:native", 1);
   ::setenv("PYTORCH_CUDA_ALLOC_CONF", "backend:cudaMallocAsync", 1);
   EXPECT_EQ(backend_from_env(), "native");
 }
 
-TEST(backend_selection, cuda_malloc_async_builds_without_pool_support) {
+TEST(backend_selection, CudaMallocAsyncBuildsWithoutPoolSupport) {
   // The device is checked at first use, so make_allocator works on any machine.
   sim_options options;
   options.memory_pools_supported = false;

@@ -94,7 +94,7 @@ class c_api_capture : public backend_test {
   std::vector<graph_exec_t> execs_;
 };
 
-TEST_P(c_api_capture, an_unannounced_capture_gets_a_private_pool_and_stays_valid) {
+TEST_P(c_api_capture, AnUnannouncedCaptureGetsAPrivatePoolAndStaysValid) {
   const stream_t s = new_stream();
   const stream_t other = new_stream();
   void* cached = alloc(mib, s);
@@ -156,7 +156,7 @@ TEST_P(c_api_capture, an_unannounced_capture_gets_a_private_pool_and_stays_valid
   }
 }
 
-TEST_P(c_api_capture, a_capture_whose_tensors_all_die_inside_keeps_its_pool_until_the_graph_goes) {
+TEST_P(c_api_capture, ACaptureWhoseTensorsAllDieInsideKeepsItsPoolUntilTheGraphGoes) {
   const stream_t s = new_stream();
   begin(s);
   void* a = alloc(2 * mib, s);
@@ -187,7 +187,7 @@ TEST_P(c_api_capture, a_capture_whose_tensors_all_die_inside_keeps_its_pool_unti
   }
 }
 
-TEST_P(c_api_capture, a_capture_forked_onto_a_side_stream_and_joined_back_uses_one_pool) {
+TEST_P(c_api_capture, ACaptureForkedOntoASideStreamAndJoinedBackUsesOnePool) {
   const stream_t s = new_stream();
   const stream_t side = new_stream();
   event_t fork = nullptr;
@@ -229,7 +229,7 @@ TEST_P(c_api_capture, a_capture_forked_onto_a_side_stream_and_joined_back_uses_o
   (void)driver_->event_destroy(0, join);
 }
 
-TEST_P(c_api_capture, two_captures_at_once_get_two_pools) {
+TEST_P(c_api_capture, TwoCapturesAtOnceGetTwoPools) {
   const stream_t a = new_stream();
   const stream_t b = new_stream();
   begin(a);
@@ -253,7 +253,7 @@ TEST_P(c_api_capture, two_captures_at_once_get_two_pools) {
   }
 }
 
-TEST_P(c_api_capture, a_capture_that_fails_releases_its_pool_without_a_graph) {
+TEST_P(c_api_capture, ACaptureThatFailsReleasesItsPoolWithoutAGraph) {
   const stream_t s = new_stream();
   begin(s);
   void* p = alloc(mib, s);
@@ -279,7 +279,7 @@ TEST_P(c_api_capture, a_capture_that_fails_releases_its_pool_without_a_graph) {
   release(after, mib, s);
 }
 
-TEST_P(c_api_capture, a_capture_first_seen_invalidated_gets_a_pool_released_when_it_ends) {
+TEST_P(c_api_capture, ACaptureFirstSeenInvalidatedGetsAPoolReleasedWhenItEnds) {
   if (!is_native()) GTEST_SKIP() << "the driver refuses cudaMallocAsync on an invalidated capture's stream";
   const stream_t s = new_stream();
   begin(s);
@@ -295,7 +295,7 @@ TEST_P(c_api_capture, a_capture_first_seen_invalidated_gets_a_pool_released_when
   EXPECT_EQ(reserved(), 0);
 }
 
-TEST_P(c_api_capture, outside_captures_nothing_is_tracked_and_the_legacy_stream_is_not_asked) {
+TEST_P(c_api_capture, OutsideCapturesNothingIsTrackedAndTheLegacyStreamIsNotAsked) {
   const stream_t s = new_stream();
   if (sim_ != nullptr) sim_->reset_counters();
   void* on_legacy = alloc(mib, nullptr);
@@ -312,7 +312,7 @@ TEST_P(c_api_capture, outside_captures_nothing_is_tracked_and_the_legacy_stream_
   EXPECT_EQ(detail::c_api_unannounced_captures(), 0u);
 }
 
-TEST_P(c_api_capture, a_routing_that_cannot_open_fails_the_call_and_names_the_route_that_works) {
+TEST_P(c_api_capture, ARoutingThatCannotOpenFailsTheCallAndNamesTheRouteThatWorks) {
   const stream_t s = new_stream();
   begin(s);
   EXPECT_EQ(streampool_alloc(mib, 7, s), nullptr) << "no device 7: the private pool cannot be opened";
@@ -329,7 +329,7 @@ TEST_P(c_api_capture, a_routing_that_cannot_open_fails_the_call_and_names_the_ro
   EXPECT_TRUE(wait_until_untracked());
 }
 
-TEST_P(c_api_capture, threads_allocating_in_one_capture_and_eagerly_beside_it_never_share_an_address) {
+TEST_P(c_api_capture, ThreadsAllocatingInOneCaptureAndEagerlyBesideItNeverShareAnAddress) {
   constexpr int capture_threads = 4;
   constexpr int rounds = 100;
   const stream_t s = new_stream();
@@ -397,7 +397,7 @@ INSTANTIATE_TEST_SUITE_P(every_backend, c_api_capture, ::testing::ValuesIn(all_b
 
 class c_api_capture_sim : public c_api_capture {};
 
-TEST_P(c_api_capture_sim, without_graph_release_reports_the_pool_is_kept_and_that_is_warned) {
+TEST_P(c_api_capture_sim, WithoutGraphReleaseReportsThePoolIsKeptAndThatIsWarned) {
   const stream_t s = new_stream();
   warnings_scope warnings;
   sim_->fail_next(driver_call::capture_on_graph_release, 1, status::not_supported);

@@ -49,7 +49,7 @@ class capture_safety : public backend_test {
   }
 };
 
-TEST_P(capture_safety, nothing_illegal_is_issued_while_a_capture_is_open) {
+TEST_P(capture_safety, NothingIllegalIsIssuedWhileACaptureIsOpen) {
   sim_->set_eager(false);  // events stay pending: any query would see not_ready
   const stream_t s = new_stream();
   const stream_t side = new_stream();
@@ -83,7 +83,7 @@ TEST_P(capture_safety, nothing_illegal_is_issued_while_a_capture_is_open) {
   EXPECT_FALSE(pending_free_in_snapshot()) << "frees deferred by the capture are done";
 }
 
-TEST_P(capture_safety, out_of_memory_during_capture_undoes_it_and_the_allocator_keeps_working) {
+TEST_P(capture_safety, OutOfMemoryDuringCaptureUndoesItAndTheAllocatorKeepsWorking) {
   const stream_t s = new_stream();
   std::string message;
   try {
@@ -113,7 +113,7 @@ TEST_P(capture_safety, out_of_memory_during_capture_undoes_it_and_the_allocator_
   expect_a_fresh_capture_works(s);
 }
 
-TEST_P(capture_safety, record_stream_during_capture_defers_the_free_until_it_ends) {
+TEST_P(capture_safety, RecordStreamDuringCaptureDefersTheFreeUntilItEnds) {
   const stream_t s = new_stream();
   const stream_t side = new_stream();
   void* x = alloc_->allocate(4096, side);
@@ -132,7 +132,7 @@ TEST_P(capture_safety, record_stream_during_capture_defers_the_free_until_it_end
   alloc_->deallocate(y);
 }
 
-TEST_P(capture_safety, an_invalidated_capture_fails_at_end_and_undoes_everything) {
+TEST_P(capture_safety, AnInvalidatedCaptureFailsAtEndAndUndoesEverything) {
   const stream_t s = new_stream();
   capture_scope scope(*alloc_, s);
   const mempool_id pool = scope.pool();
@@ -158,7 +158,7 @@ TEST_P(capture_safety, an_invalidated_capture_fails_at_end_and_undoes_everything
   expect_a_fresh_capture_works(s);
 }
 
-TEST_P(capture_safety, failed_instantiation_undoes_the_capture) {
+TEST_P(capture_safety, FailedInstantiationUndoesTheCapture) {
   const stream_t s = new_stream();
   capture_scope scope(*alloc_, s);
   const mempool_id pool = scope.pool();
@@ -171,7 +171,7 @@ TEST_P(capture_safety, failed_instantiation_undoes_the_capture) {
   expect_a_fresh_capture_works(s);
 }
 
-TEST_P(capture_safety, graph_objects_live_exactly_as_long_as_the_captured_graph) {
+TEST_P(capture_safety, GraphObjectsLiveExactlyAsLongAsTheCapturedGraph) {
   const stream_t s = new_stream();
   capture_options options;
   options.auto_free_on_launch = true;
@@ -195,7 +195,7 @@ TEST_P(capture_safety, graph_objects_live_exactly_as_long_as_the_captured_graph)
   EXPECT_THROW(moved.launch(s), error);
 }
 
-TEST_P(capture_safety, async_warns_about_an_uncaptured_free_of_a_captured_allocation) {
+TEST_P(capture_safety, AsyncWarnsAboutAnUncapturedFreeOfACapturedAllocation) {
   if (is_native()) GTEST_SKIP() << "graph-owned allocations exist only with cudaMallocAsync";
   const stream_t s = new_stream();
   void* outlives = nullptr;

@@ -46,7 +46,7 @@ class capture : public backend_test {
   std::int64_t reserved() { return alloc_->stats().reserved_bytes[0].current; }
 };
 
-TEST_P(capture, routes_the_capture_stream_and_joined_side_streams_to_the_pool) {
+TEST_P(capture, RoutesTheCaptureStreamAndJoinedSideStreamsToThePool) {
   const stream_t s = new_stream();
   const stream_t side = new_stream();
   const stream_t elsewhere = new_stream();
@@ -76,7 +76,7 @@ TEST_P(capture, routes_the_capture_stream_and_joined_side_streams_to_the_pool) {
   alloc_->deallocate(outside);
 }
 
-TEST_P(capture, several_captures_at_once_route_to_their_own_pools) {
+TEST_P(capture, SeveralCapturesAtOnceRouteToTheirOwnPools) {
   const stream_t a = new_stream();
   const stream_t b = new_stream();
   // Each step checks that the captures are still valid, so a GPU run names the call that broke one.
@@ -116,7 +116,7 @@ TEST_P(capture, several_captures_at_once_route_to_their_own_pools) {
   synchronize();
 }
 
-TEST_P(capture, graphs_share_a_pool_and_its_memory_lives_until_the_last_is_destroyed) {
+TEST_P(capture, GraphsShareAPoolAndItsMemoryLivesUntilTheLastIsDestroyed) {
   const stream_t s = new_stream();
   alloc_->empty_cache();
   const std::int64_t baseline = reserved();
@@ -165,7 +165,7 @@ TEST_P(capture, graphs_share_a_pool_and_its_memory_lives_until_the_last_is_destr
 // Note [Released pools] (src/capture/capture_router.cpp), the same on both backends: once every
 // use of a pool was released, its id is refused until empty_cache() has freed the pool, which it
 // does only when none of the pool's memory is in use; then the id starts a new pool.
-TEST_P(capture, a_released_pool_id_is_refused_until_empty_cache_frees_the_pool) {
+TEST_P(capture, AReleasedPoolIdIsRefusedUntilEmptyCacheFreesThePool) {
   const warnings_scope warnings;  // cudaMallocAsync warns about the uncaptured free below
   const stream_t s = new_stream();
   const mempool_id pool = allocator::create_pool_id();
@@ -216,7 +216,7 @@ TEST_P(capture, a_released_pool_id_is_refused_until_empty_cache_frees_the_pool) 
   EXPECT_THROW(alloc_->release_pool(pool), error) << "every use was given back";
 }
 
-TEST_P(capture, graph_pool_memory_shows_in_statistics_and_snapshots) {
+TEST_P(capture, GraphPoolMemoryShowsInStatisticsAndSnapshots) {
   const stream_t s = new_stream();
   const memory_stats before = alloc_->stats();
   capture_scope scope(*alloc_, s);
@@ -238,7 +238,7 @@ TEST_P(capture, graph_pool_memory_shows_in_statistics_and_snapshots) {
   EXPECT_EQ(alloc_->stats().allocation[0].current, before.allocation[0].current);
 }
 
-TEST_P(capture, a_default_stream_or_the_default_pool_id_is_refused) {
+TEST_P(capture, ADefaultStreamOrTheDefaultPoolIdIsRefused) {
   try {
     capture_scope scope(*alloc_, nullptr);
     ADD_FAILURE() << "capturing the legacy stream was accepted";

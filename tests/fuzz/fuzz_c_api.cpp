@@ -15,7 +15,7 @@
 #include <string>
 
 #include "c_api_internal.hpp"
-#include "fuzz/fuzz_support.hpp"
+#include "fuzz/fuzz_test_support.hpp"
 #include "streampool/c_api.h"
 #include "streampool/sim_driver.hpp"
 

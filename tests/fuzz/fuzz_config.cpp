@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-#include "fuzz/fuzz_support.hpp"
+#include "fuzz/fuzz_test_support.hpp"
 #include "streampool/allocator.hpp"
 #include "streampool/sim_driver.hpp"
 

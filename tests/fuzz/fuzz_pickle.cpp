@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-#include "fuzz/fuzz_support.hpp"
+#include "fuzz/fuzz_test_support.hpp"
 #include "replay/pickle_reader.hpp"
 #include "streampool/errors.hpp"
 #include "streampool/replay.hpp"
@@ -16,8 +16,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   using namespace streampool;
   const std::string_view bytes(reinterpret_cast<const char*>(data), size);
   try {
-    const auto in = replay_detail::memory_source(bytes);
-    const replay_detail::pickle_document doc = replay_detail::parse_pickle(*in, "fuzz");
+    const auto in = replay_impl::memory_source(bytes);
+    const replay_impl::pickle_document doc = replay_impl::parse_pickle(*in, "fuzz");
     (void)doc.root();
   } catch (const error& e) {
     fuzz::check(std::string(e.what()).rfind("fuzz: ", 0) == 0, std::string("pickle error does not name the source: ") + e.what());

@@ -9,7 +9,7 @@
 #include <sstream>
 #include <string>
 
-#include "fuzz/fuzz_support.hpp"
+#include "fuzz/fuzz_test_support.hpp"
 #include "streampool/replay.hpp"
 #include "streampool/sim_driver.hpp"
 

@@ -95,7 +95,7 @@ TEST_P(gpu_checking, KernelReadingAFreedBlockReadsPoison) {
   KERNEL_OK(kernels::fill_pattern(p, size, 1234, a_));
   alloc_->deallocate(p);
   KERNEL_OK(kernels::delayed_copy(out, p, size, 0, a_));  // the bug: a read after free
-  EXPECT_EQ(bytes_not(out, size, detail::poison_byte, a_), 0u) << "the read after free did not see poison";
+  EXPECT_EQ(bytes_not(out, size, check_impl::poison_byte, a_), 0u) << "the read after free did not see poison";
   alloc_->deallocate(out);
   EXPECT_TRUE(overrun_reports().empty());
 }

@@ -92,7 +92,7 @@ class graph_training : public backend_test {
   std::int64_t reserved() { return alloc_->stats().reserved_bytes[0].current; }
 };
 
-TEST_P(graph_training, captured_step_replays_bit_identical_losses_without_allocating) {
+TEST_P(graph_training, CapturedStepReplaysBitIdenticalLossesWithoutAllocating) {
   constexpr int steps = 25;
   const stream_t s = new_stream();
   kernels::mlp_trainer trainer(*alloc_, kernels::mlp_shape{}, seed, s);
@@ -133,7 +133,7 @@ TEST_P(graph_training, captured_step_replays_bit_identical_losses_without_alloca
   }
 }
 
-TEST_P(graph_training, two_graphs_sharing_a_pool_replay_in_capture_order) {
+TEST_P(graph_training, TwoGraphsSharingAPoolReplayInCaptureOrder) {
   constexpr int pairs = 10;
   const stream_t s = new_stream();
   kernels::mlp_trainer trainer(*alloc_, kernels::mlp_shape{}, seed + 1, s);
@@ -181,7 +181,7 @@ double microseconds_per_replay(const captured_graph& graph, stream_t stream, dri
   return elapsed.count() / replays;
 }
 
-TEST_P(graph_training, replay_cost_against_the_same_step_captured_with_raw_cudaMallocAsync) {
+TEST_P(graph_training, ReplayCostAgainstTheSameStepCapturedWithRawCudaMallocAsync) {
   constexpr int replays = 500;
   const stream_t s = new_stream();
   raw_cuda_malloc_async raw(driver_);

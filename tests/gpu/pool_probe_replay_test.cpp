@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "support/backend_fixture.hpp"
-#include "unit/pool_model/pool_probe_support.hpp"
+#include "unit/pool_model/pool_probe_test_support.hpp"
 
 namespace streampool::testing {
 namespace {
@@ -74,7 +74,7 @@ TEST_P(gpu_pool_probe, DevicePeaksAsMeasured) {
   // beside it, on all 184 when probed alone), while the peaks always were.
 }
 
-INSTANTIATE_TEST_SUITE_P(H200, gpu_pool_probe, ::testing::ValuesIn(pool_probe::probed_traces()),
+INSTANTIATE_TEST_SUITE_P(h200, gpu_pool_probe, ::testing::ValuesIn(pool_probe::probed_traces()),
                          [](const auto& param_info) { return param_info.param; });
 
 }  // namespace

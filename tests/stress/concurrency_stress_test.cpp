@@ -22,7 +22,7 @@
 
 #include "c_api_internal.hpp"
 #include "streampool/c_api.h"
-#include "stress/stress_support.hpp"
+#include "stress/stress_test_support.hpp"
 
 namespace streampool::stress {
 namespace {

@@ -27,7 +27,7 @@
 #include <utility>
 #include <vector>
 
-#include "stress/stress_support.hpp"
+#include "stress/stress_test_support.hpp"
 
 namespace streampool::stress {
 namespace {

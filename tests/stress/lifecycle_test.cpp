@@ -8,7 +8,7 @@
 #include <limits>
 #include <memory>
 
-#include "stress/stress_support.hpp"
+#include "stress/stress_test_support.hpp"
 
 namespace streampool::stress {
 namespace {

@@ -52,7 +52,7 @@
 #include <string>
 #include <vector>
 
-#include "stress/stress_support.hpp"
+#include "stress/stress_test_support.hpp"
 
 namespace streampool::stress {
 namespace {

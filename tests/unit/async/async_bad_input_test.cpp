@@ -1,7 +1,7 @@
 // async_bad_input_test.cpp — bad input to the cudaMallocAsync backend gets a clear streampool::error
 // and leaves the state unchanged (statistics identical before and after), and the allocator keeps
 // working: double free, unknown and interior pointers, record_stream of them, size 0, bad devices.
-#include "async_fixture.hpp"
+#include "async_test_support.hpp"
 
 namespace streampool::testing {
 namespace {
@@ -24,7 +24,7 @@ class async_bad_input : public async_fixture {
   }
 };
 
-TEST_F(async_bad_input, double_free) {
+TEST_F(async_bad_input, DoubleFree) {
   void* keep = alloc_->allocate(100);
   void* p = alloc_->allocate(100);
   alloc_->deallocate(p);
@@ -39,7 +39,7 @@ TEST_F(async_bad_input, double_free) {
   EXPECT_EQ(alloc_->stats(0).allocation[0].current, 0);
 }
 
-TEST_F(async_bad_input, unknown_pointer) {
+TEST_F(async_bad_input, UnknownPointer) {
   void* keep = alloc_->allocate(100);
   const auto before = stats_map();
   int host_object = 0;
@@ -50,7 +50,7 @@ TEST_F(async_bad_input, unknown_pointer) {
   alloc_->deallocate(keep);
 }
 
-TEST_F(async_bad_input, interior_pointer_names_the_allocation) {
+TEST_F(async_bad_input, InteriorPointerNamesTheAllocation) {
   void* p = alloc_->allocate(4096);
   const auto before = stats_map();
   void* inside = static_cast<char*>(p) + 16;
@@ -64,7 +64,7 @@ TEST_F(async_bad_input, interior_pointer_names_the_allocation) {
   alloc_->deallocate(p);  // the real pointer is still live
 }
 
-TEST_F(async_bad_input, record_stream_of_unknown_or_freed_pointer) {
+TEST_F(async_bad_input, RecordStreamOfUnknownOrFreedPointer) {
   void* p = alloc_->allocate(100);
   alloc_->deallocate(p);
   const auto before = stats_map();
@@ -74,7 +74,7 @@ TEST_F(async_bad_input, record_stream_of_unknown_or_freed_pointer) {
   EXPECT_THROW(alloc_->record_stream(nullptr, nullptr), error);
 }
 
-TEST_F(async_bad_input, size_zero_and_bad_devices) {
+TEST_F(async_bad_input, SizeZeroAndBadDevices) {
   EXPECT_THROW((void)alloc_->allocate(0), error);
   EXPECT_THROW((void)alloc_->allocate(100, nullptr, 1), error);  // one device only
   EXPECT_THROW((void)alloc_->stats(5), error);
@@ -82,7 +82,7 @@ TEST_F(async_bad_input, size_zero_and_bad_devices) {
   EXPECT_NO_THROW(alloc_->deallocate(nullptr));
 }
 
-TEST_F(async_bad_input, failed_free_keeps_the_allocation_live) {
+TEST_F(async_bad_input, FailedFreeKeepsTheAllocationLive) {
   void* p = alloc_->allocate(100);
   const auto before = stats_map();
   sim_->fail_next(driver_call::free_async, 1, status::invalid_value);
@@ -93,7 +93,7 @@ TEST_F(async_bad_input, failed_free_keeps_the_allocation_live) {
   EXPECT_EQ(alloc_->stats(0).allocation[0].current, 0);
 }
 
-TEST_F(async_bad_input, failed_driver_call_at_allocate_changes_nothing) {
+TEST_F(async_bad_input, FailedDriverCallAtAllocateChangesNothing) {
   (void)alloc_->stats(0);
   alloc_->deallocate(alloc_->allocate(100));  // set up
   const auto before = stats_map();

@@ -2,7 +2,7 @@
 // cudaMallocAsync backend], Note [Deferred frees during capture]): routing by filter, deferred
 // frees of uncaptured memory, immediate frees of captured memory, several captures at once, no
 // event query or synchronisation during capture, and the errors of the pool calls.
-#include "async_fixture.hpp"
+#include "async_test_support.hpp"
 
 namespace streampool::testing {
 namespace {
@@ -34,7 +34,7 @@ class async_capture : public async_fixture {
   stream_t other_ = nullptr;
 };
 
-TEST_F(async_capture, uncaptured_free_is_deferred_until_the_capture_ends) {
+TEST_F(async_capture, UncapturedFreeIsDeferredUntilTheCaptureEnds) {
   void* before = alloc_->allocate(mib, other_);  // made before the capture
   const mempool_id pool = allocator::create_pool_id();
   const stream_t capturing = start_capture(pool, 7);
@@ -61,7 +61,7 @@ TEST_F(async_capture, uncaptured_free_is_deferred_until_the_capture_ends) {
   EXPECT_EQ(sim_->calls(driver_call::event_query), 0u);
 }
 
-TEST_F(async_capture, captured_allocations_are_tagged_and_freed_at_once) {
+TEST_F(async_capture, CapturedAllocationsAreTaggedAndFreedAtOnce) {
   alloc_->record_history(true);
   const mempool_id pool = allocator::create_pool_id();
   const stream_t capturing = start_capture(pool, 11);
@@ -87,7 +87,7 @@ TEST_F(async_capture, captured_allocations_are_tagged_and_freed_at_once) {
   EXPECT_TRUE(saw_pool_in_trace);
 }
 
-TEST_F(async_capture, record_stream_during_capture_needs_no_query) {
+TEST_F(async_capture, RecordStreamDuringCaptureNeedsNoQuery) {
   const mempool_id pool = allocator::create_pool_id();
   const stream_t capturing = start_capture(pool, 3);
   const stream_t side = new_stream();
@@ -102,7 +102,7 @@ TEST_F(async_capture, record_stream_during_capture_needs_no_query) {
   stop_capture(capturing, pool);
 }
 
-TEST_F(async_capture, several_captures_at_once) {
+TEST_F(async_capture, SeveralCapturesAtOnce) {
   void* before = alloc_->allocate(1000, other_);
   const mempool_id pool_a = allocator::create_pool_id();
   const mempool_id pool_b = allocator::create_pool_id();
@@ -131,7 +131,7 @@ TEST_F(async_capture, several_captures_at_once) {
   alloc_->release_pool(pool_b);
 }
 
-TEST_F(async_capture, routing_ended_before_the_stream_capture_keeps_the_free_parked) {
+TEST_F(async_capture, RoutingEndedBeforeTheStreamCaptureKeepsTheFreeParked) {
   void* before = alloc_->allocate(1000, other_);
   const mempool_id pool = allocator::create_pool_id();
   const stream_t capturing = start_capture(pool, 5);
@@ -147,7 +147,7 @@ TEST_F(async_capture, routing_ended_before_the_stream_capture_keeps_the_free_par
   EXPECT_EQ(alloc_->stats(0).active[0].current, 0);
 }
 
-TEST_F(async_capture, oom_during_capture_is_not_retried) {
+TEST_F(async_capture, OomDuringCaptureIsNotRetried) {
   const mempool_id pool = allocator::create_pool_id();
   const stream_t capturing = start_capture(pool, 9);
   sim_->fail_next(driver_call::malloc_async, 1);
@@ -168,7 +168,7 @@ TEST_F(async_capture, oom_during_capture_is_not_retried) {
 // stream_begin_capture, malloc_async / free_async on a stream outside it would fail and
 // invalidate the capture unless the thread is relaxed. The backend makes such calls relaxed while
 // a recording is underway, and when it issues parked frees (a capture may still be open then).
-TEST_F(async_capture, calls_on_uncaptured_streams_leave_a_strict_capture_intact) {
+TEST_F(async_capture, CallsOnUncapturedStreamsLeaveAStrictCaptureIntact) {
   void* before = alloc_->allocate(mib, other_);  // made before the capture, on another stream
   const stream_t capturing = new_stream();
   const mempool_id pool = allocator::create_pool_id();
@@ -198,7 +198,7 @@ TEST_F(async_capture, calls_on_uncaptured_streams_leave_a_strict_capture_intact)
   alloc_->release_pool(pool);
 }
 
-TEST_F(async_capture, pool_call_errors) {
+TEST_F(async_capture, PoolCallErrors) {
   const mempool_id pool = allocator::create_pool_id();
   const auto any = [](stream_t) { return true; };
   alloc_->begin_allocate_to_pool(pool, any);

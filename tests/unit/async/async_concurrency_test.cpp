@@ -7,7 +7,7 @@
 #include <random>
 #include <thread>
 
-#include "async_fixture.hpp"
+#include "async_test_support.hpp"
 #include "support/test_seed.hpp"
 
 namespace streampool::testing {
@@ -22,7 +22,7 @@ class async_multi_device : public async_fixture {
   }
 };
 
-TEST_F(async_multi_device, each_device_has_its_own_pool_and_statistics) {
+TEST_F(async_multi_device, EachDeviceHasItsOwnPoolAndStatistics) {
   const stream_t stream1 = new_stream(1);
   void* on0 = alloc_->allocate(1000, nullptr, 0);
   void* on1 = alloc_->allocate(3 * mib, stream1, 1);
@@ -39,7 +39,7 @@ TEST_F(async_multi_device, each_device_has_its_own_pool_and_statistics) {
   EXPECT_EQ(sim_->bytes_in_use(1), 0u);
 }
 
-TEST_F(async_multi_device, current_device_and_per_device_fraction) {
+TEST_F(async_multi_device, CurrentDeviceAndPerDeviceFraction) {
   ASSERT_TRUE(sim_->set_device(1).ok());
   void* p = alloc_->allocate(100);  // current device: 1
   EXPECT_EQ(alloc_->stats(1).allocation[0].current, 1);
@@ -53,7 +53,7 @@ TEST_F(async_multi_device, current_device_and_per_device_fraction) {
   ASSERT_TRUE(sim_->set_device(0).ok());
 }
 
-TEST_F(async_multi_device, captures_are_per_device) {
+TEST_F(async_multi_device, CapturesArePerDevice) {
   void* on0 = alloc_->allocate(100, nullptr, 0);
   const mempool_id pool = allocator::create_pool_id();
   alloc_->begin_allocate_to_pool(pool, [](stream_t) { return false; }, 1);
@@ -65,7 +65,7 @@ TEST_F(async_multi_device, captures_are_per_device) {
 
 using async_threads = async_fixture;
 
-TEST_F(async_threads, many_threads_allocate_and_free) {
+TEST_F(async_threads, ManyThreadsAllocateAndFree) {
   const std::uint64_t seed = test_seed();
   constexpr int threads = 8;
   constexpr int rounds = 2000;
@@ -126,7 +126,7 @@ TEST_F(async_threads, many_threads_allocate_and_free) {
   EXPECT_EQ(sim_->bytes_in_use(0), 0u);
 }
 
-TEST_F(async_threads, first_use_from_many_threads_sets_up_once) {
+TEST_F(async_threads, FirstUseFromManyThreadsSetsUpOnce) {
   std::vector<std::thread> workers;
   for (int t = 0; t < 8; ++t) {
     workers.emplace_back([&] { alloc_->deallocate(alloc_->allocate(100)); });

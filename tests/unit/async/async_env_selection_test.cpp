@@ -1,6 +1,6 @@
 // async_env_selection_test.cpp — the cudaMallocAsync backend chosen from the environment:
 // STREAMPOOL_ALLOC_CONF, or with it unset PYTORCH_CUDA_ALLOC_CONF / PYTORCH_ALLOC_CONF, through
-// config_from_env() and detail::make_async_allocator (the make_allocator() path, which also needs
+// config_from_env() and async::make_async_allocator (the make_allocator() path, which also needs
 // the native backend, is covered by tests/contract/backend_selection_test.cpp), plus the warning
 // for keys only the native backend reads (docs/pytorch-compatibility.md §1.3).
 #include <array>
@@ -8,7 +8,7 @@
 #include <optional>
 #include <string>
 
-#include "async_fixture.hpp"
+#include "async_test_support.hpp"
 #include "support/env_guard.hpp"
 
 namespace streampool::testing {
@@ -16,10 +16,10 @@ namespace {
 
 
 std::unique_ptr<allocator> from_env() {
-  return detail::make_async_allocator(config_from_env(), std::make_shared<sim_driver>());
+  return async::make_async_allocator(config_from_env(), std::make_shared<sim_driver>());
 }
 
-TEST(async_env_selection, streampool_variable) {
+TEST(async_env_selection, StreampoolVariable) {
   env_guard guard;
   ::setenv("STREAMPOOL_ALLOC_CONF", "backend:cudaMallocAsync", 1);
   const allocator_config config = config_from_env();
@@ -30,7 +30,7 @@ TEST(async_env_selection, streampool_variable) {
   alloc->deallocate(alloc->allocate(100));  // and it works
 }
 
-TEST(async_env_selection, pytorch_cuda_variable_when_ours_is_unset) {
+TEST(async_env_selection, PyTorchCudaVariableWhenOursIsUnset) {
   env_guard guard;
   ::setenv("PYTORCH_CUDA_ALLOC_CONF", "backend:cudaMallocAsync", 1);
   const allocator_config config = config_from_env();
@@ -39,31 +39,31 @@ TEST(async_env_selection, pytorch_cuda_variable_when_ours_is_unset) {
   EXPECT_EQ(from_env()->backend_name(), "cudaMallocAsync");
 }
 
-TEST(async_env_selection, pytorch_alloc_variable_last) {
+TEST(async_env_selection, PyTorchAllocVariableLast) {
   env_guard guard;
   ::setenv("PYTORCH_ALLOC_CONF", "backend:cudaMallocAsync", 1);
   EXPECT_EQ(from_env()->backend_name(), "cudaMallocAsync");
 }
 
-TEST(async_env_selection, ours_takes_precedence) {
+TEST(async_env_selection, OursTakesPrecedence) {
   env_guard guard;
   ::setenv("STREAMPOOL_ALLOC_CONF", "backend:native", 1);
   ::setenv("PYTORCH_CUDA_ALLOC_CONF", "backend:cudaMallocAsync", 1);
   EXPECT_EQ(config_from_env().backend, backend_kind::native);
 }
 
-TEST(async_env_selection, env_settings_reach_the_backend) {
+TEST(async_env_selection, EnvSettingsReachTheBackend) {
   env_guard guard;
   ::setenv("STREAMPOOL_ALLOC_CONF", "backend:cudaMallocAsync,async_pool:dedicated,per_process_memory_fraction:0.25",
            1);
   auto sim = std::make_shared<sim_driver>();
-  const std::unique_ptr<allocator> alloc = detail::make_async_allocator(config_from_env(), sim);
+  const std::unique_ptr<allocator> alloc = async::make_async_allocator(config_from_env(), sim);
   alloc->deallocate(alloc->allocate(100));
   EXPECT_EQ(sim->calls(driver_call::pool_create), 1u);
   EXPECT_DOUBLE_EQ(alloc->memory_fraction(0), 0.25);
 }
 
-TEST(async_env_selection, native_only_keys_are_warned_about) {
+TEST(async_env_selection, NativeOnlyKeysAreWarnedAbout) {
   const allocator_config config =
       parse_config("backend:cudaMallocAsync,max_split_size_mb:100,roundup_power2_divisions:4");
   ASSERT_FALSE(config.warnings.empty());

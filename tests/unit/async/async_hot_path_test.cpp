@@ -6,7 +6,7 @@
 #include <array>
 #include <utility>
 
-#include "async_fixture.hpp"
+#include "async_test_support.hpp"
 
 namespace streampool::testing {
 namespace {
@@ -36,7 +36,7 @@ class async_hot_path : public async_fixture {
   }
 };
 
-TEST_F(async_hot_path, cache_hit_pair_is_one_malloc_async_and_one_free_async) {
+TEST_F(async_hot_path, CacheHitPairIsOneMallocAsyncAndOneFreeAsync) {
   const stream_t stream = new_stream();
   alloc_->deallocate(alloc_->allocate(4096, stream, 0));  // device set-up and the pool's first chunk
   (void)alloc_->stats(0);
@@ -53,7 +53,7 @@ TEST_F(async_hot_path, cache_hit_pair_is_one_malloc_async_and_one_free_async) {
   EXPECT_EQ(total_calls(), 2u * pairs) << describe_calls();
 }
 
-TEST_F(async_hot_path, same_on_the_current_device_default_stream_and_with_history_on) {
+TEST_F(async_hot_path, SameOnTheCurrentDeviceDefaultStreamAndWithHistoryOn) {
   alloc_->record_history(true);
   alloc_->deallocate(alloc_->allocate(100));
   sim_->reset_counters();
@@ -67,7 +67,7 @@ TEST_F(async_hot_path, same_on_the_current_device_default_stream_and_with_histor
   EXPECT_EQ(alloc_->trace(0).size(), 4u * 5u);  // every pair still traced: alloc 2 + free 3 entries
 }
 
-TEST_F(async_hot_path, statistics_read_the_pool_only_when_asked_and_stay_exact) {
+TEST_F(async_hot_path, StatisticsReadThePoolOnlyWhenAskedAndStayExact) {
   const stream_t stream = new_stream();
   void* held = alloc_->allocate(40 * mib, stream);  // makes the pool reserve a second chunk
   sim_->reset_counters();
@@ -87,7 +87,7 @@ TEST_F(async_hot_path, statistics_read_the_pool_only_when_asked_and_stay_exact) 
   alloc_->deallocate(held);
 }
 
-TEST_F(async_hot_path, record_stream_adds_one_event_record_and_one_wait_per_stream) {
+TEST_F(async_hot_path, RecordStreamAddsOneEventRecordAndOneWaitPerStream) {
   const stream_t a = new_stream();
   const stream_t b = new_stream();
   void* warm = alloc_->allocate(4096, a);
@@ -108,7 +108,7 @@ TEST_F(async_hot_path, record_stream_adds_one_event_record_and_one_wait_per_stre
 // Note [Frees of captured allocations] needs the capture status of the allocation's stream at
 // the free (graph free node, uncaptured free, or a capture that was invalidated): one query, and
 // only for allocations made while a recording routed them.
-TEST_F(async_hot_path, captured_allocation_costs_one_capture_query_at_its_free_only) {
+TEST_F(async_hot_path, CapturedAllocationCostsOneCaptureQueryAtItsFreeOnly) {
   const stream_t capturing = new_stream();
   sim_->set_capture(capturing, capture_status::active, 9);
   const mempool_id pool = allocator::create_pool_id();

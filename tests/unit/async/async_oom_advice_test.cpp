@@ -8,7 +8,7 @@
 #include <functional>
 #include <string>
 
-#include "async_fixture.hpp"
+#include "async_test_support.hpp"
 #include "core/oom_message.hpp"
 
 namespace streampool::testing {
@@ -33,7 +33,7 @@ class async_oom_advice : public async_fixture {
   }
 };
 
-TEST_F(async_oom_advice, cache_in_pieces_after_a_trim_is_fragmentation_of_the_pool) {
+TEST_F(async_oom_advice, CacheInPiecesAfterATrimIsFragmentationOfThePool) {
   make_with_capacity(64 * mib);
   // 10 MiB live, 12 free, 10 live, 12 free, 10 live, 10 free: both granules (the whole device)
   // are mapped, 34 MiB are cached in pieces of 12, 12 and 10 MiB, and no granule is idle.
@@ -76,7 +76,7 @@ class async_oom_advice_idle_granule : public async_oom_advice {
   void* last_ = nullptr;
 };
 
-TEST_F(async_oom_advice_idle_granule, cache_held_during_a_capture_points_to_empty_cache_outside_it) {
+TEST_F(async_oom_advice_idle_granule, CacheHeldDuringACapturePointsToEmptyCacheOutsideIt) {
   const mempool_id pool = allocator::create_pool_id();
   alloc_->begin_allocate_to_pool(pool, [](stream_t) { return false; });
   const std::string message = message_of([&] { (void)alloc_->allocate(48 * mib); });
@@ -89,7 +89,7 @@ TEST_F(async_oom_advice_idle_granule, cache_held_during_a_capture_points_to_empt
   alloc_->deallocate(alloc_->allocate(48 * mib));
 }
 
-TEST_F(async_oom_advice_idle_granule, cache_not_trimmed_points_to_empty_cache) {
+TEST_F(async_oom_advice_idle_granule, CacheNotTrimmedPointsToEmptyCache) {
   sim_->fail_next(driver_call::device_synchronize, 1, status::other);  // so the OOM path cannot trim
   const std::string message = message_of([&] { (void)alloc_->allocate(48 * mib); });
   EXPECT_EQ(sim_->calls(driver_call::pool_trim_to), 0u);
@@ -100,7 +100,7 @@ TEST_F(async_oom_advice_idle_granule, cache_not_trimmed_points_to_empty_cache) {
   alloc_->deallocate(alloc_->allocate(48 * mib));
 }
 
-TEST_F(async_oom_advice, full_device_names_memory_held_outside_the_pool) {
+TEST_F(async_oom_advice, FullDeviceNamesMemoryHeldOutsideThePool) {
   void* outside = nullptr;
   ASSERT_TRUE(sim_->malloc(0, 80 * mib, &outside).ok());  // another allocator's memory
   const std::string message = message_of([&] { (void)alloc_->allocate(20 * mib); });
@@ -112,7 +112,7 @@ TEST_F(async_oom_advice, full_device_names_memory_held_outside_the_pool) {
   alloc_->deallocate(alloc_->allocate(20 * mib));
 }
 
-TEST_F(async_oom_advice, a_cap_refusal_ignores_the_pools_cache) {
+TEST_F(async_oom_advice, ACapRefusalIgnoresThePoolsCache) {
   alloc_->deallocate(alloc_->allocate(20 * mib));  // 32 MiB cached, enough for the request below
   alloc_->set_memory_fraction(0.25, 0);            // 24 MiB cap
   const std::string message = message_of([&] { (void)alloc_->allocate(30 * mib); });
@@ -125,7 +125,7 @@ TEST_F(async_oom_advice, a_cap_refusal_ignores_the_pools_cache) {
 
 // The shared builder keeps native's diagnosis for native's figures: the pool fields change only
 // the output of figures marked as a stream-ordered pool's.
-TEST(async_oom_message, native_figures_keep_the_fragmentation_diagnosis) {
+TEST(async_oom_message, NativeFiguresKeepTheFragmentationDiagnosis) {
   detail::oom_figures f;
   f.requested = f.alloc_size = 8 * mib;
   f.device_total = 64 * mib;

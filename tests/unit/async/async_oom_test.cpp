@@ -4,7 +4,7 @@
 #include <functional>
 #include <string>
 
-#include "async_fixture.hpp"
+#include "async_test_support.hpp"
 
 namespace streampool::testing {
 namespace {
@@ -18,7 +18,7 @@ class async_oom : public async_fixture {
   }
 };
 
-TEST_F(async_oom, fraction_cap_refuses_before_the_driver) {
+TEST_F(async_oom, FractionCapRefusesBeforeTheDriver) {
   alloc_->record_history(true);
   const std::string message = message_of([&] { (void)alloc_->allocate(600 * mib); });
   EXPECT_TRUE(contains(message, "CUDA out of memory. Tried to allocate 600.00 MiB")) << message;
@@ -42,7 +42,7 @@ TEST_F(async_oom, fraction_cap_refuses_before_the_driver) {
 
 // Note [Impossible requests]: larger than the device, so refused without asking the pool (on the
 // H200 asking took ~11 s and starved other processes), whatever the cap.
-TEST_F(async_oom, a_request_larger_than_the_device_is_refused_without_a_driver_call) {
+TEST_F(async_oom, ARequestLargerThanTheDeviceIsRefusedWithoutADriverCall) {
   alloc_->set_memory_fraction(1.0);  // no cap: the device size alone refuses it
   alloc_->record_history(true);
   const std::string message = message_of([&] { (void)alloc_->allocate(2 * gib); });
@@ -58,7 +58,7 @@ TEST_F(async_oom, a_request_larger_than_the_device_is_refused_without_a_driver_c
   alloc_->deallocate(p);
 }
 
-TEST_F(async_oom, cap_counts_what_this_allocator_holds) {
+TEST_F(async_oom, CapCountsWhatThisAllocatorHolds) {
   void* p = alloc_->allocate(400 * mib);
   const std::string message = message_of([&] { (void)alloc_->allocate(200 * mib); });
   EXPECT_TRUE(contains(message, "this allocator holds 400.00 MiB")) << message;
@@ -71,7 +71,7 @@ TEST_F(async_oom, cap_counts_what_this_allocator_holds) {
   EXPECT_EQ(alloc_->stats(0).num_ooms, 1);
 }
 
-TEST_F(async_oom, set_memory_fraction_changes_the_cap) {
+TEST_F(async_oom, SetMemoryFractionChangesTheCap) {
   EXPECT_DOUBLE_EQ(alloc_->memory_fraction(0), 0.5);  // the config value, before first use
   alloc_->set_memory_fraction(0.25, 0);
   EXPECT_DOUBLE_EQ(alloc_->memory_fraction(0), 0.25);
@@ -85,7 +85,7 @@ TEST_F(async_oom, set_memory_fraction_changes_the_cap) {
   EXPECT_DOUBLE_EQ(alloc_->memory_fraction(0), 0.0);
 }
 
-TEST_F(async_oom, driver_oom_is_retried_once_after_sync_and_trim) {
+TEST_F(async_oom, DriverOomIsRetriedOnceAfterSyncAndTrim) {
   sim_->fail_next(driver_call::malloc_async, 1);
   void* p = alloc_->allocate(mib);
   ASSERT_NE(p, nullptr);
@@ -100,7 +100,7 @@ TEST_F(async_oom, driver_oom_is_retried_once_after_sync_and_trim) {
   alloc_->deallocate(p);
 }
 
-TEST_F(async_oom, second_failure_raises_the_rich_message) {
+TEST_F(async_oom, SecondFailureRaisesTheRichMessage) {
   alloc_->record_history(true);
   sim_->fail_next(driver_call::malloc_async, 2);
   const std::string message = message_of([&] { (void)alloc_->allocate(3 * mib); });
@@ -120,7 +120,7 @@ TEST_F(async_oom, second_failure_raises_the_rich_message) {
   alloc_->deallocate(alloc_->allocate(3 * mib));
 }
 
-TEST_F(async_oom, real_exhaustion_of_the_device) {
+TEST_F(async_oom, RealExhaustionOfTheDevice) {
   sim_options options;
   options.capacity = 64 * mib;
   make(options);
@@ -134,7 +134,7 @@ TEST_F(async_oom, real_exhaustion_of_the_device) {
   alloc_->deallocate(alloc_->allocate(40 * mib));  // fits after the free
 }
 
-TEST_F(async_oom, other_driver_errors_are_not_out_of_memory) {
+TEST_F(async_oom, OtherDriverErrorsAreNotOutOfMemory) {
   sim_->fail_next(driver_call::malloc_async, 1, status::other);
   EXPECT_THROW(
       {
@@ -149,7 +149,7 @@ TEST_F(async_oom, other_driver_errors_are_not_out_of_memory) {
   EXPECT_EQ(alloc_->stats(0).num_ooms, 0);
 }
 
-TEST_F(async_oom, absurd_sizes_are_refused_by_the_interface) {
+TEST_F(async_oom, AbsurdSizesAreRefusedByTheInterface) {
   EXPECT_THROW((void)alloc_->allocate(max_request_bytes), out_of_memory);
   EXPECT_EQ(sim_->calls(driver_call::malloc_async), 0u);
 }

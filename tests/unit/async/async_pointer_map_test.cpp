@@ -18,10 +18,10 @@ namespace {
 
 void* address(std::uint64_t granule) { return reinterpret_cast<void*>(std::uintptr_t{1} << 40 | granule << 9); }
 
-TEST(async_pointer_map, matches_a_model_under_random_churn) {
+TEST(async_pointer_map, MatchesAModelUnderRandomChurn) {
   const std::uint64_t seed = test_seed();
   std::mt19937_64 rng(seed);
-  detail::pointer_map map;
+  async::pointer_map map;
   std::map<void*, std::size_t> model;  // pointer -> size
   // Granules from a small range, so that the same addresses come back (as the pool reuses them)
   // and many keys share a shard and collide in its table.
@@ -31,13 +31,13 @@ TEST(async_pointer_map, matches_a_model_under_random_churn) {
     const auto it = model.find(ptr);
     const int op = static_cast<int>(rng() % 4);
     if (op <= 1 && it == model.end()) {
-      detail::allocation_record record;
+      async::allocation_record record;
       record.size = 512 + rng() % 4096;
       record.stream = reinterpret_cast<stream_t>(static_cast<std::uintptr_t>(step % 7 + 1));
       model.emplace(ptr, record.size);
       map.insert(ptr, std::move(record));
     } else if (op == 2) {
-      std::optional<detail::allocation_record> taken = map.take(ptr);
+      std::optional<async::allocation_record> taken = map.take(ptr);
       ASSERT_EQ(taken.has_value(), it != model.end()) << "step " << step << ", seed " << seed;
       if (taken) {
         EXPECT_EQ(taken->size, it->second) << "step " << step << ", seed " << seed;
@@ -55,8 +55,8 @@ TEST(async_pointer_map, matches_a_model_under_random_churn) {
   // Everything left is found, with its size, and can be given a record_stream use.
   for (const auto& [ptr, size] : model) {
     EXPECT_EQ(map.add_stream_use(ptr, reinterpret_cast<stream_t>(std::uintptr_t{999})),
-              detail::stream_use_result::added);
-    std::optional<detail::allocation_record> taken = map.take(ptr);
+              async::stream_use_result::added);
+    std::optional<async::allocation_record> taken = map.take(ptr);
     ASSERT_TRUE(taken.has_value()) << "seed " << seed;
     EXPECT_EQ(taken->size, size);
     ASSERT_EQ(taken->stream_uses.size(), 1u);
@@ -65,10 +65,10 @@ TEST(async_pointer_map, matches_a_model_under_random_churn) {
   EXPECT_FALSE(map.contains(address(1)));
 }
 
-TEST(async_pointer_map, lookups_by_interior_address_and_by_device) {
-  detail::pointer_map map;
+TEST(async_pointer_map, LookupsByInteriorAddressAndByDevice) {
+  async::pointer_map map;
   for (std::uint64_t i = 1; i <= 1000; ++i) {  // far past a shard table's first 16 slots
-    detail::allocation_record record;
+    async::allocation_record record;
     record.device = static_cast<int>(i % 2);
     record.size = 1024;
     map.insert(address(i * 4), std::move(record));
@@ -82,7 +82,7 @@ TEST(async_pointer_map, lookups_by_interior_address_and_by_device) {
   EXPECT_EQ(hit->first, reinterpret_cast<std::uintptr_t>(address(40)));
   EXPECT_FALSE(map.find_containing(reinterpret_cast<std::uintptr_t>(address(41)) + 600).has_value());
   EXPECT_FALSE(map.take(address(41)).has_value());  // never inserted
-  EXPECT_EQ(map.add_stream_use(address(41), nullptr), detail::stream_use_result::unknown_pointer);
+  EXPECT_EQ(map.add_stream_use(address(41), nullptr), async::stream_use_result::unknown_pointer);
 }
 
 }  // namespace

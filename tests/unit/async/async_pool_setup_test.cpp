@@ -3,14 +3,14 @@
 // devices without pools or machines without devices, and empty_cache = synchronise + trim.
 #include <limits>
 
-#include "async_fixture.hpp"
+#include "async_test_support.hpp"
 
 namespace streampool::testing {
 namespace {
 
 using async_pool_setup = async_fixture;
 
-TEST_F(async_pool_setup, nothing_is_set_up_before_first_use) {
+TEST_F(async_pool_setup, NothingIsSetUpBeforeFirstUse) {
   EXPECT_EQ(sim_->calls(driver_call::pool_get_default), 0u);
   EXPECT_EQ(sim_->calls(driver_call::pool_set_attr), 0u);
   EXPECT_EQ(backend().initialized_device(0), nullptr);
@@ -20,7 +20,7 @@ TEST_F(async_pool_setup, nothing_is_set_up_before_first_use) {
   EXPECT_EQ(alloc_->backend_name(), "cudaMallocAsync");
 }
 
-TEST_F(async_pool_setup, default_pool_keeps_everything_and_reuses) {
+TEST_F(async_pool_setup, DefaultPoolKeepsEverythingAndReuses) {
   void* p = alloc_->allocate(1000);
   mempool_t default_pool = nullptr;
   ASSERT_TRUE(sim_->pool_get_default(0, &default_pool).ok());
@@ -36,14 +36,14 @@ TEST_F(async_pool_setup, default_pool_keeps_everything_and_reuses) {
   EXPECT_GT(sim_->bytes_in_use(0), 0u);
 }
 
-TEST_F(async_pool_setup, setup_happens_once) {
+TEST_F(async_pool_setup, SetupHappensOnce) {
   alloc_->deallocate(alloc_->allocate(100));
   alloc_->deallocate(alloc_->allocate(200));
   EXPECT_EQ(sim_->calls(driver_call::pool_get_default), 1u);
   EXPECT_EQ(sim_->calls(driver_call::pool_set_attr), 4u);  // threshold + three reuse policies
 }
 
-TEST_F(async_pool_setup, dedicated_pool_is_created_and_destroyed) {
+TEST_F(async_pool_setup, DedicatedPoolIsCreatedAndDestroyed) {
   make({}, "async_pool:dedicated");
   void* p = alloc_->allocate(4096);
   EXPECT_EQ(sim_->calls(driver_call::pool_create), 1u);
@@ -61,7 +61,7 @@ TEST_F(async_pool_setup, dedicated_pool_is_created_and_destroyed) {
   EXPECT_EQ(sim_->bytes_in_use(0), 0u);  // a destroyed pool's idle memory goes back
 }
 
-TEST_F(async_pool_setup, device_without_pools_fails_clearly_at_first_use) {
+TEST_F(async_pool_setup, DeviceWithoutPoolsFailsClearlyAtFirstUse) {
   sim_options options;
   options.memory_pools_supported = false;
   make(options);  // construction must succeed
@@ -81,7 +81,7 @@ TEST_F(async_pool_setup, device_without_pools_fails_clearly_at_first_use) {
   EXPECT_EQ(sim_->calls(driver_call::malloc_async), 0u);
 }
 
-TEST_F(async_pool_setup, machine_without_device_builds_and_reports_at_first_use) {
+TEST_F(async_pool_setup, MachineWithoutDeviceBuildsAndReportsAtFirstUse) {
   sim_options options;
   options.device_count = 0;
   make(options);
@@ -91,7 +91,7 @@ TEST_F(async_pool_setup, machine_without_device_builds_and_reports_at_first_use)
   EXPECT_TRUE(alloc_->snapshot().segments.empty());
 }
 
-TEST_F(async_pool_setup, empty_cache_synchronises_and_trims) {
+TEST_F(async_pool_setup, EmptyCacheSynchronisesAndTrims) {
   void* keep = alloc_->allocate(mib);
   void* big = alloc_->allocate(64 * mib);
   alloc_->deallocate(big);
@@ -113,7 +113,7 @@ TEST_F(async_pool_setup, empty_cache_synchronises_and_trims) {
   EXPECT_EQ(alloc_->stats(0).reserved_bytes[0].current, 0);
 }
 
-TEST_F(async_pool_setup, empty_cache_skips_unused_devices) {
+TEST_F(async_pool_setup, EmptyCacheSkipsUnusedDevices) {
   sim_options options;
   options.device_count = 2;
   make(options);

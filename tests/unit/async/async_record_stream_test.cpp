@@ -2,7 +2,7 @@
 // by stream wait]): the free is ordered on the device after the recorded streams' work, with
 // pooled events and no host synchronisation or event query. Runs the sim in non-eager mode, where
 // work completes only when the test says so.
-#include "async_fixture.hpp"
+#include "async_test_support.hpp"
 
 namespace streampool::testing {
 namespace {
@@ -29,7 +29,7 @@ class async_record_stream : public async_fixture {
   stream_t a_ = nullptr, b_ = nullptr, c_ = nullptr;
 };
 
-TEST_F(async_record_stream, free_waits_for_the_recorded_stream) {
+TEST_F(async_record_stream, FreeWaitsForTheRecordedStream) {
   void* p = alloc_->allocate(mib, a_);
   const event_t work_on_b = submit_work(b_);
   alloc_->record_stream(p, b_);
@@ -57,7 +57,7 @@ TEST_F(async_record_stream, free_waits_for_the_recorded_stream) {
   alloc_->deallocate(r);
 }
 
-TEST_F(async_record_stream, without_record_stream_the_free_does_not_wait) {
+TEST_F(async_record_stream, WithoutRecordStreamTheFreeDoesNotWait) {
   void* p = alloc_->allocate(mib, a_);
   const event_t work_on_b = submit_work(b_);
   alloc_->deallocate(p);
@@ -67,7 +67,7 @@ TEST_F(async_record_stream, without_record_stream_the_free_does_not_wait) {
   EXPECT_EQ(alloc_->allocate(mib, c_), p);  // the free completed: reusable by another stream
 }
 
-TEST_F(async_record_stream, recording_the_allocation_stream_has_no_effect) {
+TEST_F(async_record_stream, RecordingTheAllocationStreamHasNoEffect) {
   void* p = alloc_->allocate(mib, a_);
   const auto records = sim_->calls(driver_call::event_record);
   alloc_->record_stream(p, a_);
@@ -76,7 +76,7 @@ TEST_F(async_record_stream, recording_the_allocation_stream_has_no_effect) {
   EXPECT_EQ(sim_->calls(driver_call::event_record), records);
 }
 
-TEST_F(async_record_stream, each_stream_is_waited_on_once) {
+TEST_F(async_record_stream, EachStreamIsWaitedOnOnce) {
   void* p = alloc_->allocate(mib, a_);
   alloc_->record_stream(p, b_);
   alloc_->record_stream(p, b_);
@@ -85,7 +85,7 @@ TEST_F(async_record_stream, each_stream_is_waited_on_once) {
   EXPECT_EQ(sim_->calls(driver_call::stream_wait_event), 2u);
 }
 
-TEST_F(async_record_stream, events_are_pooled_not_created_per_free) {
+TEST_F(async_record_stream, EventsArePooledNotCreatedPerFree) {
   for (int i = 0; i < 20; ++i) {
     void* p = alloc_->allocate(mib, a_);
     alloc_->record_stream(p, b_);
@@ -96,7 +96,7 @@ TEST_F(async_record_stream, events_are_pooled_not_created_per_free) {
   EXPECT_EQ(sim_->calls(driver_call::event_destroy), 0u);
 }
 
-TEST_F(async_record_stream, failed_wait_falls_back_to_synchronising) {
+TEST_F(async_record_stream, FailedWaitFallsBackToSynchronising) {
   void* p = alloc_->allocate(mib, a_);
   const event_t work_on_b = submit_work(b_);
   alloc_->record_stream(p, b_);
@@ -109,7 +109,7 @@ TEST_F(async_record_stream, failed_wait_falls_back_to_synchronising) {
   EXPECT_EQ(s.allocation[0].current, 0);
 }
 
-TEST_F(async_record_stream, failed_wait_and_sync_leave_the_allocation_live) {
+TEST_F(async_record_stream, FailedWaitAndSyncLeaveTheAllocationLive) {
   void* p = alloc_->allocate(mib, a_);
   alloc_->record_stream(p, b_);
   const auto before = stats_map();
@@ -123,12 +123,12 @@ TEST_F(async_record_stream, failed_wait_and_sync_leave_the_allocation_live) {
   EXPECT_EQ(sim_->calls(driver_call::stream_wait_event), 2u);
 }
 
-TEST(async_record_stream_devices, stream_of_another_device_is_waited_for_by_the_host) {
+TEST(async_record_stream_devices, StreamOfAnotherDeviceIsWaitedForByTheHost) {
   sim_options options;
   options.device_count = 2;
   options.eager_completion = false;
   auto sim = std::make_shared<sim_driver>(options);
-  const std::unique_ptr<allocator> alloc = detail::make_async_allocator(parse_config("backend:cudaMallocAsync"), sim);
+  const std::unique_ptr<allocator> alloc = async::make_async_allocator(parse_config("backend:cudaMallocAsync"), sim);
   stream_t other_device_stream = nullptr;
   ASSERT_TRUE(sim->stream_create(1, &other_device_stream).ok());
   void* p = alloc->allocate(mib, nullptr, 0);

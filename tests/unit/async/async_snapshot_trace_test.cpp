@@ -3,7 +3,7 @@
 // snapshot; ring buffer) of the cudaMallocAsync backend.
 #include <algorithm>
 
-#include "async_fixture.hpp"
+#include "async_test_support.hpp"
 
 namespace streampool::testing {
 namespace {
@@ -11,7 +11,7 @@ namespace {
 using async_snapshot = async_fixture;
 using async_trace = async_fixture;
 
-TEST_F(async_snapshot, live_allocations_are_one_block_segments) {
+TEST_F(async_snapshot, LiveAllocationsAreOneBlockSegments) {
   const stream_t stream = new_stream();
   void* small = alloc_->allocate(100, stream);
   void* large = alloc_->allocate(3 * mib);
@@ -44,7 +44,7 @@ TEST_F(async_snapshot, live_allocations_are_one_block_segments) {
   EXPECT_TRUE(alloc_->snapshot().segments.empty());
 }
 
-TEST_F(async_snapshot, agrees_with_the_statistics) {
+TEST_F(async_snapshot, AgreesWithTheStatistics) {
   std::vector<void*> live;
   for (std::size_t size : {1u, 511u, 513u, 4096u, 1048576u, 1048577u, 7000000u}) live.push_back(alloc_->allocate(size));
   alloc_->deallocate(live[2]);
@@ -67,7 +67,7 @@ TEST_F(async_snapshot, agrees_with_the_statistics) {
   }
 }
 
-TEST_F(async_snapshot, covers_every_used_device) {
+TEST_F(async_snapshot, CoversEveryUsedDevice) {
   sim_options options;
   options.device_count = 3;
   make(options);
@@ -80,7 +80,7 @@ TEST_F(async_snapshot, covers_every_used_device) {
   alloc_->deallocate(b);
 }
 
-TEST_F(async_trace, alloc_and_free_with_mirrored_segment_entries) {
+TEST_F(async_trace, AllocAndFreeWithMirroredSegmentEntries) {
   const stream_t stream = new_stream();
   alloc_->record_history(true);
   void* p = alloc_->allocate(100, stream);
@@ -104,7 +104,7 @@ TEST_F(async_trace, alloc_and_free_with_mirrored_segment_entries) {
   EXPECT_NE(csv.find("free_completed,"), std::string::npos);
 }
 
-TEST_F(async_trace, snapshot_is_traced_and_returned) {
+TEST_F(async_trace, SnapshotIsTracedAndReturned) {
   alloc_->record_history(true);
   void* p = alloc_->allocate(4096);
   const memory_snapshot snap = alloc_->snapshot();
@@ -114,7 +114,7 @@ TEST_F(async_trace, snapshot_is_traced_and_returned) {
   alloc_->deallocate(p);
 }
 
-TEST_F(async_trace, off_by_default_ring_keeps_the_last_entries_and_off_clears) {
+TEST_F(async_trace, OffByDefaultRingKeepsTheLastEntriesAndOffClears) {
   alloc_->deallocate(alloc_->allocate(100));
   EXPECT_TRUE(alloc_->trace(0).empty());
   alloc_->record_history(true, 3);

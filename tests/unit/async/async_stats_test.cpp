@@ -1,7 +1,7 @@
 // async_stats_test.cpp — exact statistics of the cudaMallocAsync backend (Note [Statistics of the
 // cudaMallocAsync backend]): counts and footprints from its own accounting, small/large split by
 // requested size, reserved bytes from the pool, peaks and both resets.
-#include "async_fixture.hpp"
+#include "async_test_support.hpp"
 
 namespace streampool::testing {
 namespace {
@@ -13,7 +13,7 @@ constexpr std::int64_t large_request = 2 * mib + 1;
 constexpr std::int64_t small_footprint = 512;
 constexpr std::int64_t large_footprint = 2 * mib + 512;
 
-TEST_F(async_stats, allocations_are_counted_exactly) {
+TEST_F(async_stats, AllocationsAreCountedExactly) {
   void* small = alloc_->allocate(small_request);
   void* large = alloc_->allocate(large_request);
   auto m = stats_map();
@@ -57,7 +57,7 @@ TEST_F(async_stats, allocations_are_counted_exactly) {
   EXPECT_EQ(m["num_device_free"], 2);
 }
 
-TEST_F(async_stats, reserved_bytes_come_from_the_pool) {
+TEST_F(async_stats, ReservedBytesComeFromThePool) {
   void* p = alloc_->allocate(64 * mib);
   const mempool_t pool = pool_of(0);
   memory_stats s = alloc_->stats(0);
@@ -75,7 +75,7 @@ TEST_F(async_stats, reserved_bytes_come_from_the_pool) {
   EXPECT_EQ(s.reserved_bytes[0].freed, reserved);
 }
 
-TEST_F(async_stats, peak_between_readings_is_not_lost) {
+TEST_F(async_stats, PeakBetweenReadingsIsNotLost) {
   alloc_->deallocate(alloc_->allocate(128 * mib));
   // The reserve shrinks again (someone else trims the pool) before the stats are read.
   ASSERT_TRUE(sim_->pool_trim_to(pool_of(0), 0).ok());
@@ -84,7 +84,7 @@ TEST_F(async_stats, peak_between_readings_is_not_lost) {
   EXPECT_GE(s.reserved_bytes[0].peak, 128 * static_cast<std::int64_t>(mib));  // from ReservedMemHigh
 }
 
-TEST_F(async_stats, reset_peak_resets_our_peaks_and_the_pools) {
+TEST_F(async_stats, ResetPeakResetsOurPeaksAndThePools) {
   void* a = alloc_->allocate(64 * mib);
   void* b = alloc_->allocate(mib);
   alloc_->deallocate(a);
@@ -104,7 +104,7 @@ TEST_F(async_stats, reset_peak_resets_our_peaks_and_the_pools) {
   alloc_->deallocate(b);
 }
 
-TEST_F(async_stats, reset_accumulated_keeps_current_values) {
+TEST_F(async_stats, ResetAccumulatedKeepsCurrentValues) {
   void* a = alloc_->allocate(1000);
   alloc_->deallocate(alloc_->allocate(2000));
   alloc_->empty_cache();
@@ -122,7 +122,7 @@ TEST_F(async_stats, reset_accumulated_keeps_current_values) {
   EXPECT_EQ(alloc_->stats(0).allocation[0].freed, 1);
 }
 
-TEST_F(async_stats, to_json_has_pytorch_keys) {
+TEST_F(async_stats, ToJsonHasPyTorchKeys) {
   alloc_->deallocate(alloc_->allocate(512));
   const std::string json = alloc_->stats(0).to_json();
   EXPECT_NE(json.find("\"allocated_bytes.all.peak\":512"), std::string::npos) << json;

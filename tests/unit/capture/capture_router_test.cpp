@@ -40,7 +40,7 @@ std::string error_of(const std::function<void()>& call) {
   return "no error";
 }
 
-TEST(capture_router, routes_to_the_newest_recording_whose_filter_accepts_the_stream) {
+TEST(capture_router, RoutesToTheNewestRecordingWhoseFilterAcceptsTheStream) {
   router r(0);
   EXPECT_FALSE(r.underway());
   EXPECT_EQ(r.route(stream(10)), nullptr) << "no recording: the default pool";
@@ -58,7 +58,7 @@ TEST(capture_router, routes_to_the_newest_recording_whose_filter_accepts_the_str
   EXPECT_FALSE(r.underway_or_deferred());
 }
 
-TEST(capture_router, begin_creates_or_shares_a_pool_and_counts_its_uses) {
+TEST(capture_router, BeginCreatesOrSharesAPoolAndCountsItsUses) {
   router r(0);
   router::pool_type& created = r.begin(a, any());
   created.memory.arenas = 3;  // what the backend keeps stays with the pool
@@ -79,7 +79,7 @@ TEST(capture_router, begin_creates_or_shares_a_pool_and_counts_its_uses) {
   EXPECT_EQ(r.use_count(b), 0) << "unknown";
 }
 
-TEST(capture_router, misuse_gets_an_error_that_names_the_pool_and_the_device_and_changes_nothing) {
+TEST(capture_router, MisuseGetsAnErrorThatNamesThePoolAndTheDeviceAndChangesNothing) {
   router r(3);
   r.begin(a, only(stream(1)));
   std::string message = error_of([&] { r.begin(a, any()); });
@@ -100,7 +100,7 @@ TEST(capture_router, misuse_gets_an_error_that_names_the_pool_and_the_device_and
   EXPECT_FALSE(r.underway());
 }
 
-TEST(capture_router, a_released_pool_is_refused_until_the_backend_lets_it_go) {
+TEST(capture_router, AReleasedPoolIsRefusedUntilTheBackendLetsItGo) {
   router r(0);
   r.begin(a, any());
   r.end(a);
@@ -125,7 +125,7 @@ TEST(capture_router, a_released_pool_is_refused_until_the_backend_lets_it_go) {
   r.end(a);
 }
 
-TEST(capture_router, pools_in_use_or_being_recorded_to_are_not_offered) {
+TEST(capture_router, PoolsInUseOrBeingRecordedToAreNotOffered) {
   router r(0);
   r.begin(a, any());
   r.release(a);  // released while still recording (a user may release before ending)
@@ -147,7 +147,7 @@ TEST(capture_router, pools_in_use_or_being_recorded_to_are_not_offered) {
   EXPECT_EQ(r.use_count(b), 1);
 }
 
-TEST(capture_router, parked_frees_come_back_in_order_once_no_recording_is_underway) {
+TEST(capture_router, ParkedFreesComeBackInOrderOnceNoRecordingIsUnderway) {
   router r(0);
   r.begin(a, any());
   r.defer(1);
@@ -170,7 +170,7 @@ TEST(capture_router, parked_frees_come_back_in_order_once_no_recording_is_underw
   EXPECT_FALSE(r.has_deferred());
 }
 
-TEST(capture_router, frees_parked_by_several_threads_are_all_kept) {
+TEST(capture_router, FreesParkedBySeveralThreadsAreAllKept) {
   router r(0);
   r.begin(a, any());
   constexpr int threads = 4;

@@ -62,10 +62,10 @@ TEST(debug_checks_key, MakeAllocatorWrapsEitherBackendOnlyWhenOn) {
   for (const char* backend : {"native", "cudaMallocAsync"}) {
     auto sim = std::make_shared<sim_driver>();
     const auto on = make_allocator(parse_config(std::string("debug_checks:True,backend:") + backend), sim);
-    EXPECT_NE(dynamic_cast<detail::checking_allocator*>(on.get()), nullptr) << backend;
+    EXPECT_NE(dynamic_cast<check_impl::checking_allocator*>(on.get()), nullptr) << backend;
     EXPECT_EQ(on->backend_name(), backend);
     const auto off = make_allocator(parse_config(std::string("backend:") + backend), sim);
-    EXPECT_EQ(dynamic_cast<detail::checking_allocator*>(off.get()), nullptr) << backend;
+    EXPECT_EQ(dynamic_cast<check_impl::checking_allocator*>(off.get()), nullptr) << backend;
   }
 }
 

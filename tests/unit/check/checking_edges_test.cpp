@@ -11,8 +11,8 @@
 namespace streampool::testing {
 namespace {
 
-using detail::padded_size;
-using detail::poison_byte;
+using check_impl::padded_size;
+using check_impl::poison_byte;
 
 using checking_edges = checking_test;
 
@@ -47,7 +47,7 @@ TEST_P(checking_edges, OffByDefaultMakesExactlyTheBackendsDriverCalls) {
   {
     const std::unique_ptr<allocator> alloc = GetParam().backend == "native"
                                                  ? detail::make_native_allocator(config, bare)
-                                                 : detail::make_async_allocator(config, bare);
+                                                 : async::make_async_allocator(config, bare);
     run_program(*alloc, *bare);
   }
   for (std::size_t c = 0; c < driver_call_count; ++c) {

@@ -11,9 +11,9 @@
 namespace streampool::testing {
 namespace {
 
-using detail::canary_byte;
-using detail::padded_size;
-using detail::poison_byte;
+using check_impl::canary_byte;
+using check_impl::padded_size;
+using check_impl::poison_byte;
 
 TEST(check_layout, CanaryIsAtLeast64BytesAndEndsOnA512ByteBoundary) {
   EXPECT_EQ(padded_size(1), 512u);
@@ -22,9 +22,9 @@ TEST(check_layout, CanaryIsAtLeast64BytesAndEndsOnA512ByteBoundary) {
   EXPECT_EQ(padded_size(512), 1024u);  // a multiple of 512 still gets 512
   EXPECT_EQ(padded_size(1000), 1536u);
   for (std::size_t n : {1ul, 63ul, 64ul, 447ul, 448ul, 449ul, 511ul, 512ul, 513ul, 4096ul, 1000000ul}) {
-    EXPECT_GE(padded_size(n) - n, detail::min_canary_bytes) << n;
-    EXPECT_LT(padded_size(n) - n, detail::min_canary_bytes + detail::check_granularity) << n;
-    EXPECT_EQ(padded_size(n) % detail::check_granularity, 0u) << n;
+    EXPECT_GE(padded_size(n) - n, check_impl::min_canary_bytes) << n;
+    EXPECT_LT(padded_size(n) - n, check_impl::min_canary_bytes + check_impl::check_granularity) << n;
+    EXPECT_EQ(padded_size(n) % check_impl::check_granularity, 0u) << n;
   }
 }
 

@@ -56,7 +56,7 @@ TEST_P(checking_random, ReportsExactlyThePlantedOverrunsAndPoisonsEveryFree) {
       } else if (op < 8) {
         auto it = std::next(live.begin(), static_cast<std::ptrdiff_t>(rng() % live.size()));
         void* p = it->first;
-        const std::size_t padded = detail::padded_size(it->second.size);
+        const std::size_t padded = check_impl::padded_size(it->second.size);
         live.erase(it);
         alloc_->deallocate(p);
         ++total_frees;
@@ -65,7 +65,7 @@ TEST_P(checking_random, ReportsExactlyThePlantedOverrunsAndPoisonsEveryFree) {
         const std::size_t probe = std::min<std::size_t>(padded, 4096);
         for (const std::size_t offset : {std::size_t{0}, padded - probe}) {
           const std::vector<std::uint8_t> after = read(static_cast<std::uint8_t*>(p) + offset, probe);
-          ASSERT_TRUE(std::all_of(after.begin(), after.end(), [](std::uint8_t b) { return b == detail::poison_byte; }))
+          ASSERT_TRUE(std::all_of(after.begin(), after.end(), [](std::uint8_t b) { return b == check_impl::poison_byte; }))
               << "step " << step << ", offset " << offset;
         }
       } else if (op == 8) {

@@ -13,7 +13,7 @@ namespace {
 constexpr std::array<const char*, 3> variable_names{
     "STREAMPOOL_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"};
 
-class ConfigEnv : public ::testing::Test {
+class config_env : public ::testing::Test {
  protected:
   void SetUp() override {
     for (std::size_t i = 0; i < variable_names.size(); ++i) {
@@ -37,7 +37,7 @@ class ConfigEnv : public ::testing::Test {
   std::array<std::optional<std::string>, 3> saved_;
 };
 
-TEST_F(ConfigEnv, NoVariableGivesDefaults) {
+TEST_F(config_env, NoVariableGivesDefaults) {
   const allocator_config config = config_from_env();
   EXPECT_EQ(config.source_variable, "");
   EXPECT_EQ(config.text, "");
@@ -48,7 +48,7 @@ TEST_F(ConfigEnv, NoVariableGivesDefaults) {
   }
 }
 
-TEST_F(ConfigEnv, EachVariableAloneIsRead) {
+TEST_F(config_env, EachVariableAloneIsRead) {
   const struct {
     const char* name;
     config_source source;
@@ -67,7 +67,7 @@ TEST_F(ConfigEnv, EachVariableAloneIsRead) {
   }
 }
 
-TEST_F(ConfigEnv, StreampoolBeatsPytorchCudaBeatsPytorch) {
+TEST_F(config_env, StreampoolBeatsPytorchCudaBeatsPytorch) {
   set("PYTORCH_ALLOC_CONF", "max_split_size_mb:20");
   set("PYTORCH_CUDA_ALLOC_CONF", "max_split_size_mb:40");
   EXPECT_EQ(config_from_env().max_split_size, 40 * mib);
@@ -78,7 +78,7 @@ TEST_F(ConfigEnv, StreampoolBeatsPytorchCudaBeatsPytorch) {
   EXPECT_EQ(config.source_of(config_key::max_split_size_mb), config_source::env_streampool);
 }
 
-TEST_F(ConfigEnv, EmptyButSetVariableWins) {
+TEST_F(config_env, EmptyButSetVariableWins) {
   set("PYTORCH_CUDA_ALLOC_CONF", "backend:cudaMallocAsync");
   set("STREAMPOOL_ALLOC_CONF", "");
   const allocator_config config = config_from_env();
@@ -89,7 +89,7 @@ TEST_F(ConfigEnv, EmptyButSetVariableWins) {
   EXPECT_TRUE(contains(config.warnings[0], "PYTORCH_CUDA_ALLOC_CONF is set but ignored"));
 }
 
-TEST_F(ConfigEnv, EmptyPytorchCudaVariableShadowsPytorchAllocConf) {
+TEST_F(config_env, EmptyPytorchCudaVariableShadowsPytorchAllocConf) {
   set("PYTORCH_ALLOC_CONF", "max_split_size_mb:20");
   set("PYTORCH_CUDA_ALLOC_CONF", "");
   const allocator_config config = config_from_env();
@@ -97,7 +97,7 @@ TEST_F(ConfigEnv, EmptyPytorchCudaVariableShadowsPytorchAllocConf) {
   EXPECT_EQ(config.source_variable, "PYTORCH_CUDA_ALLOC_CONF");
 }
 
-TEST_F(ConfigEnv, IdenticalShadowedVariableDoesNotWarn) {
+TEST_F(config_env, IdenticalShadowedVariableDoesNotWarn) {
   set("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True");
   set("STREAMPOOL_ALLOC_CONF", "expandable_segments:True");
   EXPECT_TRUE(config_from_env().warnings.empty());
@@ -107,7 +107,7 @@ TEST_F(ConfigEnv, IdenticalShadowedVariableDoesNotWarn) {
   EXPECT_TRUE(contains(config.warnings[0], "PYTORCH_ALLOC_CONF is set but ignored"));
 }
 
-TEST_F(ConfigEnv, ErrorsStartWithTheVariableName) {
+TEST_F(config_env, ErrorsStartWithTheVariableName) {
   for (const char* name : variable_names) {
     set(name, "expandable_segments:True,max_split_size_mb:2");
     try {
@@ -124,7 +124,7 @@ TEST_F(ConfigEnv, ErrorsStartWithTheVariableName) {
   }
 }
 
-TEST_F(ConfigEnv, ErrorInAShadowedVariableIsNotReported) {
+TEST_F(config_env, ErrorInAShadowedVariableIsNotReported) {
   set("PYTORCH_CUDA_ALLOC_CONF", "max_split_size_mb:2");
   set("STREAMPOOL_ALLOC_CONF", "max_split_size_mb:64");
   EXPECT_EQ(config_from_env().max_split_size, 64 * mib);

@@ -7,7 +7,7 @@
 namespace streampool::test {
 namespace {
 
-TEST(ConfigGrammar, EmptyAndBlankStringsGiveDefaults) {
+TEST(config_grammar, EmptyAndBlankStringsGiveDefaults) {
   for (const std::string_view text : {"", "   ", " \t\n\r\v\f"}) {
     const allocator_config config = parse_config(text);
     EXPECT_EQ(config.backend, backend_kind::native);
@@ -21,7 +21,7 @@ TEST(ConfigGrammar, EmptyAndBlankStringsGiveDefaults) {
   }
 }
 
-TEST(ConfigGrammar, WhitespaceIsDroppedEvenInsideWords) {
+TEST(config_grammar, WhitespaceIsDroppedEvenInsideWords) {
   const allocator_config config =
       parse_config(" max_split_size_mb : 2 0 ,\texpandable_segments:\nTrue , backend: native ");
   EXPECT_EQ(config.max_split_size, 20 * mib);
@@ -31,14 +31,14 @@ TEST(ConfigGrammar, WhitespaceIsDroppedEvenInsideWords) {
                       {"'20expandable_segments' is not an integer"});
 }
 
-TEST(ConfigGrammar, PositionsCountTheWhitespace) {
+TEST(config_grammar, PositionsCountTheWhitespace) {
   expect_config_error("   max_split_size_mb:2", "max_split_size_mb", 3,
                       {"value 2 is out of range"});
   expect_config_error("expandable_segments:True,  max_split_size_mb:2", "max_split_size_mb", 27,
                       {"max_split_size_mb:2"});
 }
 
-TEST(ConfigGrammar, SeparatorAfterAnItemIsEnforced) {
+TEST(config_grammar, SeparatorAfterAnItemIsEnforced) {
   expect_config_error("max_split_size_mb:20:30", "max_split_size_mb", 20,
                       {"max_split_size_mb:20", "found ':' after the value",
                        "expected ',' or the end of the string"});
@@ -46,7 +46,7 @@ TEST(ConfigGrammar, SeparatorAfterAnItemIsEnforced) {
   expect_config_error("expandable_segments:True[", "expandable_segments", 24, {"found '['"});
 }
 
-TEST(ConfigGrammar, OneTrailingCommaIsAccepted) {
+TEST(config_grammar, OneTrailingCommaIsAccepted) {
   const allocator_config config = parse_config("expandable_segments:True,");
   EXPECT_TRUE(config.expandable_segments);
   EXPECT_EQ(parse_config("max_split_size_mb:64 , ").max_split_size, 64 * mib);
@@ -54,13 +54,13 @@ TEST(ConfigGrammar, OneTrailingCommaIsAccepted) {
   expect_config_error(" ,", "", 1, {"empty item"});
 }
 
-TEST(ConfigGrammar, EmptyItemsAreErrors) {
+TEST(config_grammar, EmptyItemsAreErrors) {
   expect_config_error(",expandable_segments:True", "", 0, {"empty item", "expected key:value"});
   expect_config_error("expandable_segments:True,,backend:native", "", 25, {"empty item"});
   expect_config_error("expandable_segments:True,,", "", 25, {"empty item"});
 }
 
-TEST(ConfigGrammar, MissingColonOrValue) {
+TEST(config_grammar, MissingColonOrValue) {
   expect_config_error("max_split_size_mb", "max_split_size_mb", 0,
                       {"missing ':' and value", "expected an integer >= 20 (MiB)"});
   expect_config_error("backend:native,max_split_size_mb", "max_split_size_mb", 15, {"missing ':'"});
@@ -72,18 +72,18 @@ TEST(ConfigGrammar, MissingColonOrValue) {
                       {"found ':' where the value should be"});
 }
 
-TEST(ConfigGrammar, PunctuationWhereAKeyShouldBe) {
+TEST(config_grammar, PunctuationWhereAKeyShouldBe) {
   expect_config_error(":20", "", 0, {"found ':' where a key should be"});
   expect_config_error("[1:2]", "", 0, {"found '['"});
 }
 
-TEST(ConfigGrammar, ListOnlyForRoundupDivisions) {
+TEST(config_grammar, ListOnlyForRoundupDivisions) {
   expect_config_error(
       "max_split_size_mb:[1:2]", "max_split_size_mb", 0,
       {"max_split_size_mb:[1:2]", "a list is only allowed for roundup_power2_divisions"});
 }
 
-TEST(ConfigGrammar, DuplicateKeysLastWins) {
+TEST(config_grammar, DuplicateKeysLastWins) {
   const allocator_config config = parse_config(
       "max_split_size_mb:100,expandable_segments:True,max_split_size_mb:200,expandable_segments:"
       "False");
@@ -94,13 +94,13 @@ TEST(ConfigGrammar, DuplicateKeysLastWins) {
   EXPECT_THROW((void)parse_config("backend:cudaMallocAsync,backend:native"), config_error);
 }
 
-TEST(ConfigGrammar, ValuesAndKeysAreCaseSensitive) {
+TEST(config_grammar, ValuesAndKeysAreCaseSensitive) {
   expect_config_error("Backend:native", "Backend", 0, {"unknown key", "did you mean 'backend'?"});
   expect_config_error("backend:Native", "backend", 0,
                       {"unknown value 'Native'", "did you mean 'native'?"});
 }
 
-TEST(ConfigGrammar, UnknownKeyListsValidKeysAndSuggests) {
+TEST(config_grammar, UnknownKeyListsValidKeysAndSuggests) {
   const std::string message = expect_config_error(
       "backend:native,max_split_size:20", "max_split_size", 15,
       {"'max_split_size'", "unknown key", "did you mean 'max_split_size_mb'?",
@@ -121,7 +121,7 @@ TEST(ConfigGrammar, UnknownKeyListsValidKeysAndSuggests) {
   EXPECT_FALSE(contains(unrelated, "did you mean"));
 }
 
-TEST(ConfigGrammar, EqualsSignInsteadOfColon) {
+TEST(config_grammar, EqualsSignInsteadOfColon) {
   expect_config_error("max_split_size_mb=20", "max_split_size_mb=20", 0,
                       {"'=' is not a separator", "max_split_size_mb:20"});
   expect_config_error("PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:20",
@@ -129,7 +129,7 @@ TEST(ConfigGrammar, EqualsSignInsteadOfColon) {
                       {"must not repeat the variable name 'PYTORCH_CUDA_ALLOC_CONF='"});
 }
 
-TEST(ConfigGrammar, MisconceptionKeysGetSpecificAnswers) {
+TEST(config_grammar, MisconceptionKeysGetSpecificAnswers) {
   struct misconception_case {
     std::string_view text;
     std::string_view key;
@@ -153,7 +153,7 @@ TEST(ConfigGrammar, MisconceptionKeysGetSpecificAnswers) {
   expect_config_error("max_split_size_mb:64,nmalloc:4", "nmalloc", 21, {"'nmalloc'"});
 }
 
-TEST(ConfigGrammar, BareBackendValuesSayWriteBackendColon) {
+TEST(config_grammar, BareBackendValuesSayWriteBackendColon) {
   expect_config_error("native", "native", 0, {"value of the backend key", "write backend:native"});
   expect_config_error("expandable_segments:True,cudaMallocAsync", "cudaMallocAsync", 25,
                       {"write backend:cudaMallocAsync"});
@@ -163,7 +163,7 @@ TEST(ConfigGrammar, BareBackendValuesSayWriteBackendColon) {
                       "expandable_segments_reserve_by_class", 0, {"does not support"});
 }
 
-TEST(ConfigGrammar, SourceIsRecordedOnlyForKeysThatWereSet) {
+TEST(config_grammar, SourceIsRecordedOnlyForKeysThatWereSet) {
   const allocator_config api = parse_config("max_split_size_mb:64");
   EXPECT_EQ(api.source_of(config_key::max_split_size_mb), config_source::api);
   EXPECT_EQ(api.source_of(config_key::backend), config_source::default_value);
@@ -174,7 +174,7 @@ TEST(ConfigGrammar, SourceIsRecordedOnlyForKeysThatWereSet) {
   EXPECT_EQ(env.source_of(config_key::max_split_size_mb), config_source::default_value);
 }
 
-TEST(ConfigGrammar, KeyNamesAreCanonicalAndParse) {
+TEST(config_grammar, KeyNamesAreCanonicalAndParse) {
   EXPECT_EQ(key_name(config_key::backend), "backend");
   EXPECT_EQ(key_name(config_key::pinned_reserve_segment_size_mb), "pinned_reserve_segment_size_mb");
   for (std::size_t i = 0; i < config_key_count; ++i) {
@@ -190,7 +190,7 @@ TEST(ConfigGrammar, KeyNamesAreCanonicalAndParse) {
   }
 }
 
-TEST(ConfigGrammar, ConfigErrorIsAStreampoolError) {
+TEST(config_grammar, ConfigErrorIsAStreampoolError) {
   EXPECT_THROW((void)parse_config("max_split_size_mb:2"), error);
   EXPECT_THROW((void)parse_config("max_split_size_mb:2"), std::runtime_error);
 }

@@ -7,7 +7,7 @@
 namespace streampool::test {
 namespace {
 
-TEST(ConfigHostKeys, AsyncPool) {
+TEST(config_host_keys, AsyncPool) {
   EXPECT_EQ(allocator_config{}.async_pool, async_pool_kind::device_default);
   EXPECT_EQ(parse_config("backend:cudaMallocAsync,async_pool:default").async_pool,
             async_pool_kind::device_default);
@@ -19,7 +19,7 @@ TEST(ConfigHostKeys, AsyncPool) {
   expect_config_error("async_pool:private", "async_pool", 0, {"expected default or dedicated"});
 }
 
-TEST(ConfigHostKeys, PinnedNumRegisterThreads) {
+TEST(config_host_keys, PinnedNumRegisterThreads) {
   EXPECT_EQ(allocator_config{}.pinned_num_register_threads, 1u);
   for (const std::size_t good : {1u, 2u, 8u, 128u}) {
     EXPECT_EQ(parse_config("pinned_num_register_threads:" + std::to_string(good))
@@ -42,7 +42,7 @@ TEST(ConfigHostKeys, PinnedNumRegisterThreads) {
                       "pinned_num_register_threads", 0, {"is too large"});
 }
 
-TEST(ConfigHostKeys, PinnedReserveSegmentSize) {
+TEST(config_host_keys, PinnedReserveSegmentSize) {
   EXPECT_EQ(allocator_config{}.pinned_reserve_segment_size_mb, 0u);
   EXPECT_EQ(parse_config("pinned_reserve_segment_size_mb:1").pinned_reserve_segment_size_mb, 1u);
   EXPECT_EQ(parse_config("pinned_reserve_segment_size_mb:4096").pinned_reserve_segment_size_mb,
@@ -54,7 +54,7 @@ TEST(ConfigHostKeys, PinnedReserveSegmentSize) {
                       {"'1MB' is not an integer"});
 }
 
-TEST(ConfigHostKeys, HostKeysAreHonouredWithoutWarnings) {
+TEST(config_host_keys, HostKeysAreHonouredWithoutWarnings) {
   // The pinned host allocator (src/host) uses every pinned_* key, beside either backend.
   for (const char* backend : {"native", "cudaMallocAsync"}) {
     const allocator_config config = parse_config(
@@ -69,7 +69,7 @@ TEST(ConfigHostKeys, HostKeysAreHonouredWithoutWarnings) {
   }
 }
 
-TEST(ConfigKeyUse, KeyUsedByFollowsTheSpecTable) {
+TEST(config_key_use, KeyUsedByFollowsTheSpecTable) {
   using k = config_key;
   constexpr auto native = backend_kind::native;
   constexpr auto async = backend_kind::cuda_malloc_async;

@@ -15,11 +15,11 @@
 #include <string>
 #include <vector>
 
-#include "config/config_detail.hpp"
+#include "config/config_impl.hpp"
 #include "streampool/config.hpp"
 #include "streampool/errors.hpp"
 
-namespace streampool::config_detail {
+namespace streampool::config_impl {
 namespace {
 
 namespace fs = std::filesystem;
@@ -101,7 +101,7 @@ std::string expected_status(const key_info& info) {
   return info.native || info.async ? "honoured" : "warned, not used";
 }
 
-TEST(KeyTable, DocsTableMatchesTheKeyTable) {
+TEST(key_table, DocsTableMatchesTheKeyTable) {
   const std::map<std::string, doc_row> docs = documented_keys();
   ASSERT_FALSE(docs.empty()) << "no key table found under '## Keys' in docs/config.md";
   EXPECT_EQ(docs.size(), config_key_count) << "docs/config.md lists another number of keys than the key table";
@@ -145,7 +145,7 @@ bool reads_member(const std::string& sources, std::string_view member) {
   return std::regex_search(sources, std::regex("(\\.|->)" + std::string(member) + "\\b"));
 }
 
-TEST(KeyTable, EveryHonouredKeyIsReadByTheBackendsThatClaimIt) {
+TEST(key_table, EveryHonouredKeyIsReadByTheBackendsThatClaimIt) {
   const std::string native = backend_sources(true);
   const std::string async = backend_sources(false);
   const std::string host = sources_under("src/host");
@@ -171,14 +171,14 @@ TEST(KeyTable, EveryHonouredKeyIsReadByTheBackendsThatClaimIt) {
   }
 }
 
-TEST(KeyTable, TheMemberCheckCanFail) {
+TEST(key_table, TheMemberCheckCanFail) {
   const std::string native = backend_sources(true);
   EXPECT_TRUE(reads_member(native, "max_split_size"));
   EXPECT_FALSE(reads_member(native, "no_such_member_anywhere"));
   EXPECT_FALSE(reads_member(native, "max_split_siz")) << "whole names only";
 }
 
-TEST(KeyTable, NotImplementedKeysWarnAndAreListedSo) {
+TEST(key_table, NotImplementedKeysWarnAndAreListedSo) {
   for (std::size_t i = 0; i < config_key_count; ++i) {
     const key_info& info = info_of(static_cast<config_key>(i));
     if (info.implemented()) continue;
@@ -197,7 +197,7 @@ TEST(KeyTable, NotImplementedKeysWarnAndAreListedSo) {
   EXPECT_FALSE(info_of(config_key::graph_capture_record_stream_reuse).implemented());
 }
 
-TEST(KeyTable, ASecondBackendKeyMustNameTheSameBackend) {
+TEST(key_table, ASecondBackendKeyMustNameTheSameBackend) {
   EXPECT_EQ(parse_config("backend:native,backend:native").backend, backend_kind::native);
   EXPECT_EQ(parse_config("backend:cudaMallocAsync,max_split_size_mb:20,backend:cudaMallocAsync").backend,
             backend_kind::cuda_malloc_async);
@@ -215,4 +215,4 @@ TEST(KeyTable, ASecondBackendKeyMustNameTheSameBackend) {
 }
 
 }  // namespace
-}  // namespace streampool::config_detail
+}  // namespace streampool::config_impl

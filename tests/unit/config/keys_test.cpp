@@ -8,7 +8,7 @@
 namespace streampool::test {
 namespace {
 
-TEST(ConfigKeys, Backend) {
+TEST(config_keys, Backend) {
   EXPECT_EQ(parse_config("backend:native").backend, backend_kind::native);
   EXPECT_EQ(parse_config("backend:cudaMallocAsync").backend, backend_kind::cuda_malloc_async);
   expect_config_error("backend:hipMallocAsync", "backend", 0,
@@ -20,7 +20,7 @@ TEST(ConfigKeys, Backend) {
                       {"backend:pluggable", "expected native or cudaMallocAsync"});
 }
 
-TEST(ConfigKeys, MaxSplitSizeExactMessage) {
+TEST(config_keys, MaxSplitSizeExactMessage) {
   const std::optional<config_error> error = parse_error("max_split_size_mb:2");
   ASSERT_TRUE(error.has_value());
   EXPECT_STREQ(error->what(),
@@ -28,7 +28,7 @@ TEST(ConfigKeys, MaxSplitSizeExactMessage) {
                "expected an integer >= 20 (MiB)");
 }
 
-TEST(ConfigKeys, MaxSplitSize) {
+TEST(config_keys, MaxSplitSize) {
   EXPECT_EQ(parse_config("max_split_size_mb:20").max_split_size, 20 * mib);  // newest bound: >= 20
   EXPECT_EQ(parse_config("max_split_size_mb:512").max_split_size, 512 * mib);
   expect_config_error("max_split_size_mb:19", "max_split_size_mb", 0, {"value 19 is out of range"});
@@ -42,7 +42,7 @@ TEST(ConfigKeys, MaxSplitSize) {
                       {"is too large"});
 }
 
-TEST(ConfigKeys, MaxSplitSizeSaturatesToUnlimited) {
+TEST(config_keys, MaxSplitSizeSaturatesToUnlimited) {
   const std::size_t largest_mb = allocator_config::unlimited / mib;
   EXPECT_EQ(parse_config("max_split_size_mb:" + std::to_string(largest_mb)).max_split_size,
             largest_mb * mib);
@@ -50,7 +50,7 @@ TEST(ConfigKeys, MaxSplitSizeSaturatesToUnlimited) {
             allocator_config::unlimited);
 }
 
-TEST(ConfigKeys, MaxNonSplitRounding) {
+TEST(config_keys, MaxNonSplitRounding) {
   EXPECT_EQ(parse_config("max_non_split_rounding_mb:20").max_non_split_rounding, 20 * mib);
   EXPECT_EQ(parse_config("max_non_split_rounding_mb:256").max_non_split_rounding, 256 * mib);
   expect_config_error("max_non_split_rounding_mb:10", "max_non_split_rounding_mb", 0,
@@ -59,7 +59,7 @@ TEST(ConfigKeys, MaxNonSplitRounding) {
                       {"'big' is not an integer"});
 }
 
-TEST(ConfigKeys, RoundupBypassThreshold) {
+TEST(config_keys, RoundupBypassThreshold) {
   EXPECT_EQ(allocator_config{}.roundup_bypass_threshold, allocator_config::unlimited);
   EXPECT_EQ(parse_config("roundup_bypass_threshold_mb:0").roundup_bypass_threshold, 0u);
   EXPECT_EQ(parse_config("roundup_bypass_threshold_mb:1024").roundup_bypass_threshold, gib);
@@ -69,7 +69,7 @@ TEST(ConfigKeys, RoundupBypassThreshold) {
                       {"'1G' is not an integer"});
 }
 
-TEST(ConfigKeys, GarbageCollectionThreshold) {
+TEST(config_keys, GarbageCollectionThreshold) {
   EXPECT_DOUBLE_EQ(parse_config("garbage_collection_threshold:0.6").garbage_collection_threshold,
                    0.6);
   EXPECT_DOUBLE_EQ(parse_config("garbage_collection_threshold:.25").garbage_collection_threshold,
@@ -88,7 +88,7 @@ TEST(ConfigKeys, GarbageCollectionThreshold) {
   }
 }
 
-TEST(ConfigKeys, BooleansAreExactlyTrueAndFalse) {
+TEST(config_keys, BooleansAreExactlyTrueAndFalse) {
   struct bool_key {
     std::string_view name;
     bool allocator_config::*field;
@@ -114,7 +114,7 @@ TEST(ConfigKeys, BooleansAreExactlyTrueAndFalse) {
   }
 }
 
-TEST(ConfigKeys, HipAliasesSetTheCudaKeys) {
+TEST(config_keys, HipAliasesSetTheCudaKeys) {
   const allocator_config config =
       parse_config("release_lock_on_hipmalloc:True,pinned_use_hip_host_register:True");
   EXPECT_TRUE(config.release_lock_on_cudamalloc);
@@ -126,7 +126,7 @@ TEST(ConfigKeys, HipAliasesSetTheCudaKeys) {
                       {"release_lock_on_hipmalloc:yes"});
 }
 
-TEST(ConfigKeys, PerProcessMemoryFraction) {
+TEST(config_keys, PerProcessMemoryFraction) {
   EXPECT_DOUBLE_EQ(allocator_config{}.per_process_memory_fraction, 1.0);
   EXPECT_DOUBLE_EQ(parse_config("per_process_memory_fraction:0").per_process_memory_fraction, 0.0);
   EXPECT_DOUBLE_EQ(parse_config("per_process_memory_fraction:1").per_process_memory_fraction, 1.0);
@@ -140,7 +140,7 @@ TEST(ConfigKeys, PerProcessMemoryFraction) {
                       {"'half' is not a number", "[0.0, 1.0]"});
 }
 
-TEST(ConfigKeys, LargeSegmentSize) {
+TEST(config_keys, LargeSegmentSize) {
   EXPECT_EQ(allocator_config{}.large_segment_size, 20 * mib);
   EXPECT_EQ(parse_config("large_segment_size_mb:11").large_segment_size, 11 * mib);
   EXPECT_EQ(parse_config("large_segment_size_mb:64").large_segment_size, 64 * mib);
@@ -150,7 +150,7 @@ TEST(ConfigKeys, LargeSegmentSize) {
                       {"is too large"});
 }
 
-TEST(ConfigKeys, ExpandableSegmentsReserveFraction) {
+TEST(config_keys, ExpandableSegmentsReserveFraction) {
   const allocator_config defaults;
   EXPECT_DOUBLE_EQ(defaults.expandable_segments_reserve, 1.125);
   EXPECT_EQ(defaults.expandable_segments_reserve_bytes, 0u);
@@ -165,7 +165,7 @@ TEST(ConfigKeys, ExpandableSegmentsReserveFraction) {
                       {"'lots' is not a number"});
 }
 
-TEST(ConfigKeys, ExpandableSegmentsReserveGigabytes) {
+TEST(config_keys, ExpandableSegmentsReserveGigabytes) {
   const allocator_config config = parse_config("expandable_segments_reserve:8G");
   EXPECT_EQ(config.expandable_segments_reserve_bytes, 8 * gib);
   EXPECT_DOUBLE_EQ(config.expandable_segments_reserve, 1.125);

@@ -32,7 +32,7 @@ std::vector<std::string> words_of(const std::string& line) {
   return words;
 }
 
-TEST(ConfigPrint, EnumNames) {
+TEST(config_print, EnumNames) {
   EXPECT_EQ(to_string(backend_kind::native), "native");
   EXPECT_EQ(to_string(backend_kind::cuda_malloc_async), "cudaMallocAsync");
   EXPECT_EQ(to_string(async_pool_kind::device_default), "default");
@@ -44,7 +44,7 @@ TEST(ConfigPrint, EnumNames) {
   EXPECT_EQ(to_string(config_source::api), "api");
 }
 
-TEST(ConfigPrint, DefaultsListEveryKeyWithItsDefault) {
+TEST(config_print, DefaultsListEveryKeyWithItsDefault) {
   const std::string dump = to_string(allocator_config{});
   EXPECT_TRUE(contains(dump, "(all defaults)"));
   for (std::size_t i = 0; i < config_key_count; ++i) {
@@ -73,7 +73,7 @@ TEST(ConfigPrint, DefaultsListEveryKeyWithItsDefault) {
   EXPECT_FALSE(contains(dump, "never used by streampool"));
 }
 
-TEST(ConfigPrint, SourcesAndTheVariableAreShown) {
+TEST(config_print, SourcesAndTheVariableAreShown) {
   allocator_config config = parse_config("max_split_size_mb:64,roundup_power2_divisions:4",
                                          config_source::env_pytorch_cuda);
   config.source_variable = "PYTORCH_CUDA_ALLOC_CONF";
@@ -97,20 +97,20 @@ TEST(ConfigPrint, SourcesAndTheVariableAreShown) {
   EXPECT_TRUE(contains(api, "it ignores max_split_size_mb"));
 }
 
-TEST(ConfigPrint, WarningsArePrinted) {
+TEST(config_print, WarningsArePrinted) {
   const allocator_config config = parse_config("backend:cudaMallocAsync,max_split_size_mb:64");
   ASSERT_EQ(config.warnings.size(), 1u);
   EXPECT_TRUE(contains(to_string(config), "warning: " + config.warnings[0] + "\n"));
 }
 
-TEST(ConfigPrint, RoundupListIsRenderedPerInterval) {
+TEST(config_print, RoundupListIsRenderedPerInterval) {
   const std::string dump = to_string(parse_config("roundup_power2_divisions:[256:1,>:8]"));
   EXPECT_EQ(words_of(line_of(dump, config_key::roundup_power2_divisions))[1],
             "[1:1,2:1,4:1,8:1,16:1,32:1,64:1,128:1,256:1,512:8,1024:8,2048:8,4096:8,8192:8,"
             "16384:8,32768:8]");
 }
 
-TEST(ConfigPrint, ApiSizesThatAreNotWholeMebibytesKeepTheFraction) {
+TEST(config_print, ApiSizesThatAreNotWholeMebibytesKeepTheFraction) {
   allocator_config config;
   config.max_split_size = 20 * mib + mib / 2;
   config.expandable_segments_reserve_bytes = 3 * gib;
@@ -119,7 +119,7 @@ TEST(ConfigPrint, ApiSizesThatAreNotWholeMebibytesKeepTheFraction) {
   EXPECT_EQ(words_of(line_of(dump, config_key::expandable_segments_reserve))[1], "3G");
 }
 
-TEST(ConfigPrint, PrintedValuesParseBack) {
+TEST(config_print, PrintedValuesParseBack) {
   const allocator_config original = parse_config(
       "backend:cudaMallocAsync,max_split_size_mb:64,max_non_split_rounding_mb:32,"
       "roundup_power2_divisions:[64:8,128:2,256:2,512:2,1024:1,>:1],roundup_bypass_threshold_mb:"

@@ -10,7 +10,7 @@
 namespace streampool {
 namespace {
 
-TEST(PytorchVersions, OldestReleaseAcceptingEveryKeySet) {
+TEST(pytorch_versions, OldestReleaseAcceptingEveryKeySet) {
   EXPECT_EQ(pytorch_compatibility_of(parse_config("")).since, "");
   EXPECT_TRUE(pytorch_compatibility_of(parse_config("")).stock);
   EXPECT_EQ(pytorch_compatibility_of(parse_config("max_split_size_mb:128")).since, "1.10");
@@ -25,7 +25,7 @@ TEST(PytorchVersions, OldestReleaseAcceptingEveryKeySet) {
   EXPECT_EQ(pytorch_compatibility_of(parse_config("large_segment_size_mb:64,expandable_segments:True")).since, "main");
 }
 
-TEST(PytorchVersions, StreampoolOnlyKeysAreNamed) {
+TEST(pytorch_versions, StreampoolOnlyKeysAreNamed) {
   const pytorch_compatibility c =
       pytorch_compatibility_of(parse_config("backend:cudaMallocAsync,async_pool:dedicated,debug_checks:True"));
   EXPECT_FALSE(c.stock);
@@ -48,7 +48,7 @@ std::string doc_cell(const std::string& doc, std::string_view key) {
   return cell;
 }
 
-TEST(PytorchVersions, ConfigDocShowsTheKeyTable) {
+TEST(pytorch_versions, ConfigDocShowsTheKeyTable) {
   std::ifstream in(std::string(STREAMPOOL_DOCS_DIR) + "/config.md");
   ASSERT_TRUE(in) << "docs/config.md not found";
   const std::string doc((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

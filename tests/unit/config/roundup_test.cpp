@@ -15,12 +15,12 @@ table roundup(std::string_view value) {
   return parse_config("roundup_power2_divisions:" + std::string(value)).roundup_power2_divisions;
 }
 
-TEST(ConfigRoundup, DefaultIsOffEverywhere) {
+TEST(config_roundup, DefaultIsOffEverywhere) {
   EXPECT_EQ(allocator_config{}.roundup_power2_divisions, table{});
   EXPECT_EQ(allocator_config{}.divisions_for(100 * mib), 0u);
 }
 
-TEST(ConfigRoundup, SingleValueSetsEveryInterval) {
+TEST(config_roundup, SingleValueSetsEveryInterval) {
   table four;
   four.fill(4);
   EXPECT_EQ(roundup("4"), four);
@@ -35,13 +35,13 @@ TEST(ConfigRoundup, SingleValueSetsEveryInterval) {
                       {"'4x' is not an integer"});
 }
 
-TEST(ConfigRoundup, DocsExampleIsOneIntervalOffFromTheProse) {
+TEST(config_roundup, DocsExampleIsOneIntervalOffFromTheProse) {
   // docs/pytorch-compatibility.md §1.4: K is the lower bound of the interval it sets; the first entry back-fills below.
   EXPECT_EQ(roundup("[256:1,512:2,1024:4,>:8]"),
             (table{1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 4, 8, 8, 8, 8, 8}));
 }
 
-TEST(ConfigRoundup, ListWithRepeatedValues) {
+TEST(config_roundup, ListWithRepeatedValues) {
   EXPECT_EQ(roundup("[64:8,128:2,256:2,512:2,1024:1,>:1]"),
             (table{8, 8, 8, 8, 8, 8, 8, 2, 2, 2, 1, 1, 1, 1, 1, 1}));
   // PyTorch's test_allocator_settings: 84 MiB -> 8 divisions, 400 MiB -> 2 (docs/pytorch-compatibility.md §1.4, §6).
@@ -51,7 +51,7 @@ TEST(ConfigRoundup, ListWithRepeatedValues) {
   EXPECT_EQ(config.divisions_for(400 * mib), 2u);
 }
 
-TEST(ConfigRoundup, GreaterThanFillsOnlyAfterTheLastExplicitEntry) {
+TEST(config_roundup, GreaterThanFillsOnlyAfterTheLastExplicitEntry) {
   // Newest semantics: the 256 MiB entry (index 8) keeps its value (v2.1–2.8 overwrote it).
   EXPECT_EQ(roundup("[256:1,>:8]"), (table{1, 1, 1, 1, 1, 1, 1, 1, 1, 8, 8, 8, 8, 8, 8, 8}));
   // Alone, it fills the whole table.
@@ -60,21 +60,21 @@ TEST(ConfigRoundup, GreaterThanFillsOnlyAfterTheLastExplicitEntry) {
   EXPECT_EQ(roundup("[>:4]"), four);
 }
 
-TEST(ConfigRoundup, GapsBetweenEntriesStayZero) {
+TEST(config_roundup, GapsBetweenEntriesStayZero) {
   EXPECT_EQ(roundup("[1:4,1024:2]"), (table{4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0}));
   EXPECT_EQ(roundup("[256:0,>:4]"), (table{0, 0, 0, 0, 0, 0, 0, 0, 0, 4, 4, 4, 4, 4, 4, 4}));
 }
 
-TEST(ConfigRoundup, IntervalsBeyondTheTableClampToTheLastIndex) {
+TEST(config_roundup, IntervalsBeyondTheTableClampToTheLastIndex) {
   EXPECT_EQ(roundup("[65536:2]"), (table{2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2}));
   EXPECT_EQ(roundup("[1:4,65536:2]"), (table{4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2}));
 }
 
-TEST(ConfigRoundup, WhitespaceInsideTheList) {
+TEST(config_roundup, WhitespaceInsideTheList) {
   EXPECT_EQ(roundup("[ 256 : 1 , > : 8 ]"), roundup("[256:1,>:8]"));
 }
 
-TEST(ConfigRoundup, RepeatedKeyReplacesTheWholeTable) {
+TEST(config_roundup, RepeatedKeyReplacesTheWholeTable) {
   EXPECT_EQ(parse_config("roundup_power2_divisions:4,roundup_power2_divisions:[256:1]")
                 .roundup_power2_divisions,
             (table{1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0}));
@@ -85,7 +85,7 @@ TEST(ConfigRoundup, RepeatedKeyReplacesTheWholeTable) {
             two);
 }
 
-TEST(ConfigRoundup, BadEntriesNameTheEntryAndItsPosition) {
+TEST(config_roundup, BadEntriesNameTheEntryAndItsPosition) {
   // "roundup_power2_divisions:[" is 26 characters.
   expect_config_error("roundup_power2_divisions:[256:1,3:2]", "roundup_power2_divisions", 32,
                       {"roundup_power2_divisions entry 3:2", "interval '3' is not a power of two"});
@@ -101,7 +101,7 @@ TEST(ConfigRoundup, BadEntriesNameTheEntryAndItsPosition) {
                       {"'>' must be the last entry"});
 }
 
-TEST(ConfigRoundup, MalformedLists) {
+TEST(config_roundup, MalformedLists) {
   expect_config_error("roundup_power2_divisions:[]", "roundup_power2_divisions", 0,
                       {"roundup_power2_divisions:[]", "the list is empty"});
   expect_config_error("roundup_power2_divisions:[256:1", "roundup_power2_divisions", 25,
@@ -120,7 +120,7 @@ TEST(ConfigRoundup, MalformedLists) {
                       {"roundup_power2_divisions:[256:1]", "found 'x' after the value"});
 }
 
-TEST(ConfigRoundup, DivisionsForUsesTheIntervalIndex) {
+TEST(config_roundup, DivisionsForUsesTheIntervalIndex) {
   // Distinct values per index: interval k (lower bound 2^k MiB) gets 2^k divisions.
   const allocator_config config = parse_config(
       "roundup_power2_divisions:[1:1,2:2,4:4,8:8,16:16,32:32,64:64,128:128,256:256,512:512,"
@@ -141,7 +141,7 @@ TEST(ConfigRoundup, DivisionsForUsesTheIntervalIndex) {
   EXPECT_EQ(config.divisions_for(allocator_config::unlimited), 32768u);
 }
 
-TEST(ConfigRoundup, DivisionsForTheDocsExample) {
+TEST(config_roundup, DivisionsForTheDocsExample) {
   const allocator_config config = parse_config("roundup_power2_divisions:[256:1,512:2,1024:4,>:8]");
   EXPECT_EQ(config.divisions_for(100 * mib), 1u);
   EXPECT_EQ(config.divisions_for(300 * mib), 1u);  // [256, 512) MiB: index 8

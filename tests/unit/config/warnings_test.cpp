@@ -7,14 +7,14 @@
 namespace streampool::test {
 namespace {
 
-TEST(ConfigWarnings, PlainNativeConfigHasNone) {
+TEST(config_warnings, PlainNativeConfigHasNone) {
   const allocator_config config = parse_config(
       "backend:native,max_split_size_mb:128,roundup_power2_divisions:4,expandable_segments:True,"
       "per_process_memory_fraction:0.9,garbage_collection_threshold:0.8");
   EXPECT_TRUE(config.warnings.empty()) << config.warnings.front();
 }
 
-TEST(ConfigWarnings, KeysNotImplementedSaySo) {
+TEST(config_warnings, KeysNotImplementedSaySo) {
   const allocator_config config =
       parse_config("graph_capture_record_stream_reuse:True,release_lock_on_cudamalloc:True");
   ASSERT_EQ(config.warnings.size(), 2u);
@@ -27,7 +27,7 @@ TEST(ConfigWarnings, KeysNotImplementedSaySo) {
   EXPECT_TRUE(config.graph_capture_record_stream_reuse) << "still stored, as every key";
 }
 
-TEST(ConfigWarnings, AsyncBackendIgnoresNativeKeys) {
+TEST(config_warnings, AsyncBackendIgnoresNativeKeys) {
   const allocator_config config = parse_config("backend:cudaMallocAsync,max_split_size_mb:64");
   ASSERT_EQ(config.warnings.size(), 1u);
   EXPECT_TRUE(contains(config.warnings[0], "backend:cudaMallocAsync ignores max_split_size_mb:64"));
@@ -37,7 +37,7 @@ TEST(ConfigWarnings, AsyncBackendIgnoresNativeKeys) {
   EXPECT_THROW((void)parse_config("backend:cudaMallocAsync,max_split_size_mb:2"), config_error);
 }
 
-TEST(ConfigWarnings, BackendIgnoresIsOrderIndependent) {
+TEST(config_warnings, BackendIgnoresIsOrderIndependent) {
   const allocator_config before = parse_config("max_split_size_mb:64,backend:cudaMallocAsync");
   const allocator_config after = parse_config("backend:cudaMallocAsync,max_split_size_mb:64");
   ASSERT_EQ(before.warnings.size(), 1u);
@@ -49,7 +49,7 @@ TEST(ConfigWarnings, BackendIgnoresIsOrderIndependent) {
             after.warnings);
 }
 
-TEST(ConfigWarnings, EveryNativeOnlyKeyIsNamed) {
+TEST(config_warnings, EveryNativeOnlyKeyIsNamed) {
   const allocator_config config = parse_config(
       "backend:cudaMallocAsync,max_split_size_mb:64,max_non_split_rounding_mb:32,"
       "roundup_power2_divisions:[256:1,>:2],roundup_bypass_threshold_mb:512,"
@@ -67,20 +67,20 @@ TEST(ConfigWarnings, EveryNativeOnlyKeyIsNamed) {
   EXPECT_TRUE(contains(config.warnings[1], "release_lock_on_cudamalloc:True is accepted"));
 }
 
-TEST(ConfigWarnings, KeysBothBackendsUseDoNotWarn) {
+TEST(config_warnings, KeysBothBackendsUseDoNotWarn) {
   const allocator_config config = parse_config(
       "backend:cudaMallocAsync,per_process_memory_fraction:0.5,async_pool:dedicated");
   EXPECT_TRUE(config.warnings.empty()) << config.warnings.front();
 }
 
-TEST(ConfigWarnings, AsyncPoolUnderNativeBackend) {
+TEST(config_warnings, AsyncPoolUnderNativeBackend) {
   const allocator_config config = parse_config("async_pool:dedicated");
   ASSERT_EQ(config.warnings.size(), 1u);
   EXPECT_TRUE(contains(config.warnings[0], "backend:native ignores async_pool:dedicated"));
   EXPECT_EQ(parse_config("async_pool:dedicated,backend:cudaMallocAsync").warnings.size(), 0u);
 }
 
-TEST(ConfigWarnings, GarbageCollectionIsInertWithoutAFraction) {
+TEST(config_warnings, GarbageCollectionIsInertWithoutAFraction) {
   const allocator_config config = parse_config("garbage_collection_threshold:0.6");
   ASSERT_EQ(config.warnings.size(), 1u);
   EXPECT_TRUE(contains(config.warnings[0], "garbage_collection_threshold:0.6 has no effect"));
@@ -97,14 +97,14 @@ TEST(ConfigWarnings, GarbageCollectionIsInertWithoutAFraction) {
                   .warnings.empty());
 }
 
-TEST(ConfigWarnings, InertGarbageCollectionUnderAsyncIsReportedOnceAsIgnored) {
+TEST(config_warnings, InertGarbageCollectionUnderAsyncIsReportedOnceAsIgnored) {
   const allocator_config config =
       parse_config("backend:cudaMallocAsync,garbage_collection_threshold:0.6");
   ASSERT_EQ(config.warnings.size(), 1u);
   EXPECT_TRUE(contains(config.warnings[0], "ignores garbage_collection_threshold:0.6"));
 }
 
-TEST(ConfigWarnings, WarningsComeInAFixedOrder) {
+TEST(config_warnings, WarningsComeInAFixedOrder) {
   const allocator_config config = parse_config(
       "pinned_num_register_threads:4,async_pool:dedicated,garbage_collection_threshold:0.5");
   // pinned_num_register_threads is used (by the pinned host allocator): no warning for it.

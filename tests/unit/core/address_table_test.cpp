@@ -17,9 +17,9 @@ namespace streampool::detail {
 namespace {
 
 // Fixed seeds: a failure reproduces as is (the seed is in the test name).
-class AddressTableRandom : public testing::TestWithParam<unsigned> {};
+class address_table_random : public testing::TestWithParam<unsigned> {};
 
-TEST_P(AddressTableRandom, MatchesReference) {
+TEST_P(address_table_random, MatchesReference) {
   address_table<int*> table;
   std::map<std::uintptr_t, int*> ref;
   std::mt19937_64 rng(GetParam());
@@ -62,9 +62,9 @@ TEST_P(AddressTableRandom, MatchesReference) {
   EXPECT_FALSE(table.take(key_of(0)).has_value());
 }
 
-INSTANTIATE_TEST_SUITE_P(Seeds, AddressTableRandom, testing::Values(1u, 2u, 3u));
+INSTANTIATE_TEST_SUITE_P(seeds, address_table_random, testing::Values(1u, 2u, 3u));
 
-TEST(AddressTable, KeyZeroIsNeverFound) {
+TEST(address_table, KeyZeroIsNeverFound) {
   address_table<int> table;
   table.reserve_one();
   table.insert(512, 7);
@@ -73,7 +73,7 @@ TEST(AddressTable, KeyZeroIsNeverFound) {
   EXPECT_EQ(table.size(), 1u);
 }
 
-TEST(AddressTable, InsertOrAssignAddsOnceThenReplaces) {
+TEST(address_table, InsertOrAssignAddsOnceThenReplaces) {
   address_table<int> table;
   table.reserve_one();
   table.insert_or_assign(4096, 1);
@@ -84,7 +84,7 @@ TEST(AddressTable, InsertOrAssignAddsOnceThenReplaces) {
   EXPECT_EQ(*table.find(4096), 2);
 }
 
-TEST(AddressTable, TakeReleasesOwnedValues) {
+TEST(address_table, TakeReleasesOwnedValues) {
   address_table<std::shared_ptr<int>> table;
   auto value = std::make_shared<int>(5);
   for (std::uintptr_t k = 1; k <= 40; ++k) {

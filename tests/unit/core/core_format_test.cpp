@@ -10,7 +10,7 @@
 namespace streampool {
 namespace {
 
-TEST(FormatSize, UsesPyTorchUnitsAndBoundaries) {
+TEST(format_size, UsesPyTorchUnitsAndBoundaries) {
   EXPECT_EQ(format_size(0), "0 bytes");
   EXPECT_EQ(format_size(1024), "1024 bytes");
   EXPECT_EQ(format_size(1025), "1.00 KiB");
@@ -20,7 +20,7 @@ TEST(FormatSize, UsesPyTorchUnitsAndBoundaries) {
   EXPECT_EQ(format_size(std::size_t{3} * 1073741824 + 268435456), "3.25 GiB");
 }
 
-TEST(Stat, TracksCurrentPeakAllocatedFreed) {
+TEST(stat, TracksCurrentPeakAllocatedFreed) {
   stat s;
   s.increase(10);
   s.increase(5);
@@ -37,7 +37,7 @@ TEST(Stat, TracksCurrentPeakAllocatedFreed) {
   EXPECT_EQ(s.current, 3);
 }
 
-TEST(MemoryStats, ToMapUsesPyTorchKeyNames) {
+TEST(memory_stats, ToMapUsesPyTorchKeyNames) {
   memory_stats stats;
   stats.allocated_bytes[0].increase(1024);
   stats.allocated_bytes[1].increase(1024);
@@ -59,7 +59,7 @@ TEST(MemoryStats, ToMapUsesPyTorchKeyNames) {
   EXPECT_NE(stats.to_json().find("\"allocated_bytes.all.current\":1024"), std::string::npos);
 }
 
-TEST(MemoryStats, ResetAccumulatedClearsCountersButKeepsCurrent) {
+TEST(memory_stats, ResetAccumulatedClearsCountersButKeepsCurrent) {
   memory_stats stats;
   stats.segment[0].increase(3);
   stats.num_device_alloc = 3;
@@ -85,7 +85,7 @@ detail::oom_figures fragmented_figures() {
   return f;
 }
 
-TEST(OomMessage, NamesTheFiguresAndFragmentation) {
+TEST(oom_message, NamesTheFiguresAndFragmentation) {
   const std::string message = detail::build_oom_message(fragmented_figures());
   EXPECT_NE(message.find("Tried to allocate 30.00 MiB"), std::string::npos) << message;
   EXPECT_NE(message.find("total capacity of 80.00 GiB of which 10.00 MiB is free"), std::string::npos) << message;
@@ -98,7 +98,7 @@ TEST(OomMessage, NamesTheFiguresAndFragmentation) {
   EXPECT_NE(message.find("max_split_size_mb"), std::string::npos) << message;
 }
 
-TEST(OomMessage, SaysFullWhenTheRequestDoesNotFitInCachedMemory) {
+TEST(oom_message, SaysFullWhenTheRequestDoesNotFitInCachedMemory) {
   detail::oom_figures f = fragmented_figures();
   f.alloc_size = f.requested = 200 * mib;
   f.allowed = 1 * gib;
@@ -112,7 +112,7 @@ TEST(OomMessage, SaysFullWhenTheRequestDoesNotFitInCachedMemory) {
 // in the last one.
 bool says(const std::string& message, const char* text) { return message.find(text) != std::string::npos; }
 
-TEST(OomMessage, ARequestLargerThanTheDeviceIsNotCalledFull) {
+TEST(oom_message, ARequestLargerThanTheDeviceIsNotCalledFull) {
   detail::oom_figures f = fragmented_figures();
   f.alloc_size = f.requested = 81 * gib;  // more than the 80 GiB device
   const std::string message = detail::build_oom_message(f);
@@ -123,7 +123,7 @@ TEST(OomMessage, ARequestLargerThanTheDeviceIsNotCalledFull) {
   EXPECT_FALSE(says(message, "expandable_segments")) << "no key helps: " << message;
 }
 
-TEST(OomMessage, ARequestLargerThanTheCapNamesTheCap) {
+TEST(oom_message, ARequestLargerThanTheCapNamesTheCap) {
   detail::oom_figures f = fragmented_figures();
   f.allowed = 1 * gib;
   f.alloc_size = f.requested = 2 * gib;  // fits the device, not the cap
@@ -133,7 +133,7 @@ TEST(OomMessage, ARequestLargerThanTheCapNamesTheCap) {
   EXPECT_FALSE(says(message, "is full")) << message;
 }
 
-TEST(OomMessage, ARequestLargerThanTheDeviceOnAStreamOrderedPool) {
+TEST(oom_message, ARequestLargerThanTheDeviceOnAStreamOrderedPool) {
   detail::oom_figures f = fragmented_figures();
   f.stream_ordered_pool = true;
   f.backend = "cudaMallocAsync";
@@ -143,7 +143,7 @@ TEST(OomMessage, ARequestLargerThanTheDeviceOnAStreamOrderedPool) {
   EXPECT_FALSE(says(message, "is full")) << message;
 }
 
-TEST(OomMessage, TheCapIsTheLimitWhenTheDeviceHasTheMemory) {
+TEST(oom_message, TheCapIsTheLimitWhenTheDeviceHasTheMemory) {
   detail::oom_figures f = fragmented_figures();
   f.allowed = 120 * mib;     // reserved 100 MiB + 30 MiB > 120 MiB
   f.device_free = 40 * gib;  // the device has it
@@ -156,7 +156,7 @@ TEST(OomMessage, TheCapIsTheLimitWhenTheDeviceHasTheMemory) {
   EXPECT_FALSE(says(message, "is full")) << message;
 }
 
-TEST(OomMessage, FreePlusCachedMemoryThatWouldFitIsNotFull) {
+TEST(oom_message, FreePlusCachedMemoryThatWouldFitIsNotFull) {
   detail::oom_figures f = fragmented_figures();
   f.alloc_size = f.requested = 64 * mib;
   f.device_free = 30 * mib;   // alone too small
@@ -174,7 +174,7 @@ TEST(OomMessage, FreePlusCachedMemoryThatWouldFitIsNotFull) {
   EXPECT_FALSE(says(with_expandable, "Set STREAMPOOL_ALLOC_CONF=expandable_segments")) << with_expandable;
 }
 
-TEST(OomMessage, ABlockCachedForAnotherStreamIsNotFull) {
+TEST(oom_message, ABlockCachedForAnotherStreamIsNotFull) {
   detail::oom_figures f = fragmented_figures();
   f.largest_free_block = 60 * mib;  // >= the 30 MiB request, but on another stream
   const std::string message = detail::build_oom_message(f);
@@ -187,7 +187,7 @@ TEST(OomMessage, ABlockCachedForAnotherStreamIsNotFull) {
   EXPECT_TRUE(says(detail::build_oom_message(f), "or in a private pool"));
 }
 
-TEST(OomMessage, FullOnlyWhenNothingWouldHoldIt) {
+TEST(oom_message, FullOnlyWhenNothingWouldHoldIt) {
   detail::oom_figures f = fragmented_figures();
   f.alloc_size = f.requested = 1 * gib;
   f.device_free = 100 * mib;       // + 60 MiB unallocated < 1 GiB
@@ -203,7 +203,7 @@ TEST(OomMessage, FullOnlyWhenNothingWouldHoldIt) {
   EXPECT_FALSE(says(small_elsewhere, "used outside streampool")) << small_elsewhere;
 }
 
-TEST(TraceRing, OffByDefaultKeepsLastEntriesOldestFirst) {
+TEST(trace_ring, OffByDefaultKeepsLastEntriesOldestFirst) {
   detail::trace_ring ring;
   ring.record(trace_action::alloc, 0, 1, 1, nullptr);
   EXPECT_TRUE(ring.entries().empty());
@@ -218,7 +218,7 @@ TEST(TraceRing, OffByDefaultKeepsLastEntriesOldestFirst) {
   EXPECT_TRUE(ring.entries().empty());
 }
 
-TEST(TraceCsv, MatchesTheSharedTraceFormat) {
+TEST(trace_csv, MatchesTheSharedTraceFormat) {
   std::vector<trace_entry> entries(2);
   entries[0] = {trace_action::segment_alloc, 0, 4096, 2 * mib, nullptr, {}, 7};
   entries[1] = {trace_action::free_completed, 0, 4096, 512, reinterpret_cast<stream_t>(0x10), {}, 9};

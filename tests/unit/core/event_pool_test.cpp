@@ -9,7 +9,7 @@
 namespace streampool {
 namespace {
 
-TEST(EventPool, RecyclesEvents) {
+TEST(event_pool, RecyclesEvents) {
   sim_driver sim;
   {
     detail::event_pool pool(sim, 0);
@@ -24,7 +24,7 @@ TEST(EventPool, RecyclesEvents) {
   EXPECT_EQ(sim.calls(driver_call::event_destroy), 1u);
 }
 
-TEST(EventPool, CreationFailureThrowsCudaError) {
+TEST(event_pool, CreationFailureThrowsCudaError) {
   sim_driver sim;
   detail::event_pool pool(sim, 0);
   sim.fail_next(driver_call::event_create, 1, status::other);

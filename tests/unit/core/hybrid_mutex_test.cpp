@@ -15,7 +15,7 @@
 namespace streampool::detail {
 namespace {
 
-TEST(HybridMutex, ExcludesUnderContention) {
+TEST(hybrid_mutex, ExcludesUnderContention) {
   hybrid_mutex m;
   std::uint64_t counter = 0;  // plain: only the lock orders the increments
   constexpr int threads = 8;
@@ -35,7 +35,7 @@ TEST(HybridMutex, ExcludesUnderContention) {
   EXPECT_EQ(counter, std::uint64_t{threads} * rounds);
 }
 
-TEST(HybridMutex, SleepersBehindALongHoldAllGetTheLock) {
+TEST(hybrid_mutex, SleepersBehindALongHoldAllGetTheLock) {
   hybrid_mutex m;
   std::atomic<int> got{0};
   m.lock();

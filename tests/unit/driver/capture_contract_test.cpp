@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "driver_contract.hpp"
+#include "driver_contract_test_support.hpp"
 #include "streampool/sim_driver.hpp"
 
 namespace streampool::testing {
@@ -51,7 +51,7 @@ class capture_contract : public driver_contract {
   std::vector<event_t> events_;
 };
 
-TEST_P(capture_contract, begin_reports_an_active_capture_with_a_unique_id) {
+TEST_P(capture_contract, BeginReportsAnActiveCaptureWithAUniqueId) {
   const stream_t a = stream();
   const stream_t b = stream();
   ASSERT_TRUE(ok(drv_->stream_begin_capture(a, capture_mode::global)));
@@ -78,7 +78,7 @@ TEST_P(capture_contract, begin_reports_an_active_capture_with_a_unique_id) {
   for (const graph_t graph : {graph_a, graph_b, again}) EXPECT_TRUE(ok(drv_->graph_destroy(graph)));
 }
 
-TEST_P(capture_contract, captured_graph_instantiates_launches_and_replays) {
+TEST_P(capture_contract, CapturedGraphInstantiatesLaunchesAndReplays) {
   const stream_t s = stream();
   const bool with_memory = pools();
   ASSERT_TRUE(ok(drv_->stream_begin_capture(s, capture_mode::global)));
@@ -106,7 +106,7 @@ TEST_P(capture_contract, captured_graph_instantiates_launches_and_replays) {
 // docs/graph-capture.md: a graph whose allocation outlives a launch can be relaunched only when
 // instantiated with auto_free_on_launch; the allocation may be freed outside the graph after a
 // launch. (The sim has no graph memory: the refused relaunch is asserted on CUDA only.)
-TEST_P(capture_contract, auto_free_on_launch_allows_relaunch_with_unfreed_allocations) {
+TEST_P(capture_contract, AutoFreeOnLaunchAllowsRelaunchWithUnfreedAllocations) {
   if (!pools()) GTEST_SKIP() << "device 0 has no memory pools";
   const stream_t s = stream();
   for (const bool auto_free : {false, true}) {
@@ -135,7 +135,7 @@ TEST_P(capture_contract, auto_free_on_launch_allows_relaunch_with_unfreed_alloca
   EXPECT_TRUE(ok(drv_->graph_mem_trim(0)));
 }
 
-TEST_P(capture_contract, side_stream_joins_through_an_event_and_must_be_joined_back) {
+TEST_P(capture_contract, SideStreamJoinsThroughAnEventAndMustBeJoinedBack) {
   const stream_t origin = stream();
   const stream_t side = stream();
   const event_t fork = event();
@@ -160,7 +160,7 @@ TEST_P(capture_contract, side_stream_joins_through_an_event_and_must_be_joined_b
   EXPECT_TRUE(instantiate_and_destroy(graph));
 }
 
-TEST_P(capture_contract, unjoined_side_stream_fails_the_end_of_capture) {
+TEST_P(capture_contract, UnjoinedSideStreamFailsTheEndOfCapture) {
   if (!pools()) GTEST_SKIP() << "device 0 has no memory pools (no work to leave unjoined)";
   const stream_t origin = stream();
   const stream_t side = stream();
@@ -182,7 +182,7 @@ TEST_P(capture_contract, unjoined_side_stream_fails_the_end_of_capture) {
   }
 }
 
-TEST_P(capture_contract, unsafe_calls_are_refused_in_global_capture_and_relaxed_malloc_is_not) {
+TEST_P(capture_contract, UnsafeCallsAreRefusedInGlobalCaptureAndRelaxedMallocIsNot) {
   const stream_t s = stream();
   ASSERT_TRUE(ok(drv_->stream_begin_capture(s, capture_mode::global)));
   void* relaxed = nullptr;
@@ -211,7 +211,7 @@ TEST_P(capture_contract, unsafe_calls_are_refused_in_global_capture_and_relaxed_
 }
 
 // Note [Relaxed queries]: statistics read pool attributes and free memory while a program captures.
-TEST_P(capture_contract, pool_attributes_and_free_memory_can_be_read_during_a_global_capture) {
+TEST_P(capture_contract, PoolAttributesAndFreeMemoryCanBeReadDuringAGlobalCapture) {
   const stream_t s = stream();
   ASSERT_TRUE(ok(drv_->stream_begin_capture(s, capture_mode::global)));
   std::size_t free_bytes = 0;
@@ -232,7 +232,7 @@ TEST_P(capture_contract, pool_attributes_and_free_memory_can_be_read_during_a_gl
 // Note [Relaxed queries]: a graph ended while another capture is still open is instantiated and
 // destroyed at once (capture_scope::end), and a backend's first allocation may set up its device
 // (properties, pools) inside a capture; none of that may break the capture still open.
-TEST_P(capture_contract, setup_and_graph_calls_leave_another_open_capture_valid) {
+TEST_P(capture_contract, SetupAndGraphCallsLeaveAnotherOpenCaptureValid) {
   const stream_t a = stream();
   const stream_t b = stream();
   ASSERT_TRUE(ok(drv_->stream_begin_capture(a, capture_mode::global)));
@@ -257,7 +257,7 @@ TEST_P(capture_contract, setup_and_graph_calls_leave_another_open_capture_valid)
 
 // Note [Relaxed uncaptured calls]: stream-ordered allocation on a stream outside an open global
 // capture breaks the capture unless the thread is in relaxed mode.
-TEST_P(capture_contract, uncaptured_stream_ordered_allocation_needs_relaxed_mode) {
+TEST_P(capture_contract, UncapturedStreamOrderedAllocationNeedsRelaxedMode) {
   if (!pools()) GTEST_SKIP() << "no memory pools on this device";
   const mempool_t pool = default_pool();
   const stream_t s = stream();
@@ -292,7 +292,7 @@ TEST_P(capture_contract, uncaptured_stream_ordered_allocation_needs_relaxed_mode
   EXPECT_EQ(mode, capture_mode::relaxed) << "the exchange hands back the mode it replaced";
 }
 
-TEST_P(capture_contract, bad_capture_calls_fail_cleanly) {
+TEST_P(capture_contract, BadCaptureCallsFailCleanly) {
   EXPECT_FALSE(drv_->stream_begin_capture(nullptr, capture_mode::global).ok()) << "the legacy stream";
   const stream_t s = stream();
   graph_t graph = reinterpret_cast<graph_t>(0x1);
@@ -317,7 +317,7 @@ bool released_within_seconds(const std::atomic<int>& count, int expected) {
   return count.load() == expected;
 }
 
-TEST_P(capture_contract, graph_release_callback_fires_when_the_graph_and_its_executables_are_gone) {
+TEST_P(capture_contract, GraphReleaseCallbackFiresWhenTheGraphAndItsExecutablesAreGone) {
   const stream_t s = stream();
   std::atomic<int> released{0};
   EXPECT_EQ(drv_->capture_on_graph_release(s, &count_graph_release, &released).code, status::invalid_value)
@@ -362,7 +362,7 @@ INSTANTIATE_TEST_SUITE_P(drivers, capture_contract,
 
 class sim_capture_sequence : public sim_test {};
 
-TEST_F(sim_capture_sequence, ending_on_a_joined_stream_is_refused_and_launch_submits_work) {
+TEST_F(sim_capture_sequence, EndingOnAJoinedStreamIsRefusedAndLaunchSubmitsWork) {
   sim().set_eager(false);
   const stream_t origin = new_stream();
   const stream_t side = new_stream();
@@ -392,7 +392,7 @@ TEST_F(sim_capture_sequence, ending_on_a_joined_stream_is_refused_and_launch_sub
   EXPECT_EQ(sim().live_graph_execs(), 0u);
 }
 
-TEST_F(sim_capture_sequence, destroying_the_origin_stream_ends_the_whole_sequence) {
+TEST_F(sim_capture_sequence, DestroyingTheOriginStreamEndsTheWholeSequence) {
   const stream_t origin = new_stream();
   const stream_t side = new_stream();
   const event_t fork = new_event();
@@ -406,7 +406,7 @@ TEST_F(sim_capture_sequence, destroying_the_origin_stream_ends_the_whole_sequenc
   EXPECT_TRUE(ok(sim().device_synchronize(0))) << "no capture is left to forbid it";
 }
 
-TEST_F(sim_capture_sequence, relaxed_capture_forbids_nothing_and_scripted_captures_are_unchanged) {
+TEST_F(sim_capture_sequence, RelaxedCaptureForbidsNothingAndScriptedCapturesAreUnchanged) {
   const stream_t s = new_stream();
   ASSERT_TRUE(ok(sim().stream_begin_capture(s, capture_mode::relaxed)));
   void* ptr = nullptr;
@@ -430,7 +430,7 @@ TEST_F(sim_capture_sequence, relaxed_capture_forbids_nothing_and_scripted_captur
   EXPECT_TRUE(ok(sim().graph_destroy(graph)));
 }
 
-TEST_F(sim_capture_sequence, an_invalidated_capture_ends_without_a_graph_and_faults_inject) {
+TEST_F(sim_capture_sequence, AnInvalidatedCaptureEndsWithoutAGraphAndFaultsInject) {
   const stream_t s = new_stream();
   ASSERT_TRUE(ok(sim().stream_begin_capture(s, capture_mode::global)));
   EXPECT_TRUE(fails(status::illegal_in_capture, sim().stream_synchronize(0, s)));

@@ -38,16 +38,16 @@ class cuda_driver_without_device : public cuda_driver_test {
   }
 };
 
-TEST_F(cuda_driver_test, is_named_cuda) { EXPECT_EQ(drv_->name(), "cuda"); }
+TEST_F(cuda_driver_test, IsNamedCuda) { EXPECT_EQ(drv_->name(), "cuda"); }
 
-TEST_F(cuda_driver_test, describes_runtime_errors_by_name_and_text) {
+TEST_F(cuda_driver_test, DescribesRuntimeErrorsByNameAndText) {
   EXPECT_EQ(drv_->describe({status::out_of_memory, 2}), "cudaErrorMemoryAllocation: out of memory");
   EXPECT_EQ(drv_->describe({status::invalid_value, 1}), "cudaErrorInvalidValue: invalid argument");
   EXPECT_EQ(drv_->describe({}), "cudaSuccess: no error");
   EXPECT_EQ(drv_->describe({status::illegal_in_capture, 0}), "illegal_in_capture") << "no native code";
 }
 
-TEST_F(cuda_driver_test, describes_driver_api_errors_apart_from_runtime_ones) {
+TEST_F(cuda_driver_test, DescribesDriverApiErrorsApartFromRuntimeOnes) {
   const drv_result driver_oom{status::out_of_memory, 100000 + 2};  // CUDA_ERROR_OUT_OF_MEMORY
   if (has_device()) {
     EXPECT_EQ(drv_->describe(driver_oom), "CUDA_ERROR_OUT_OF_MEMORY: out of memory");
@@ -56,7 +56,7 @@ TEST_F(cuda_driver_test, describes_driver_api_errors_apart_from_runtime_ones) {
   }
 }
 
-TEST_F(cuda_driver_without_device, device_count_says_why) {
+TEST_F(cuda_driver_without_device, DeviceCountSaysWhy) {
   EXPECT_EQ(counted_.code, status::no_device);
   EXPECT_EQ(count_, 0);
   const std::string reason = drv_->describe(counted_);
@@ -65,7 +65,7 @@ TEST_F(cuda_driver_without_device, device_count_says_why) {
       << reason;
 }
 
-TEST_F(cuda_driver_without_device, every_call_fails_cleanly) {
+TEST_F(cuda_driver_without_device, EveryCallFailsCleanly) {
   void* ptr = reinterpret_cast<void*>(0x1);
   EXPECT_FALSE(drv_->malloc(0, mib, &ptr).ok());
   EXPECT_EQ(ptr, nullptr);
@@ -94,7 +94,7 @@ TEST_F(cuda_driver_without_device, every_call_fails_cleanly) {
   EXPECT_FALSE(drv_->vmm_unmap(reinterpret_cast<void*>(0x200000), 2 * mib).ok());
 }
 
-TEST_F(cuda_driver_without_device, check_throws_the_runtime_reason) {
+TEST_F(cuda_driver_without_device, CheckThrowsTheRuntimeReason) {
   void* ptr = nullptr;
   try {
     check(*drv_, drv_->malloc(0, mib, &ptr), "cudaMalloc of 1.00 MiB");

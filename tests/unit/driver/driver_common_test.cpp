@@ -13,7 +13,7 @@
 namespace streampool {
 namespace {
 
-TEST(driver_names, every_call_has_a_distinct_name) {
+TEST(driver_names, EveryCallHasADistinctName) {
   std::set<std::string> names;
   for (std::size_t index = 0; index < driver_call_count; ++index) {
     const std::string name(to_string(static_cast<driver_call>(index)));
@@ -25,7 +25,7 @@ TEST(driver_names, every_call_has_a_distinct_name) {
   EXPECT_EQ(to_string(driver_call::count_), "unknown_call");
 }
 
-TEST(driver_names, every_status_has_a_distinct_name) {
+TEST(driver_names, EveryStatusHasADistinctName) {
   std::set<std::string> names;
   for (int code = 0; code <= static_cast<int>(status::other); ++code) {
     const std::string name(to_string(static_cast<status>(code)));
@@ -36,7 +36,7 @@ TEST(driver_names, every_status_has_a_distinct_name) {
   EXPECT_EQ(to_string(status::illegal_in_capture), "illegal_in_capture");
 }
 
-TEST(drv_result, is_ok_only_for_status_ok) {
+TEST(drv_result, IsOkOnlyForStatusOk) {
   constexpr drv_result good{};
   constexpr drv_result bad{status::not_ready, 600};
   static_assert(good.ok() && static_cast<bool>(good));
@@ -44,12 +44,12 @@ TEST(drv_result, is_ok_only_for_status_ok) {
   EXPECT_EQ(bad.native, 600);
 }
 
-TEST(check, passes_ok_results_through) {
+TEST(check, PassesOkResultsThrough) {
   const sim_driver sim;
   EXPECT_NO_THROW(check(sim, drv_result{}, "anything"));
 }
 
-TEST(check, throws_cuda_error_with_operation_description_and_native_code) {
+TEST(check, ThrowsCudaErrorWithOperationDescriptionAndNativeCode) {
   sim_driver sim;
   const drv_result failed = sim.free(0, reinterpret_cast<void*>(0x1234));
   ASSERT_EQ(failed.code, status::invalid_value);
@@ -62,7 +62,7 @@ TEST(check, throws_cuda_error_with_operation_description_and_native_code) {
   }
 }
 
-TEST(check, reports_out_of_memory_as_a_cuda_error_too) {
+TEST(check, ReportsOutOfMemoryAsACudaErrorToo) {
   sim_options options;
   options.capacity = 64 * mib;
   sim_driver sim(options);

@@ -8,13 +8,13 @@
 #include <memory>
 #include <string>
 
-#include "driver_contract.hpp"
+#include "driver_contract_test_support.hpp"
 #include "streampool/sim_driver.hpp"
 
 namespace streampool::testing {
 namespace {
 
-TEST_P(driver_contract, reports_devices_and_their_facts) {
+TEST_P(driver_contract, ReportsDevicesAndTheirFacts) {
   EXPECT_EQ(info_.ordinal, 0);
   EXPECT_FALSE(info_.name.empty());
   EXPECT_GT(info_.total_memory, 0u);
@@ -30,7 +30,7 @@ TEST_P(driver_contract, reports_devices_and_their_facts) {
   EXPECT_FALSE(drv_->name().empty());
 }
 
-TEST_P(driver_contract, current_device_round_trips_and_rejects_bad_ordinals) {
+TEST_P(driver_contract, CurrentDeviceRoundTripsAndRejectsBadOrdinals) {
   int device = -1;
   ASSERT_TRUE(ok(drv_->get_device(&device)));
   EXPECT_EQ(device, 0);
@@ -39,7 +39,7 @@ TEST_P(driver_contract, current_device_round_trips_and_rejects_bad_ordinals) {
   EXPECT_EQ(device, 0) << "a failed set_device leaves the current device alone";
 }
 
-TEST_P(driver_contract, mem_get_info_is_consistent) {
+TEST_P(driver_contract, MemGetInfoIsConsistent) {
   std::size_t free_bytes = 0;
   std::size_t total_bytes = 0;
   ASSERT_TRUE(ok(drv_->mem_get_info(0, &free_bytes, &total_bytes)));
@@ -50,7 +50,7 @@ TEST_P(driver_contract, mem_get_info_is_consistent) {
   EXPECT_EQ(drv_->mem_get_info(count_, &ignored, &ignored).code, status::invalid_device);
 }
 
-TEST_P(driver_contract, malloc_and_free_round_trip) {
+TEST_P(driver_contract, MallocAndFreeRoundTrip) {
   const std::size_t free_before = free_memory();
   void* small = nullptr;
   void* large = nullptr;
@@ -77,7 +77,7 @@ TEST_P(driver_contract, malloc_and_free_round_trip) {
   EXPECT_EQ(nothing, nullptr) << "zero bytes give nullptr";
 }
 
-TEST_P(driver_contract, impossible_malloc_is_out_of_memory_and_recoverable) {
+TEST_P(driver_contract, ImpossibleMallocIsOutOfMemoryAndRecoverable) {
   void* ptr = reinterpret_cast<void*>(0x1);
   EXPECT_EQ(drv_->malloc(0, info_.total_memory * 4, &ptr).code, status::out_of_memory);
   EXPECT_EQ(ptr, nullptr);
@@ -85,7 +85,7 @@ TEST_P(driver_contract, impossible_malloc_is_out_of_memory_and_recoverable) {
   EXPECT_TRUE(ok(drv_->free(0, ptr)));
 }
 
-TEST_P(driver_contract, free_of_a_pointer_never_allocated_fails_cleanly) {
+TEST_P(driver_contract, FreeOfAPointerNeverAllocatedFailsCleanly) {
   void* live = nullptr;
   ASSERT_TRUE(ok(drv_->malloc(0, mib, &live)));
   const drv_result bogus = drv_->free(0, reinterpret_cast<void*>(address(live) + 4096));
@@ -94,7 +94,7 @@ TEST_P(driver_contract, free_of_a_pointer_never_allocated_fails_cleanly) {
   EXPECT_TRUE(ok(drv_->free(0, live))) << "the bad free left the real block intact";
 }
 
-TEST_P(driver_contract, events_complete_after_synchronisation) {
+TEST_P(driver_contract, EventsCompleteAfterSynchronisation) {
   const stream_t stream = new_stream();
   const event_t event = new_event();
   EXPECT_TRUE(ok(drv_->event_query(event))) << "an event never recorded is complete";
@@ -113,7 +113,7 @@ TEST_P(driver_contract, events_complete_after_synchronisation) {
   EXPECT_TRUE(ok(drv_->event_destroy(0, event)));
 }
 
-TEST_P(driver_contract, stream_wait_event_orders_streams) {
+TEST_P(driver_contract, StreamWaitEventOrdersStreams) {
   const stream_t producer = new_stream();
   const stream_t consumer = new_stream();
   const event_t produced = new_event();
@@ -132,7 +132,7 @@ TEST_P(driver_contract, stream_wait_event_orders_streams) {
   }
 }
 
-TEST_P(driver_contract, default_streams_and_device_synchronize) {
+TEST_P(driver_contract, DefaultStreamsAndDeviceSynchronize) {
   const auto per_thread = reinterpret_cast<stream_t>(2);  // cudaStreamPerThread
   const event_t event = new_event();
   ASSERT_TRUE(ok(drv_->event_record(event, nullptr)));
@@ -147,7 +147,7 @@ TEST_P(driver_contract, default_streams_and_device_synchronize) {
   EXPECT_TRUE(ok(drv_->event_destroy(0, event)));
 }
 
-TEST_P(driver_contract, default_pool_attributes_round_trip) {
+TEST_P(driver_contract, DefaultPoolAttributesRoundTrip) {
   if (!info_.memory_pools_supported) {
     GTEST_SKIP() << "device 0 has no memory pools";
   }
@@ -168,7 +168,7 @@ TEST_P(driver_contract, default_pool_attributes_round_trip) {
   EXPECT_TRUE(ok(drv_->pool_set_access(pool, 0, true))) << "the owning device keeps read-write access";
 }
 
-TEST_P(driver_contract, created_pool_tracks_used_and_reserved_memory) {
+TEST_P(driver_contract, CreatedPoolTracksUsedAndReservedMemory) {
   if (!info_.memory_pools_supported) {
     GTEST_SKIP() << "device 0 has no memory pools";
   }
@@ -200,7 +200,7 @@ TEST_P(driver_contract, created_pool_tracks_used_and_reserved_memory) {
   EXPECT_TRUE(ok(drv_->pool_destroy(pool)));
 }
 
-TEST_P(driver_contract, default_pool_serves_malloc_async_on_the_legacy_stream) {
+TEST_P(driver_contract, DefaultPoolServesMallocAsyncOnTheLegacyStream) {
   if (!info_.memory_pools_supported) {
     GTEST_SKIP() << "device 0 has no memory pools";
   }
@@ -220,7 +220,7 @@ TEST_P(driver_contract, default_pool_serves_malloc_async_on_the_legacy_stream) {
   EXPECT_TRUE(ok(drv_->pool_trim_to(pool, 0)));
 }
 
-TEST_P(driver_contract, vmm_reserve_create_map_access_unmap_release_free) {
+TEST_P(driver_contract, VmmReserveCreateMapAccessUnmapReleaseFree) {
   if (!info_.vmm_supported) {
     GTEST_SKIP() << "device 0 has no virtual memory management";
   }
@@ -251,7 +251,7 @@ TEST_P(driver_contract, vmm_reserve_create_map_access_unmap_release_free) {
   EXPECT_GE(free_memory() + granularity / 2, free_before) << "unmapping a released handle frees its memory";
 }
 
-TEST_P(driver_contract, vmm_rejects_misaligned_and_overlapping_use) {
+TEST_P(driver_contract, VmmRejectsMisalignedAndOverlappingUse) {
   if (!info_.vmm_supported) {
     GTEST_SKIP() << "device 0 has no virtual memory management";
   }
@@ -274,7 +274,7 @@ TEST_P(driver_contract, vmm_rejects_misaligned_and_overlapping_use) {
   EXPECT_TRUE(ok(drv_->vmm_free(va, 2 * granularity)));
 }
 
-TEST_P(driver_contract, invalid_device_ordinals_are_rejected) {
+TEST_P(driver_contract, InvalidDeviceOrdinalsAreRejected) {
   void* ptr = nullptr;
   stream_t stream = nullptr;
   event_t event = nullptr;
@@ -290,7 +290,7 @@ TEST_P(driver_contract, invalid_device_ordinals_are_rejected) {
   EXPECT_EQ(drv_->stream_destroy(0, nullptr).code, status::invalid_value) << "the legacy stream is not destroyable";
 }
 
-TEST_P(driver_contract, pool_misuse_is_rejected) {
+TEST_P(driver_contract, PoolMisuseIsRejected) {
   if (!info_.memory_pools_supported) {
     GTEST_SKIP() << "device 0 has no memory pools";
   }
@@ -312,7 +312,7 @@ TEST_P(driver_contract, pool_misuse_is_rejected) {
   EXPECT_TRUE(ok(drv_->stream_synchronize(0, nullptr)));
 }
 
-TEST_P(driver_contract, destroying_a_pool_with_live_memory_is_deferred) {
+TEST_P(driver_contract, DestroyingAPoolWithLiveMemoryIsDeferred) {
   if (!info_.memory_pools_supported) {
     GTEST_SKIP() << "device 0 has no memory pools";
   }
@@ -330,7 +330,7 @@ TEST_P(driver_contract, destroying_a_pool_with_live_memory_is_deferred) {
   EXPECT_TRUE(ok(drv_->stream_destroy(0, stream)));
 }
 
-TEST_P(driver_contract, vmm_ranges_may_span_mappings_but_not_split_them) {
+TEST_P(driver_contract, VmmRangesMaySpanMappingsButNotSplitThem) {
   if (!info_.vmm_supported) {
     GTEST_SKIP() << "device 0 has no virtual memory management";
   }

@@ -64,7 +64,7 @@ std::vector<measured> read_output(const std::string& name) {
 
 class address_probe : public ::testing::TestWithParam<const char*> {};
 
-TEST_P(address_probe, sim_places_every_malloc_where_the_h200_did) {
+TEST_P(address_probe, SimPlacesEveryMallocWhereTheH200Did) {
   const std::string name = GetParam();
   const std::vector<probe_op> ops = read_ops(name);
   const std::vector<measured> real = read_output(name);
@@ -115,7 +115,7 @@ class sim_address_rules : public sim_test {
   void give(std::uintptr_t at) { EXPECT_TRUE(ok(sim().free(0, reinterpret_cast<void*>(at)))); }
 };
 
-TEST_F(sim_address_rules, chunks_are_32_mib_multiples_placed_downward) {
+TEST_F(sim_address_rules, ChunksAre32MiBMultiplesPlacedDownward) {
   const std::uintptr_t a = take(40 * mib);  // reserves 64 MiB
   const std::uintptr_t b = take(66 * mib);  // reserves 96 MiB, just below
   const std::uintptr_t c = take(32 * mib);
@@ -125,7 +125,7 @@ TEST_F(sim_address_rules, chunks_are_32_mib_multiples_placed_downward) {
   EXPECT_EQ(take(24 * mib), a + 40 * mib) << "then the next newest";
 }
 
-TEST_F(sim_address_rules, newest_chunk_first_then_best_fit_inside_it) {
+TEST_F(sim_address_rules, NewestChunkFirstThenBestFitInsideIt) {
   const std::uintptr_t older = take(52 * mib);  // 12 MiB left in its chunk
   const std::uintptr_t newer = take(40 * mib);  // 24 MiB left in its chunk
   EXPECT_EQ(take(12 * mib), newer + 40 * mib) << "the newer chunk, though the older one fits exactly";
@@ -139,7 +139,7 @@ TEST_F(sim_address_rules, newest_chunk_first_then_best_fit_inside_it) {
   EXPECT_EQ(take(12 * mib), older + 52 * mib) << "the newer chunk is full: the older one";
 }
 
-TEST_F(sim_address_rules, empty_chunks_are_released_and_exact_fits_passed_over) {
+TEST_F(sim_address_rules, EmptyChunksAreReleasedAndExactFitsPassedOver) {
   const std::uintptr_t a = take(64 * mib);
   const std::uintptr_t b = take(64 * mib);
   const std::uintptr_t c = take(64 * mib);
@@ -151,7 +151,7 @@ TEST_F(sim_address_rules, empty_chunks_are_released_and_exact_fits_passed_over) 
   EXPECT_EQ(take(64 * mib), c + 32 * mib) << "released chunks merge: the new chunk spans c's range and b's";
 }
 
-TEST_F(sim_address_rules, the_contexts_free_ranges_fill_when_no_chunk_has_room) {
+TEST_F(sim_address_rules, TheContextsFreeRangesFillWhenNoChunkHasRoom) {
   const std::uintptr_t top_hole = take(20 * mib);  // no chunk yet: the context's 24 MiB range
   const std::uintptr_t small_hole = take(2 * mib);  // best fit: the context's 2 MiB range
   EXPECT_EQ(top_hole - small_hole, 74 * mib);

@@ -15,7 +15,7 @@ namespace {
 
 class sim_capture : public sim_test {};
 
-TEST_F(sim_capture, capture_status_is_reported_per_stream) {
+TEST_F(sim_capture, CaptureStatusIsReportedPerStream) {
   const stream_t capturing = new_stream();
   const stream_t idle = new_stream();
   sim().set_capture(capturing, capture_status::active, 42);
@@ -33,7 +33,7 @@ TEST_F(sim_capture, capture_status_is_reported_per_stream) {
   EXPECT_THROW(sim().set_capture(reinterpret_cast<stream_t>(0x5), capture_status::active, 1), error);
 }
 
-TEST_F(sim_capture, unsafe_calls_are_illegal_while_any_stream_captures_and_do_nothing) {
+TEST_F(sim_capture, UnsafeCallsAreIllegalWhileAnyStreamCapturesAndDoNothing) {
   const stream_t capturing = new_stream();
   const stream_t other = new_stream();
   const event_t event = new_event();
@@ -79,7 +79,7 @@ TEST_F(sim_capture, unsafe_calls_are_illegal_while_any_stream_captures_and_do_no
   EXPECT_TRUE(ok(sim().vmm_release(handle)));
 }
 
-TEST_F(sim_capture, destroying_the_capturing_stream_ends_the_capture) {
+TEST_F(sim_capture, DestroyingTheCapturingStreamEndsTheCapture) {
   const stream_t capturing = new_stream();
   sim().set_capture(capturing, capture_status::active, 1);
   EXPECT_TRUE(fails(status::illegal_in_capture, sim().device_synchronize(0)));
@@ -89,7 +89,7 @@ TEST_F(sim_capture, destroying_the_capturing_stream_ends_the_capture) {
 
 class sim_faults : public sim_test {};
 
-TEST_F(sim_faults, injected_failures_fire_count_times_and_do_nothing) {
+TEST_F(sim_faults, InjectedFailuresFireCountTimesAndDoNothing) {
   sim().fail_next(driver_call::malloc, 2);
   void* ptr = reinterpret_cast<void*>(0x1);
   const drv_result injected = sim().malloc(0, 4096, &ptr);
@@ -101,7 +101,7 @@ TEST_F(sim_faults, injected_failures_fire_count_times_and_do_nothing) {
   EXPECT_TRUE(ok(sim().free(0, ptr)));
 }
 
-TEST_F(sim_faults, skip_counts_successful_calls_only) {
+TEST_F(sim_faults, SkipCountsSuccessfulCallsOnly) {
   sim().fail_next(driver_call::free, 1, status::other, 1);
   EXPECT_TRUE(fails(status::invalid_value, sim().free(0, reinterpret_cast<void*>(0x10)))) << "a natural failure";
   void* first = nullptr;
@@ -114,7 +114,7 @@ TEST_F(sim_faults, skip_counts_successful_calls_only) {
   EXPECT_TRUE(ok(sim().free(0, second)));
 }
 
-TEST_F(sim_faults, any_status_can_be_injected_into_any_call_and_cleared) {
+TEST_F(sim_faults, AnyStatusCanBeInjectedIntoAnyCallAndCleared) {
   const event_t event = new_event();
   sim().fail_next(driver_call::event_query, 1, status::not_ready);
   EXPECT_TRUE(fails(status::not_ready, sim().event_query(event)));
@@ -130,7 +130,7 @@ TEST_F(sim_faults, any_status_can_be_injected_into_any_call_and_cleared) {
   EXPECT_THROW(sim().fail_next(driver_call::count_, 1), error);
 }
 
-TEST_F(sim_faults, counters_count_every_call_including_failures) {
+TEST_F(sim_faults, CountersCountEveryCallIncludingFailures) {
   sim().reset_counters();
   void* ptr = nullptr;
   ASSERT_TRUE(ok(sim().malloc(0, 1, &ptr)));
@@ -152,14 +152,14 @@ TEST_F(sim_faults, counters_count_every_call_including_failures) {
   }
 }
 
-TEST(sim_describe, names_the_status_and_the_reason) {
+TEST(sim_describe, NamesTheStatusAndTheReason) {
   const sim_driver sim;
   EXPECT_EQ(sim.describe({}), "sim: ok");
   EXPECT_EQ(sim.describe({status::invalid_value, 3}), "sim: invalid_value");
   EXPECT_EQ(sim.name(), "sim");
 }
 
-TEST(sim_threads, concurrent_streams_allocate_and_synchronise_safely) {
+TEST(sim_threads, ConcurrentStreamsAllocateAndSynchroniseSafely) {
   sim_options options;
   options.capacity = 4 * gib;
   sim_driver sim(options);

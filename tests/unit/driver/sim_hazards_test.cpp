@@ -44,7 +44,7 @@ class sim_hazards : public sim_test {
   stream_t a_ = nullptr, b_ = nullptr, c_ = nullptr;
 };
 
-TEST_F(sim_hazards, a_use_on_another_stream_without_ordering_is_a_violation) {
+TEST_F(sim_hazards, AUseOnAnotherStreamWithoutOrderingIsAViolation) {
   EXPECT_TRUE(sim().use(a_, block_, 4096));
   EXPECT_FALSE(sim().use(b_, block_, 4096));
   EXPECT_EQ(sim().hazard_violations(), 1u);
@@ -61,19 +61,19 @@ TEST_F(sim_hazards, a_use_on_another_stream_without_ordering_is_a_violation) {
   EXPECT_TRUE(sim().hazard_reports().empty());
 }
 
-TEST_F(sim_hazards, the_same_stream_is_always_ordered) {
+TEST_F(sim_hazards, TheSameStreamIsAlwaysOrdered) {
   for (int i = 0; i < 3; ++i) EXPECT_TRUE(sim().use(a_, block_, 1 * mib));
   EXPECT_EQ(sim().hazard_violations(), 0u);
 }
 
-TEST_F(sim_hazards, an_event_wait_orders_the_new_user) {
+TEST_F(sim_hazards, AnEventWaitOrdersTheNewUser) {
   EXPECT_TRUE(sim().use(a_, block_, 4096));
   order(b_, a_);
   EXPECT_TRUE(sim().use(b_, block_, 4096));
   EXPECT_EQ(sim().hazard_violations(), 0u) << reports();
 }
 
-TEST_F(sim_hazards, an_event_recorded_before_the_use_does_not_order_it) {
+TEST_F(sim_hazards, AnEventRecordedBeforeTheUseDoesNotOrderIt) {
   const event_t early = new_event();
   ASSERT_TRUE(ok(sim().event_record(early, a_)));
   EXPECT_TRUE(sim().use(a_, block_, 4096));
@@ -82,7 +82,7 @@ TEST_F(sim_hazards, an_event_recorded_before_the_use_does_not_order_it) {
   EXPECT_EQ(sim().hazard_violations(), 1u);
 }
 
-TEST_F(sim_hazards, a_wait_made_after_the_new_use_does_not_order_it) {
+TEST_F(sim_hazards, AWaitMadeAfterTheNewUseDoesNotOrderIt) {
   EXPECT_TRUE(sim().use(a_, block_, 4096));
   EXPECT_TRUE(sim().use(b_, at(1 * kib * 8), 4096));  // elsewhere: fine
   EXPECT_FALSE(sim().use(b_, block_, 4096));
@@ -90,7 +90,7 @@ TEST_F(sim_hazards, a_wait_made_after_the_new_use_does_not_order_it) {
   EXPECT_EQ(sim().hazard_violations(), 1u);
 }
 
-TEST_F(sim_hazards, host_synchronisation_and_completion_order_everything) {
+TEST_F(sim_hazards, HostSynchronisationAndCompletionOrderEverything) {
   EXPECT_TRUE(sim().use(a_, block_, 4096));
   ASSERT_TRUE(ok(sim().stream_synchronize(0, a_)));
   EXPECT_TRUE(sim().use(b_, block_, 4096));
@@ -105,7 +105,7 @@ TEST_F(sim_hazards, host_synchronisation_and_completion_order_everything) {
   EXPECT_EQ(sim().hazard_violations(), 0u) << reports();
 }
 
-TEST_F(sim_hazards, event_queries_see_incomplete_work_as_not_ready) {
+TEST_F(sim_hazards, EventQueriesSeeIncompleteWorkAsNotReady) {
   EXPECT_TRUE(sim().use(a_, block_, 4096));
   const event_t event = new_event();
   ASSERT_TRUE(ok(sim().event_record(event, a_)));
@@ -119,7 +119,7 @@ TEST_F(sim_hazards, event_queries_see_incomplete_work_as_not_ready) {
   EXPECT_EQ(sim().hazard_violations(), 2u) << reports();
 }
 
-TEST_F(sim_hazards, transitive_chains_order_and_broken_chains_do_not) {
+TEST_F(sim_hazards, TransitiveChainsOrderAndBrokenChainsDoNot) {
   // A -> C -> B: B waits on C after C waited on A's use.
   EXPECT_TRUE(sim().use(a_, block_, 4096));
   order(c_, a_);
@@ -136,7 +136,7 @@ TEST_F(sim_hazards, transitive_chains_order_and_broken_chains_do_not) {
   EXPECT_EQ(sim().hazard_violations(), 1u);
 }
 
-TEST_F(sim_hazards, completion_of_a_chain_keeps_the_ordering) {
+TEST_F(sim_hazards, CompletionOfAChainKeepsTheOrdering) {
   // B waited on A; completing B drops the dependency but completes A, so C ordered after B is
   // still ordered after A (Note [Sim completion model]).
   EXPECT_TRUE(sim().use(a_, block_, 4096));
@@ -148,7 +148,7 @@ TEST_F(sim_hazards, completion_of_a_chain_keeps_the_ordering) {
   EXPECT_EQ(sim().hazard_violations(), 0u) << reports();
 }
 
-TEST_F(sim_hazards, wait_for_orders_like_an_event) {
+TEST_F(sim_hazards, WaitForOrdersLikeAnEvent) {
   EXPECT_TRUE(sim().use(a_, block_, 4096));
   sim().wait_for(b_, a_);
   EXPECT_TRUE(sim().use(b_, block_, 4096));
@@ -158,7 +158,7 @@ TEST_F(sim_hazards, wait_for_orders_like_an_event) {
   EXPECT_THROW(sim().wait_for(b_, reinterpret_cast<stream_t>(0x1234)), error);
 }
 
-TEST_F(sim_hazards, only_overlapping_bytes_conflict) {
+TEST_F(sim_hazards, OnlyOverlappingBytesConflict) {
   EXPECT_TRUE(sim().use(a_, block_, 4096));
   EXPECT_TRUE(sim().use(b_, at(4096), 4096)) << "adjacent, not overlapping";
   EXPECT_FALSE(sim().use(c_, at(4000), 200)) << "overlaps both";
@@ -169,7 +169,7 @@ TEST_F(sim_hazards, only_overlapping_bytes_conflict) {
   EXPECT_EQ(sim().hazard_violations(), 2u);
 }
 
-TEST_F(sim_hazards, pool_memory_is_checked_too) {
+TEST_F(sim_hazards, PoolMemoryIsCheckedToo) {
   mempool_t pool = nullptr;
   ASSERT_TRUE(ok(sim().pool_get_default(0, &pool)));
   void* p = nullptr;
@@ -188,7 +188,7 @@ class sim_hazards_vmm : public sim_hazards {
   static constexpr std::size_t granule = 2 * mib;
 };
 
-TEST_F(sim_hazards_vmm, unmapping_memory_in_use_is_a_violation) {
+TEST_F(sim_hazards_vmm, UnmappingMemoryInUseIsAViolation) {
   void* va = nullptr;
   ASSERT_TRUE(ok(sim().vmm_reserve(0, 4 * granule, 0, &va)));
   vmm_handle_t handle = 0;
@@ -203,7 +203,7 @@ TEST_F(sim_hazards_vmm, unmapping_memory_in_use_is_a_violation) {
   ASSERT_TRUE(ok(sim().vmm_release(handle)));
 }
 
-TEST_F(sim_hazards_vmm, idle_pages_move_to_another_address_and_start_clean) {
+TEST_F(sim_hazards_vmm, IdlePagesMoveToAnotherAddressAndStartClean) {
   void* va = nullptr;
   ASSERT_TRUE(ok(sim().vmm_reserve(0, 4 * granule, 0, &va)));
   void* other = static_cast<char*>(va) + 2 * granule;
@@ -228,7 +228,7 @@ TEST_F(sim_hazards_vmm, idle_pages_move_to_another_address_and_start_clean) {
   EXPECT_EQ(sim().hazard_violations(), 0u) << reports();
 }
 
-TEST_F(sim_hazards, cuda_free_waits_so_it_is_never_a_violation) {
+TEST_F(sim_hazards, CudaFreeWaitsSoItIsNeverAViolation) {
   EXPECT_TRUE(sim().use(a_, block_, 1 * mib));
   ASSERT_TRUE(ok(sim().free(0, block_)));  // synchronises the device
   void* again = nullptr;
@@ -238,14 +238,14 @@ TEST_F(sim_hazards, cuda_free_waits_so_it_is_never_a_violation) {
   block_ = again;
 }
 
-TEST_F(sim_hazards, eager_completion_orders_everything) {
+TEST_F(sim_hazards, EagerCompletionOrdersEverything) {
   sim().set_eager(true);
   EXPECT_TRUE(sim().use(a_, block_, 4096));
   EXPECT_TRUE(sim().use(b_, block_, 4096)) << "a_'s use completed at submission";
   EXPECT_EQ(sim().hazard_violations(), 0u);
 }
 
-TEST_F(sim_hazards, bad_input_is_refused) {
+TEST_F(sim_hazards, BadInputIsRefused) {
   EXPECT_THROW((void)sim().use(reinterpret_cast<stream_t>(0x1234), block_, 8), error);
   EXPECT_THROW((void)sim().use(a_, block_, 0), error);
   EXPECT_THROW((void)sim().use(a_, reinterpret_cast<void*>(0x1000), 8), error);
@@ -260,7 +260,7 @@ TEST_F(sim_hazards, bad_input_is_refused) {
   EXPECT_EQ(sim().hazard_violations(), 0u);
 }
 
-TEST_F(sim_hazards, the_default_streams_are_named_in_reports) {
+TEST_F(sim_hazards, TheDefaultStreamsAreNamedInReports) {
   EXPECT_TRUE(sim().use(nullptr, block_, 64));
   EXPECT_FALSE(sim().use(a_, block_, 64));
   const std::string text = reports();
@@ -283,7 +283,7 @@ void unordered_uses_on_a_strict_sim() {
   (void)strict.use(t, p, 4096);
 }
 
-TEST(sim_hazards_death, abort_on_hazard_stops_at_the_violation) {
+TEST(sim_hazards_death, AbortOnHazardStopsAtTheViolation) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_DEATH(unordered_uses_on_a_strict_sim(), "abort_on_hazard.*not ordered after");
 }

@@ -23,7 +23,7 @@ sim_options devices(int count, std::size_t capacity = 80 * gib) {
   return options;
 }
 
-TEST(sim_options_validation, rejects_bad_device_counts_and_granularities) {
+TEST(sim_options_validation, RejectsBadDeviceCountsAndGranularities) {
   EXPECT_THROW(sim_driver(devices(-1)), error);
   EXPECT_THROW(sim_driver(devices(65)), error);
   sim_options odd;
@@ -33,7 +33,7 @@ TEST(sim_options_validation, rejects_bad_device_counts_and_granularities) {
   EXPECT_NO_THROW(sim_driver{odd});
 }
 
-TEST(sim_no_device, every_device_call_reports_no_device) {
+TEST(sim_no_device, EveryDeviceCallReportsNoDevice) {
   sim_driver sim(devices(0));
   int count = -1;
   EXPECT_EQ(sim.device_count(&count).code, status::no_device);
@@ -53,7 +53,7 @@ class sim_memory : public sim_test {
   sim_options make_options() override { return devices(2, 2 * gib); }
 };
 
-TEST_F(sim_memory, device_info_reflects_the_options) {
+TEST_F(sim_memory, DeviceInfoReflectsTheOptions) {
   device_info info;
   ASSERT_TRUE(ok(sim().get_device_info(1, &info)));
   EXPECT_EQ(info.ordinal, 1);
@@ -78,7 +78,7 @@ TEST_F(sim_memory, device_info_reflects_the_options) {
   EXPECT_FALSE(info.memory_pools_supported);
 }
 
-TEST_F(sim_memory, current_device_is_per_thread) {
+TEST_F(sim_memory, CurrentDeviceIsPerThread) {
   ASSERT_TRUE(ok(sim().set_device(1)));
   int seen_by_other = -1;
   int after_other_set = -1;
@@ -93,7 +93,7 @@ TEST_F(sim_memory, current_device_is_per_thread) {
   EXPECT_TRUE(fails(status::invalid_device, sim().set_device(2)));
 }
 
-TEST_F(sim_memory, current_device_is_per_driver_instance) {
+TEST_F(sim_memory, CurrentDeviceIsPerDriverInstance) {
   sim_driver second(devices(2));
   ASSERT_TRUE(ok(sim().set_device(1)));
   int device = -1;
@@ -101,7 +101,7 @@ TEST_F(sim_memory, current_device_is_per_driver_instance) {
   EXPECT_EQ(device, 0);
 }
 
-TEST_F(sim_memory, malloc_aligns_like_cuda_malloc_and_charges_rounded_sizes) {
+TEST_F(sim_memory, MallocAlignsLikeCudaMallocAndChargesRoundedSizes) {
   void* tiny = nullptr;
   void* large = nullptr;
   ASSERT_TRUE(ok(sim().malloc(0, 1, &tiny)));
@@ -122,7 +122,7 @@ TEST_F(sim_memory, malloc_aligns_like_cuda_malloc_and_charges_rounded_sizes) {
   EXPECT_THROW((void)sim().bytes_in_use(2), error);
 }
 
-TEST_F(sim_memory, live_addresses_never_overlap_and_freed_ones_are_reused) {
+TEST_F(sim_memory, LiveAddressesNeverOverlapAndFreedOnesAreReused) {
   std::vector<std::pair<std::uintptr_t, std::size_t>> live;
   std::vector<std::uintptr_t> freed;
   for (int round = 0; round < 60; ++round) {
@@ -152,7 +152,7 @@ TEST_F(sim_memory, live_addresses_never_overlap_and_freed_ones_are_reused) {
   }
 }
 
-TEST_F(sim_memory, a_reused_address_reads_zeros_not_the_freed_blocks_bytes) {
+TEST_F(sim_memory, AReusedAddressReadsZerosNotTheFreedBlocksBytes) {
   void* first = nullptr;
   ASSERT_TRUE(ok(sim().malloc(0, 4 * mib, &first)));
   const std::vector<std::uint8_t> pattern(64, 0xab);
@@ -166,7 +166,7 @@ TEST_F(sim_memory, a_reused_address_reads_zeros_not_the_freed_blocks_bytes) {
       << "cudaFree gave the pages back: the new allocation does not see the old bytes";
 }
 
-TEST(sim_bump_addresses, are_increasing_and_never_reused) {
+TEST(sim_bump_addresses, AreIncreasingAndNeverReused) {
   sim_options options;
   options.malloc_addresses = sim_addresses::bump;
   sim_driver sim(options);
@@ -186,7 +186,7 @@ TEST(sim_bump_addresses, are_increasing_and_never_reused) {
       << "a stale pointer stays invalid";
 }
 
-TEST_F(sim_memory, zero_bytes_give_nullptr_and_cost_nothing) {
+TEST_F(sim_memory, ZeroBytesGiveNullptrAndCostNothing) {
   void* ptr = reinterpret_cast<void*>(0x1);
   ASSERT_TRUE(ok(sim().malloc(0, 0, &ptr)));
   EXPECT_EQ(ptr, nullptr);
@@ -194,7 +194,7 @@ TEST_F(sim_memory, zero_bytes_give_nullptr_and_cost_nothing) {
   EXPECT_TRUE(ok(sim().free(0, nullptr)));
 }
 
-TEST_F(sim_memory, capacity_is_exact_and_out_of_memory_names_the_device) {
+TEST_F(sim_memory, CapacityIsExactAndOutOfMemoryNamesTheDevice) {
   void* all = nullptr;
   ASSERT_TRUE(ok(sim().malloc(1, 2 * gib, &all)));
   void* more = reinterpret_cast<void*>(0x1);
@@ -208,7 +208,7 @@ TEST_F(sim_memory, capacity_is_exact_and_out_of_memory_names_the_device) {
   EXPECT_TRUE(ok(sim().malloc(1, gib, &all))) << "memory comes back after free";
 }
 
-TEST_F(sim_memory, free_rejects_unknown_interior_repeated_and_foreign_pointers) {
+TEST_F(sim_memory, FreeRejectsUnknownInteriorRepeatedAndForeignPointers) {
   void* ptr = nullptr;
   ASSERT_TRUE(ok(sim().malloc(0, 4096, &ptr)));
   EXPECT_TRUE(fails(status::invalid_value, sim().free(0, reinterpret_cast<void*>(0xdead000))));
@@ -223,7 +223,7 @@ TEST_F(sim_memory, free_rejects_unknown_interior_repeated_and_foreign_pointers) 
   EXPECT_TRUE(fails(status::invalid_device, sim().mem_get_info(2, &bytes, &bytes)));
 }
 
-TEST_F(sim_memory, free_synchronises_its_device) {
+TEST_F(sim_memory, FreeSynchronisesItsDevice) {
   sim().set_eager(false);
   const stream_t on_zero = new_stream(0);
   const stream_t on_one = new_stream(1);
@@ -238,7 +238,7 @@ TEST_F(sim_memory, free_synchronises_its_device) {
   EXPECT_TRUE(fails(status::not_ready, sim().event_query(one_done))) << "only device 0 was synchronised";
 }
 
-TEST(sim_address_space, exhaustion_is_reported_not_wrapped) {
+TEST(sim_address_space, ExhaustionIsReportedNotWrapped) {
   // The malloc part of a device is 1 PiB, 512 MiB of which the simulated context holds.
   sim_options options;
   options.capacity = std::size_t{1} << 50;
@@ -259,7 +259,7 @@ TEST(sim_address_space, exhaustion_is_reported_not_wrapped) {
   EXPECT_LT(address(ptr), address(live[0]));
 }
 
-TEST(sim_address_space, bump_exhaustion_is_reported_not_wrapped) {
+TEST(sim_address_space, BumpExhaustionIsReportedNotWrapped) {
   sim_options options;
   options.capacity = std::size_t{1} << 50;
   options.malloc_addresses = sim_addresses::bump;

@@ -41,7 +41,7 @@ class sim_pool : public sim_test {
   stream_t s2_ = nullptr;
 };
 
-TEST_F(sim_pool, default_pools_are_per_device_and_stable) {
+TEST_F(sim_pool, DefaultPoolsArePerDeviceAndStable) {
   mempool_t zero = nullptr;
   mempool_t again = nullptr;
   mempool_t one = nullptr;
@@ -61,7 +61,7 @@ TEST_F(sim_pool, default_pools_are_per_device_and_stable) {
   EXPECT_TRUE(fails_with(bare, status::not_supported, bare.pool_create(0, &one)));
 }
 
-TEST_F(sim_pool, small_allocations_pack_into_one_32_mib_reservation) {
+TEST_F(sim_pool, SmallAllocationsPackIntoOne32MiBReservation) {
   void* a = alloc(1, s1_);
   void* b = alloc(1000, s1_);
   EXPECT_EQ(address(a) % (32 * mib), 0u);
@@ -80,7 +80,7 @@ TEST_F(sim_pool, small_allocations_pack_into_one_32_mib_reservation) {
 }
 
 // Note [Sim pool model]: the placement rules measured on an H200.
-TEST_F(sim_pool, placement_follows_the_measured_rules) {
+TEST_F(sim_pool, PlacementFollowsTheMeasuredRules) {
   keep_everything();
   void* wide = alloc(20 * mib, s1_);
   void* sep1 = alloc(mib, s1_);
@@ -106,7 +106,7 @@ TEST_F(sim_pool, placement_follows_the_measured_rules) {
   release(sep1, s1_);
 }
 
-TEST_F(sim_pool, a_free_is_reusable_on_its_own_stream_at_once) {
+TEST_F(sim_pool, AFreeIsReusableOnItsOwnStreamAtOnce) {
   keep_everything();
   void* first = alloc(mib, s1_);
   release(first, s1_);  // not complete: the sim is in controlled mode
@@ -114,7 +114,7 @@ TEST_F(sim_pool, a_free_is_reusable_on_its_own_stream_at_once) {
   EXPECT_EQ(reserved(), 32 * mib);
 }
 
-TEST_F(sim_pool, another_stream_reuses_a_free_only_once_it_completed) {
+TEST_F(sim_pool, AnotherStreamReusesAFreeOnlyOnceItCompleted) {
   keep_everything();
   void* first = alloc(mib, s1_);
   void* neighbour = alloc(mib, s1_);  // keeps the freed block from merging with the tail
@@ -127,7 +127,7 @@ TEST_F(sim_pool, another_stream_reuses_a_free_only_once_it_completed) {
   release(neighbour, s1_);
 }
 
-TEST_F(sim_pool, without_opportunistic_reuse_a_sync_is_needed) {
+TEST_F(sim_pool, WithoutOpportunisticReuseASyncIsNeeded) {
   keep_everything();
   ASSERT_TRUE(ok(sim().pool_set_attr(pool_, pool_attr::reuse_allow_opportunistic, 0)));
   void* first = alloc(mib, s1_);
@@ -140,7 +140,7 @@ TEST_F(sim_pool, without_opportunistic_reuse_a_sync_is_needed) {
   release(neighbour, s1_);
 }
 
-TEST_F(sim_pool, an_event_dependency_allows_reuse_before_completion) {
+TEST_F(sim_pool, AnEventDependencyAllowsReuseBeforeCompletion) {
   keep_everything();
   const event_t freed = new_event();
   void* first = alloc(mib, s1_);
@@ -162,7 +162,7 @@ TEST_F(sim_pool, an_event_dependency_allows_reuse_before_completion) {
   release(guard, s1_);
 }
 
-TEST_F(sim_pool, adjacent_frees_merge_when_their_states_agree) {
+TEST_F(sim_pool, AdjacentFreesMergeWhenTheirStatesAgree) {
   keep_everything();
   void* a = alloc(mib, s1_);
   void* b = alloc(mib, s2_);
@@ -176,7 +176,7 @@ TEST_F(sim_pool, adjacent_frees_merge_when_their_states_agree) {
   release(tail, s1_);
 }
 
-TEST_F(sim_pool, synchronisation_trims_to_the_release_threshold) {
+TEST_F(sim_pool, SynchronisationTrimsToTheReleaseThreshold) {
   void* ptr = alloc(mib, s1_);
   release(ptr, s1_);
   EXPECT_EQ(reserved(), 32 * mib) << "nothing is released before a sync";
@@ -197,7 +197,7 @@ TEST_F(sim_pool, synchronisation_trims_to_the_release_threshold) {
   EXPECT_EQ(reserved(), 32 * mib) << "idle chunks released until reserved <= 40 MiB";
 }
 
-TEST_F(sim_pool, trim_to_releases_idle_completed_chunks_only) {
+TEST_F(sim_pool, TrimToReleasesIdleCompletedChunksOnly) {
   keep_everything();
   void* live = alloc(mib, s1_);
   void* freed = alloc(40 * mib, s1_);  // [1 MiB, 41 MiB): granules 0 and 1
@@ -220,7 +220,7 @@ TEST_F(sim_pool, trim_to_releases_idle_completed_chunks_only) {
   EXPECT_EQ(reserved(), 0u);
 }
 
-TEST_F(sim_pool, trimming_gives_an_unmapped_end_back_to_the_unused_tail) {
+TEST_F(sim_pool, TrimmingGivesAnUnmappedEndBackToTheUnusedTail) {
   keep_everything();
   void* live = alloc(10 * mib, s1_);
   void* end = alloc(40 * mib, s1_);  // [10, 50) MiB: granules 0 and 1
@@ -243,7 +243,7 @@ TEST_F(sim_pool, trimming_gives_an_unmapped_end_back_to_the_unused_tail) {
   EXPECT_EQ(reserved(), 32 * mib);
 }
 
-TEST_F(sim_pool, attributes_follow_the_cuda_rules) {
+TEST_F(sim_pool, AttributesFollowTheCudaRules) {
   EXPECT_EQ(attr(pool_, pool_attr::release_threshold), 0u);
   for (const pool_attr flag : {pool_attr::reuse_follow_event_dependencies, pool_attr::reuse_allow_opportunistic,
                                pool_attr::reuse_allow_internal_dependencies}) {
@@ -270,7 +270,7 @@ TEST_F(sim_pool, attributes_follow_the_cuda_rules) {
   EXPECT_TRUE(fails(status::invalid_value, sim().pool_get_attr(bogus, pool_attr::used_mem_current, &value)));
 }
 
-TEST_F(sim_pool, out_of_memory_when_a_reservation_does_not_fit) {
+TEST_F(sim_pool, OutOfMemoryWhenAReservationDoesNotFit) {
   keep_everything();
   void* first = alloc(100 * mib, s1_);  // reserves 128 MiB of 256
   void* last = alloc(mib, s1_);          // keeps `first` from being extended once freed
@@ -292,7 +292,7 @@ TEST_F(sim_pool, out_of_memory_when_a_reservation_does_not_fit) {
   release(last, s1_);
 }
 
-TEST_F(sim_pool, misuse_is_rejected) {
+TEST_F(sim_pool, MisuseIsRejected) {
   void* ptr = reinterpret_cast<void*>(0x1);
   ASSERT_TRUE(ok(sim().malloc_async(pool_, 0, s1_, &ptr)));
   EXPECT_EQ(ptr, nullptr);
@@ -309,7 +309,7 @@ TEST_F(sim_pool, misuse_is_rejected) {
   EXPECT_EQ(used(), 0u);
 }
 
-TEST_F(sim_pool, destroying_a_pool_defers_the_release_of_live_memory) {
+TEST_F(sim_pool, DestroyingAPoolDefersTheReleaseOfLiveMemory) {
   mempool_t default_pool = nullptr;
   ASSERT_TRUE(ok(sim().pool_get_default(0, &default_pool)));
   EXPECT_TRUE(fails(status::invalid_value, sim().pool_destroy(default_pool)));
@@ -327,7 +327,7 @@ TEST_F(sim_pool, destroying_a_pool_defers_the_release_of_live_memory) {
   EXPECT_EQ(sim().bytes_in_use(0), 0u) << "the last free released the rest";
 }
 
-TEST_F(sim_pool, access_is_recorded_for_valid_peers) {
+TEST_F(sim_pool, AccessIsRecordedForValidPeers) {
   EXPECT_TRUE(ok(sim().pool_set_access(pool_, 1, true)));
   EXPECT_TRUE(ok(sim().pool_set_access(pool_, 1, false)));
   EXPECT_TRUE(ok(sim().pool_set_access(pool_, 0, true)));
@@ -335,7 +335,7 @@ TEST_F(sim_pool, access_is_recorded_for_valid_peers) {
   EXPECT_TRUE(fails(status::invalid_device, sim().pool_set_access(pool_, 2, true)));
 }
 
-TEST_F(sim_pool, pools_charge_their_own_device) {
+TEST_F(sim_pool, PoolsChargeTheirOwnDevice) {
   mempool_t on_one = nullptr;
   ASSERT_TRUE(ok(sim().pool_create(1, &on_one)));
   void* ptr = nullptr;

@@ -24,7 +24,7 @@ class sim_streams : public sim_test {
   ::testing::AssertionResult pending(event_t event) { return fails(status::not_ready, sim().event_query(event)); }
 };
 
-TEST_F(sim_streams, handles_are_distinct_and_stale_ones_stay_invalid) {
+TEST_F(sim_streams, HandlesAreDistinctAndStaleOnesStayInvalid) {
   const stream_t first = new_stream();
   const stream_t second = new_stream();
   EXPECT_NE(first, nullptr);
@@ -58,7 +58,7 @@ TEST_F(sim_streams, handles_are_distinct_and_stale_ones_stay_invalid) {
   EXPECT_THROW(sim().complete(first), error);
 }
 
-TEST_F(sim_streams, streams_belong_to_their_device) {
+TEST_F(sim_streams, StreamsBelongToTheirDevice) {
   const stream_t on_one = new_stream(1);
   EXPECT_TRUE(fails(status::invalid_value, sim().stream_synchronize(0, on_one)));
   EXPECT_TRUE(fails(status::invalid_value, sim().stream_destroy(0, on_one)));
@@ -72,7 +72,7 @@ TEST_F(sim_streams, streams_belong_to_their_device) {
   EXPECT_EQ(none, nullptr);
 }
 
-TEST_F(sim_streams, controlled_completion_follows_the_test) {
+TEST_F(sim_streams, ControlledCompletionFollowsTheTest) {
   const stream_t stream = new_stream();
   const event_t event = new_event();
   EXPECT_TRUE(done(event)) << "never recorded";
@@ -86,7 +86,7 @@ TEST_F(sim_streams, controlled_completion_follows_the_test) {
   EXPECT_TRUE(done(event));
 }
 
-TEST_F(sim_streams, eager_mode_completes_at_once_and_switching_to_it_flushes) {
+TEST_F(sim_streams, EagerModeCompletesAtOnceAndSwitchingToItFlushes) {
   const stream_t stream = new_stream();
   const event_t event = new_event();
   record(event, stream);
@@ -102,7 +102,7 @@ TEST_F(sim_streams, eager_mode_completes_at_once_and_switching_to_it_flushes) {
   EXPECT_TRUE(succeeded(eager, eager.event_query(other)));
 }
 
-TEST_F(sim_streams, synchronize_calls_complete_exactly_their_scope) {
+TEST_F(sim_streams, SynchronizeCallsCompleteExactlyTheirScope) {
   const stream_t a = new_stream();
   const stream_t b = new_stream();
   const stream_t elsewhere = new_stream(1);
@@ -127,7 +127,7 @@ TEST_F(sim_streams, synchronize_calls_complete_exactly_their_scope) {
   EXPECT_TRUE(done(on_one));
 }
 
-TEST_F(sim_streams, wait_event_makes_later_work_depend_on_the_event) {
+TEST_F(sim_streams, WaitEventMakesLaterWorkDependOnTheEvent) {
   const stream_t producer = new_stream();
   const stream_t consumer = new_stream();
   const event_t produced = new_event();
@@ -144,7 +144,7 @@ TEST_F(sim_streams, wait_event_makes_later_work_depend_on_the_event) {
   EXPECT_TRUE(done(produced)) << "completing the consumer past the wait completed the producer";
 }
 
-TEST_F(sim_streams, wait_dependencies_chain_and_cycles_terminate) {
+TEST_F(sim_streams, WaitDependenciesChainAndCyclesTerminate) {
   const stream_t s1 = new_stream();
   const stream_t s2 = new_stream();
   const stream_t s3 = new_stream(1);  // waits work across devices too
@@ -173,7 +173,7 @@ TEST_F(sim_streams, wait_dependencies_chain_and_cycles_terminate) {
   EXPECT_TRUE(done(y));
 }
 
-TEST_F(sim_streams, waits_on_unrecorded_or_own_events_are_no_ops) {
+TEST_F(sim_streams, WaitsOnUnrecordedOrOwnEventsAreNoOps) {
   const stream_t stream = new_stream();
   const event_t never = new_event();
   const event_t own = new_event();
@@ -187,7 +187,7 @@ TEST_F(sim_streams, waits_on_unrecorded_or_own_events_are_no_ops) {
   EXPECT_TRUE(fails(status::invalid_value, sim().stream_wait_event(stream, reinterpret_cast<event_t>(0x99))));
 }
 
-TEST_F(sim_streams, legacy_stream_follows_the_current_device) {
+TEST_F(sim_streams, LegacyStreamFollowsTheCurrentDevice) {
   const event_t on_zero = new_event(0);
   const event_t on_one = new_event(1);
   record(on_zero, nullptr);
@@ -202,7 +202,7 @@ TEST_F(sim_streams, legacy_stream_follows_the_current_device) {
   EXPECT_TRUE(done(on_zero));
 }
 
-TEST_F(sim_streams, per_thread_default_streams_are_separate) {
+TEST_F(sim_streams, PerThreadDefaultStreamsAreSeparate) {
   const auto per_thread = reinterpret_cast<stream_t>(2);  // cudaStreamPerThread
   const event_t mine = new_event();
   const event_t theirs = new_event();
@@ -217,7 +217,7 @@ TEST_F(sim_streams, per_thread_default_streams_are_separate) {
   EXPECT_TRUE(done(theirs));
 }
 
-TEST_F(sim_streams, destroying_a_stream_finishes_its_work) {
+TEST_F(sim_streams, DestroyingAStreamFinishesItsWork) {
   const stream_t stream = new_stream();
   const event_t event = new_event();
   record(event, stream);
@@ -226,7 +226,7 @@ TEST_F(sim_streams, destroying_a_stream_finishes_its_work) {
   EXPECT_TRUE(ok(sim().event_synchronize(event)));
 }
 
-TEST_F(sim_streams, destroyed_events_are_invalid_everywhere) {
+TEST_F(sim_streams, DestroyedEventsAreInvalidEverywhere) {
   const event_t event = new_event();
   ASSERT_TRUE(ok(sim().event_destroy(0, event)));
   EXPECT_TRUE(fails(status::invalid_value, sim().event_query(event)));

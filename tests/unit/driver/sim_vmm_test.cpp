@@ -33,7 +33,7 @@ class sim_vmm : public sim_test {
   static void* at(void* va, std::size_t offset) { return static_cast<char*>(va) + offset; }
 };
 
-TEST_F(sim_vmm, reservations_are_aligned_free_of_charge_and_disjoint) {
+TEST_F(sim_vmm, ReservationsAreAlignedFreeOfChargeAndDisjoint) {
   void* first = reserve(64 * mib);
   void* second = reserve(granule, 64 * mib);
   EXPECT_EQ(address(first) % granule, 0u);
@@ -45,7 +45,7 @@ TEST_F(sim_vmm, reservations_are_aligned_free_of_charge_and_disjoint) {
   EXPECT_GT(address(third), address(second)) << "addresses are never reused";
 }
 
-TEST_F(sim_vmm, reserve_rejects_bad_sizes_alignments_and_devices) {
+TEST_F(sim_vmm, ReserveRejectsBadSizesAlignmentsAndDevices) {
   void* va = reinterpret_cast<void*>(0x1);
   EXPECT_TRUE(fails(status::invalid_value, sim().vmm_reserve(0, granule + 512, 0, &va)));
   EXPECT_EQ(va, nullptr);
@@ -60,7 +60,7 @@ TEST_F(sim_vmm, reserve_rejects_bad_sizes_alignments_and_devices) {
   EXPECT_TRUE(fails_with(bare, status::not_supported, bare.vmm_create(0, granule, &handle)));
 }
 
-TEST_F(sim_vmm, physical_memory_counts_toward_capacity) {
+TEST_F(sim_vmm, PhysicalMemoryCountsTowardCapacity) {
   const vmm_handle_t a = create(8 * mib);
   const vmm_handle_t b = create(8 * mib);
   EXPECT_NE(a, 0u);
@@ -79,7 +79,7 @@ TEST_F(sim_vmm, physical_memory_counts_toward_capacity) {
   EXPECT_TRUE(fails(status::invalid_value, sim().vmm_release(12345)));
 }
 
-TEST_F(sim_vmm, map_requires_a_free_aligned_range_inside_one_reservation) {
+TEST_F(sim_vmm, MapRequiresAFreeAlignedRangeInsideOneReservation) {
   void* va = reserve(4 * granule);
   const vmm_handle_t handle = create();
   const vmm_handle_t wide = create(2 * granule);
@@ -97,7 +97,7 @@ TEST_F(sim_vmm, map_requires_a_free_aligned_range_inside_one_reservation) {
   EXPECT_TRUE(ok(sim().vmm_map(at(va, 2 * granule), 2 * granule, wide)));
 }
 
-TEST_F(sim_vmm, set_access_needs_the_whole_range_mapped) {
+TEST_F(sim_vmm, SetAccessNeedsTheWholeRangeMapped) {
   void* va = reserve(4 * granule);
   ASSERT_TRUE(ok(sim().vmm_map(va, granule, create())));
   ASSERT_TRUE(ok(sim().vmm_map(at(va, granule), granule, create())));
@@ -109,7 +109,7 @@ TEST_F(sim_vmm, set_access_needs_the_whole_range_mapped) {
   EXPECT_TRUE(fails(status::invalid_device, sim().vmm_set_access(va, granule, 5)));
 }
 
-TEST_F(sim_vmm, unmap_takes_whole_mappings_only) {
+TEST_F(sim_vmm, UnmapTakesWholeMappingsOnly) {
   void* va = reserve(4 * granule);
   const vmm_handle_t first = create();
   const vmm_handle_t second = create();
@@ -125,7 +125,7 @@ TEST_F(sim_vmm, unmap_takes_whole_mappings_only) {
   EXPECT_TRUE(ok(sim().vmm_unmap(at(va, 3 * granule), granule)));
 }
 
-TEST_F(sim_vmm, released_memory_lives_until_its_last_mapping_goes) {
+TEST_F(sim_vmm, ReleasedMemoryLivesUntilItsLastMappingGoes) {
   void* va = reserve(2 * granule);
   const vmm_handle_t shared = create();
   ASSERT_TRUE(ok(sim().vmm_map(va, granule, shared)));
@@ -141,7 +141,7 @@ TEST_F(sim_vmm, released_memory_lives_until_its_last_mapping_goes) {
   EXPECT_TRUE(ok(sim().vmm_create(0, 16 * mib, &unused))) << "all the capacity is back";
 }
 
-TEST_F(sim_vmm, free_needs_the_exact_unmapped_reservation) {
+TEST_F(sim_vmm, FreeNeedsTheExactUnmappedReservation) {
   void* va = reserve(2 * granule);
   const vmm_handle_t handle = create();
   ASSERT_TRUE(ok(sim().vmm_map(va, granule, handle)));

@@ -8,7 +8,7 @@
 namespace streampool::test {
 namespace {
 
-TEST(HostAllocator, SizesRoundUpToAPowerOfTwoAndTheMemoryIsWritable) {
+TEST(host_allocator, SizesRoundUpToAPowerOfTwoAndTheMemoryIsWritable) {
   host_env env;
   void* ptr = env.alloc->allocate(3000);
   std::memset(ptr, 0x5a, 3000);
@@ -24,7 +24,7 @@ TEST(HostAllocator, SizesRoundUpToAPowerOfTwoAndTheMemoryIsWritable) {
   env.alloc->deallocate(ptr);
 }
 
-TEST(HostAllocator, AFreedBlockIsReusedForTheSameSizeClassWithoutADriverCall) {
+TEST(host_allocator, AFreedBlockIsReusedForTheSameSizeClassWithoutADriverCall) {
   host_env env;
   void* a = env.alloc->allocate(5000);
   env.alloc->deallocate(a);
@@ -39,7 +39,7 @@ TEST(HostAllocator, AFreedBlockIsReusedForTheSameSizeClassWithoutADriverCall) {
   env.alloc->deallocate(c);
 }
 
-TEST(HostAllocator, StatsUseTorchHostMemoryStatsNames) {
+TEST(host_allocator, StatsUseTorchHostMemoryStatsNames) {
   host_env env;
   void* a = env.alloc->allocate(100);   // 128
   void* b = env.alloc->allocate(1000);  // 1024
@@ -78,7 +78,7 @@ TEST(HostAllocator, StatsUseTorchHostMemoryStatsNames) {
   EXPECT_NE(s.to_json().find("\"num_host_alloc\":2"), std::string::npos);
 }
 
-TEST(HostAllocator, ResetPeakAndAccumulated) {
+TEST(host_allocator, ResetPeakAndAccumulated) {
   host_env env;
   void* a = env.alloc->allocate(64);
   void* b = env.alloc->allocate(64);
@@ -97,7 +97,7 @@ TEST(HostAllocator, ResetPeakAndAccumulated) {
   env.alloc->deallocate(b);
 }
 
-TEST(HostAllocator, EmptyCacheKeepsBlocksInUse) {
+TEST(host_allocator, EmptyCacheKeepsBlocksInUse) {
   host_env env;
   void* kept = env.alloc->allocate(4096);
   void* cached = env.alloc->allocate(2048);
@@ -110,7 +110,7 @@ TEST(HostAllocator, EmptyCacheKeepsBlocksInUse) {
   env.alloc->deallocate(kept);
 }
 
-TEST(HostAllocator, SnapshotJsonHasSegmentsBlocksStatsAndSettings) {
+TEST(host_allocator, SnapshotJsonHasSegmentsBlocksStatsAndSettings) {
   host_env env("pinned_num_register_threads:4");
   void* a = env.alloc->allocate(256);
   void* b = env.alloc->allocate(512);
@@ -136,11 +136,11 @@ TEST(HostAllocator, SnapshotJsonHasSegmentsBlocksStatsAndSettings) {
   env.alloc->deallocate(a);
 }
 
-TEST(HostAllocator, MakeHostAllocatorRefusesANullDriver) {
+TEST(host_allocator, MakeHostAllocatorRefusesANullDriver) {
   EXPECT_THROW((void)make_host_allocator(allocator_config{}, nullptr), error);
 }
 
-TEST(HostAllocator, DestructionGivesEverythingBack) {
+TEST(host_allocator, DestructionGivesEverythingBack) {
   auto sim = std::make_shared<sim_driver>();
   {
     auto alloc = make_host_allocator(parse_config("pinned_reserve_segment_size_mb:1"), sim);

@@ -18,7 +18,7 @@ std::string message_of(const std::function<void()>& f) {
 
 bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
-TEST(HostBadInput, ForeignAndInteriorPointersAreRefused) {
+TEST(host_bad_input, ForeignAndInteriorPointersAreRefused) {
   host_env env;
   void* a = env.alloc->allocate(256);
   int local = 0;
@@ -31,7 +31,7 @@ TEST(HostBadInput, ForeignAndInteriorPointersAreRefused) {
   env.alloc->deallocate(nullptr);  // no-op
 }
 
-TEST(HostBadInput, DoubleFreeIsRefusedAndChangesNothing) {
+TEST(host_bad_input, DoubleFreeIsRefusedAndChangesNothing) {
   host_env env;
   void* a = env.alloc->allocate(256);
   env.alloc->deallocate(a);
@@ -47,7 +47,7 @@ TEST(HostBadInput, DoubleFreeIsRefusedAndChangesNothing) {
   env.alloc->deallocate(c);
 }
 
-TEST(HostBadInput, RecordStreamOnMemoryOfAnotherAllocator) {
+TEST(host_bad_input, RecordStreamOnMemoryOfAnotherAllocator) {
   host_env env;
   host_env other;
   void* mine = env.alloc->allocate(64);
@@ -64,7 +64,7 @@ TEST(HostBadInput, RecordStreamOnMemoryOfAnotherAllocator) {
   other.alloc->deallocate(theirs);
 }
 
-TEST(HostBadInput, RecordStreamOnADeadStream) {
+TEST(host_bad_input, RecordStreamOnADeadStream) {
   host_env env;
   const stream_t stream = env.make_stream();
   ASSERT_TRUE(env.sim->stream_destroy(0, stream).ok());
@@ -76,7 +76,7 @@ TEST(HostBadInput, RecordStreamOnADeadStream) {
   env.alloc->deallocate(a);
 }
 
-TEST(HostBadInput, ZeroAndAbsurdSizes) {
+TEST(host_bad_input, ZeroAndAbsurdSizes) {
   host_env env;
   const std::string zero = message_of([&] { (void)env.alloc->allocate(0); });
   EXPECT_TRUE(has(zero, "allocate(0)")) << zero;
@@ -100,7 +100,7 @@ TEST(HostBadInput, ZeroAndAbsurdSizes) {
   env.alloc->deallocate(ok);
 }
 
-TEST(HostBadInput, OutOfMemoryRetriesOnceAfterEmptyingTheCache) {
+TEST(host_bad_input, OutOfMemoryRetriesOnceAfterEmptyingTheCache) {
   sim_options options;
   options.host_capacity = 1 * mib;
   host_env env("", options);
@@ -111,7 +111,7 @@ TEST(HostBadInput, OutOfMemoryRetriesOnceAfterEmptyingTheCache) {
   env.alloc->deallocate(b);
 }
 
-TEST(HostBadInput, EmptyCacheFailureKeepsTheBlocks) {
+TEST(host_bad_input, EmptyCacheFailureKeepsTheBlocks) {
   host_env env;
   void* a = env.alloc->allocate(64);
   env.alloc->deallocate(a);
@@ -121,7 +121,7 @@ TEST(HostBadInput, EmptyCacheFailureKeepsTheBlocks) {
   env.alloc->deallocate(a);
 }
 
-TEST(HostBadInput, AFailedEventRecordWaitsForTheStreamInstead) {
+TEST(host_bad_input, AFailedEventRecordWaitsForTheStreamInstead) {
   host_env env("", lazy_streams());
   const stream_t stream = env.make_stream();
   void* device = env.device_buffer(64);

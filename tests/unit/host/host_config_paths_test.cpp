@@ -10,7 +10,7 @@
 namespace streampool::test {
 namespace {
 
-TEST(HostRegisterPath, MallocTouchAndRegisterInsteadOfHostAlloc) {
+TEST(host_register_path, MallocTouchAndRegisterInsteadOfHostAlloc) {
   for (const char* threads : {"1", "4", "128"}) {
     host_env env(std::string("pinned_use_cuda_host_register:True,pinned_num_register_threads:") + threads);
     void* a = env.alloc->allocate(3 * mib);  // 4 MiB block: every thread touches ~1 page or more
@@ -31,7 +31,7 @@ TEST(HostRegisterPath, MallocTouchAndRegisterInsteadOfHostAlloc) {
   }
 }
 
-TEST(HostRegisterPath, AFailedRegisterFreesTheMallocAndReportsIt) {
+TEST(host_register_path, AFailedRegisterFreesTheMallocAndReportsIt) {
   host_env env("pinned_use_cuda_host_register:True,pinned_num_register_threads:2");
   env.sim->fail_next(driver_call::host_register, 1, status::other);
   try {
@@ -45,7 +45,7 @@ TEST(HostRegisterPath, AFailedRegisterFreesTheMallocAndReportsIt) {
   env.alloc->deallocate(ok);
 }
 
-TEST(HostRegisterPath, MoreThanPhysicalMemoryIsRefusedBeforeMalloc) {
+TEST(host_register_path, MoreThanPhysicalMemoryIsRefusedBeforeMalloc) {
   host_env env("pinned_use_cuda_host_register:True");
   try {
     (void)env.alloc->allocate(std::size_t{1} << 50);  // 1 PiB
@@ -57,7 +57,7 @@ TEST(HostRegisterPath, MoreThanPhysicalMemoryIsRefusedBeforeMalloc) {
   EXPECT_EQ(env.sim->calls(driver_call::host_register), 0u);
 }
 
-TEST(HostReserveSegment, SmallBlocksAreCarvedFromOneSegment) {
+TEST(host_reserve_segment, SmallBlocksAreCarvedFromOneSegment) {
   host_env env("pinned_reserve_segment_size_mb:1");
   void* a = env.alloc->allocate(100);         // 128 B
   void* b = env.alloc->allocate(5000);        // 8 KiB, 4 KiB aligned
@@ -88,7 +88,7 @@ TEST(HostReserveSegment, SmallBlocksAreCarvedFromOneSegment) {
   env.alloc->deallocate(a);
 }
 
-TEST(HostReserveSegment, AFailedReserveIsRetriedByTheNextMiss) {
+TEST(host_reserve_segment, AFailedReserveIsRetriedByTheNextMiss) {
   host_env env("pinned_reserve_segment_size_mb:2");
   env.sim->fail_next(driver_call::host_alloc, 2);  // the reserve and its OOM retry
   EXPECT_THROW((void)env.alloc->allocate(64), out_of_memory);
@@ -97,7 +97,7 @@ TEST(HostReserveSegment, AFailedReserveIsRetriedByTheNextMiss) {
   env.alloc->deallocate(a);
 }
 
-TEST(HostBackgroundThread, FreedBlocksBecomeReusableWithoutTheAllocationPath) {
+TEST(host_background_thread, FreedBlocksBecomeReusableWithoutTheAllocationPath) {
   host_env env("pinned_use_background_threads:True", lazy_streams());
   const stream_t stream = env.make_stream();
   void* device = env.device_buffer(4096);
@@ -117,7 +117,7 @@ TEST(HostBackgroundThread, FreedBlocksBecomeReusableWithoutTheAllocationPath) {
   (void)env.sim->free(0, device);
 }
 
-TEST(HostBackgroundThread, AMissStillLooksAtEventsItself) {
+TEST(host_background_thread, AMissStillLooksAtEventsItself) {
   host_env env("pinned_use_background_threads:True", lazy_streams());
   const stream_t stream = env.make_stream();
   void* device = env.device_buffer(64);
@@ -130,7 +130,7 @@ TEST(HostBackgroundThread, AMissStillLooksAtEventsItself) {
   (void)env.sim->free(0, device);
 }
 
-TEST(HostBackgroundThread, ManyThreadsAllocateWhileTheThreadPolls) {
+TEST(host_background_thread, ManyThreadsAllocateWhileTheThreadPolls) {
   host_env env("pinned_use_background_threads:True");
   const stream_t stream = env.make_stream();
   void* device = env.device_buffer(1024);

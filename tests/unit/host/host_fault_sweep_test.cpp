@@ -3,7 +3,7 @@
 // streams, frees, completions, empty_cache), one failure (out of memory, or another error) is
 // injected. Errors may surface, but the reuse rule must hold (host_model), the allocator must
 // keep working, and nothing may stay pinned once it is destroyed.
-#include "host_model.hpp"
+#include "host_model_test_support.hpp"
 
 namespace streampool::test {
 namespace {
@@ -13,7 +13,7 @@ struct sweep_case {
   driver_call call;
 };
 
-class HostFaultSweep : public ::testing::TestWithParam<sweep_case> {};
+class host_fault_sweep : public ::testing::TestWithParam<sweep_case> {};
 
 /// Runs the scenario; every allocator call may throw (the model is only updated on success).
 void run_scenario(host_env& env, host_model& model, const std::vector<stream_t>& streams) {
@@ -45,7 +45,7 @@ void run_scenario(host_env& env, host_model& model, const std::vector<stream_t>&
   }
 }
 
-TEST_P(HostFaultSweep, OneFailureAnywhereLosesNothing) {
+TEST_P(host_fault_sweep, OneFailureAnywhereLosesNothing) {
   const sweep_case& c = GetParam();
   for (const status code : {status::out_of_memory, status::other}) {
     for (int skip = 0; skip < 40; skip += host_work_divisor) {
@@ -77,7 +77,7 @@ TEST_P(HostFaultSweep, OneFailureAnywhereLosesNothing) {
 }
 
 INSTANTIATE_TEST_SUITE_P(
-    Calls, HostFaultSweep,
+    calls, host_fault_sweep,
     ::testing::Values(sweep_case{"", driver_call::host_alloc}, sweep_case{"", driver_call::host_free},
                       sweep_case{"", driver_call::event_create}, sweep_case{"", driver_call::event_record},
                       sweep_case{"", driver_call::event_query}, sweep_case{"", driver_call::stream_get_device},

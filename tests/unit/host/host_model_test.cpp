@@ -5,15 +5,15 @@
 // The seed is printed; STREAMPOOL_TEST_SEED replays a run.
 #include <random>
 
-#include "host_model.hpp"
+#include "host_model_test_support.hpp"
 #include "support/test_seed.hpp"
 
 namespace streampool::test {
 namespace {
 
-class HostModel : public ::testing::TestWithParam<const char*> {};
+class host_model_random : public ::testing::TestWithParam<const char*> {};
 
-TEST_P(HostModel, RandomOperationsKeepTheReuseRule) {
+TEST_P(host_model_random, RandomOperationsKeepTheReuseRule) {
   std::mt19937_64 rng(testing::test_seed());
   sim_options options = lazy_streams();
   options.host_capacity = 256 * mib;
@@ -50,7 +50,7 @@ TEST_P(HostModel, RandomOperationsKeepTheReuseRule) {
   (void)env.sim->free(0, device);
 }
 
-INSTANTIATE_TEST_SUITE_P(Configs, HostModel,
+INSTANTIATE_TEST_SUITE_P(configs, host_model_random,
                          ::testing::Values("", "pinned_use_cuda_host_register:True,pinned_num_register_threads:4",
                                            "pinned_reserve_segment_size_mb:1",
                                            "pinned_use_background_threads:True",

@@ -7,7 +7,7 @@
 namespace streampool::test {
 namespace {
 
-TEST(HostStreamReuse, NoReuseBeforeTheCopyCompletes) {
+TEST(host_stream_reuse, NoReuseBeforeTheCopyCompletes) {
   host_env env("", lazy_streams());
   const stream_t stream = env.make_stream();
   void* device = env.device_buffer(4096);
@@ -32,7 +32,7 @@ TEST(HostStreamReuse, NoReuseBeforeTheCopyCompletes) {
   (void)env.sim->free(0, device);
 }
 
-TEST(HostStreamReuse, EveryRecordedStreamMustComplete) {
+TEST(host_stream_reuse, EveryRecordedStreamMustComplete) {
   host_env env("", lazy_streams());
   const stream_t s1 = env.make_stream();
   const stream_t s2 = env.make_stream();
@@ -54,7 +54,7 @@ TEST(HostStreamReuse, EveryRecordedStreamMustComplete) {
   (void)env.sim->free(0, device);
 }
 
-TEST(HostStreamReuse, ABlockFreedWithoutStreamsIsReusableAtOnce) {
+TEST(host_stream_reuse, ABlockFreedWithoutStreamsIsReusableAtOnce) {
   host_env env("", lazy_streams());
   void* a = env.alloc->allocate(512);
   env.alloc->deallocate(a);
@@ -62,7 +62,7 @@ TEST(HostStreamReuse, ABlockFreedWithoutStreamsIsReusableAtOnce) {
   env.alloc->deallocate(a);
 }
 
-TEST(HostStreamReuse, ASlowStreamDoesNotHoldBackAnotherStreamsBlocks) {
+TEST(host_stream_reuse, ASlowStreamDoesNotHoldBackAnotherStreamsBlocks) {
   host_env env("", lazy_streams());
   const stream_t slow = env.make_stream();
   const stream_t fast = env.make_stream();
@@ -86,7 +86,7 @@ TEST(HostStreamReuse, ASlowStreamDoesNotHoldBackAnotherStreamsBlocks) {
   (void)env.sim->free(0, device);
 }
 
-TEST(HostStreamReuse, EmptyCacheLooksAtEventsButKeepsPendingBlocks) {
+TEST(host_stream_reuse, EmptyCacheLooksAtEventsButKeepsPendingBlocks) {
   host_env env("", lazy_streams());
   const stream_t stream = env.make_stream();
   void* device = env.device_buffer(4096);
@@ -102,7 +102,7 @@ TEST(HostStreamReuse, EmptyCacheLooksAtEventsButKeepsPendingBlocks) {
   (void)env.sim->free(0, device);
 }
 
-TEST(HostStreamReuse, EventsComeFromAPool) {
+TEST(host_stream_reuse, EventsComeFromAPool) {
   host_env env("", lazy_streams());
   const stream_t stream = env.make_stream();
   void* device = env.device_buffer(64);

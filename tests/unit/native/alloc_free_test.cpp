@@ -2,14 +2,14 @@
 // oversize rules, merging on free (§2.8) and the exact statistics of §2.14.
 #include <gtest/gtest.h>
 
-#include "unit/native/native_test_util.hpp"
+#include "unit/native/native_test_support.hpp"
 
 namespace streampool::test {
 namespace {
 
 constexpr auto i64 = [](std::size_t v) { return static_cast<std::int64_t>(v); };
 
-TEST(AllocFree, SmallRequestGetsBlockInTwoMiBSegment) {
+TEST(alloc_free, SmallRequestGetsBlockInTwoMiBSegment) {
   native_env env;
   void* p = env.alloc->allocate(100);
   const memory_stats s = env.stats();
@@ -30,7 +30,7 @@ TEST(AllocFree, SmallRequestGetsBlockInTwoMiBSegment) {
   env.alloc->deallocate(p);
 }
 
-TEST(AllocFree, MidSizeRequestGetsTwentyMiBSegmentAndRemainderStays) {
+TEST(alloc_free, MidSizeRequestGetsTwentyMiBSegmentAndRemainderStays) {
   native_env env;
   void* p = env.alloc->allocate(1 * MiB + MiB / 2);
   auto segs = env.segments();
@@ -49,7 +49,7 @@ TEST(AllocFree, MidSizeRequestGetsTwentyMiBSegmentAndRemainderStays) {
   env.alloc->deallocate(q);
 }
 
-TEST(AllocFree, TenMiBPlusOneGetsTwelveMiBSegment) {
+TEST(alloc_free, TenMiBPlusOneGetsTwelveMiBSegment) {
   native_env env;
   void* p = env.alloc->allocate(10 * MiB + 1);
   const auto segs = env.segments();
@@ -60,7 +60,7 @@ TEST(AllocFree, TenMiBPlusOneGetsTwelveMiBSegment) {
 }
 
 // docs/pytorch-compatibility.md §6 test_graph_memory_stats_and_use_result_after_destroy_graph: segment sizes.
-TEST(AllocFree, SpecSegmentSizesPerRequest) {
+TEST(alloc_free, SpecSegmentSizesPerRequest) {
   const std::size_t requests[] = {512, 1 * MiB, 1 * MiB + 512, 10 * MiB - 512, 10 * MiB + 512};
   const std::size_t expected[] = {2 * MiB, 2 * MiB, 20 * MiB, 20 * MiB, 12 * MiB};
   for (std::size_t i = 0; i < 5; ++i) {
@@ -75,7 +75,7 @@ TEST(AllocFree, SpecSegmentSizesPerRequest) {
   }
 }
 
-TEST(AllocFree, MergeOnFreeRestoresOneBlock) {
+TEST(alloc_free, MergeOnFreeRestoresOneBlock) {
   native_env env;
   void* a = env.alloc->allocate(1000);
   void* b = env.alloc->allocate(1000);
@@ -102,7 +102,7 @@ TEST(AllocFree, MergeOnFreeRestoresOneBlock) {
   EXPECT_EQ(s.reserved_bytes[all].current, i64(2 * MiB)) << "free never returns memory";
 }
 
-TEST(AllocFree, BestFitSmallestThenLowestAddress) {
+TEST(alloc_free, BestFitSmallestThenLowestAddress) {
   native_env env;
   std::vector<void*> p;
   for (const std::size_t sz : {4096, 512, 2048, 512, 2048, 512}) p.push_back(env.alloc->allocate(sz));
@@ -119,7 +119,7 @@ TEST(AllocFree, BestFitSmallestThenLowestAddress) {
   for (void* x : {p[1], p[3], p[5], q, r, t}) env.alloc->deallocate(x);
 }
 
-TEST(AllocFree, LargeRemainderOfOneMiBIsNotSplit) {
+TEST(alloc_free, LargeRemainderOfOneMiBIsNotSplit) {
   native_env env;
   void* p = env.alloc->allocate(19 * MiB);  // 20 MiB segment, remainder exactly 1 MiB
   const auto segs = env.segments();
@@ -129,7 +129,7 @@ TEST(AllocFree, LargeRemainderOfOneMiBIsNotSplit) {
   env.alloc->deallocate(p);
 }
 
-TEST(AllocFree, MaxSplitSizeOversizeBlocksAreWholeSegments) {
+TEST(alloc_free, MaxSplitSizeOversizeBlocksAreWholeSegments) {
   native_env env("max_split_size_mb:40");
   EXPECT_EQ(env.stats().max_split_size, i64(40 * MiB));
   void* big = env.alloc->allocate(50 * MiB);
@@ -158,7 +158,7 @@ TEST(AllocFree, MaxSplitSizeOversizeBlocksAreWholeSegments) {
   env.alloc->deallocate(normal);
 }
 
-TEST(AllocFree, MaxNonSplitRoundingIsConfigurable) {
+TEST(alloc_free, MaxNonSplitRoundingIsConfigurable) {
   native_env env("max_split_size_mb:40,max_non_split_rounding_mb:60");
   void* big = env.alloc->allocate(100 * MiB);
   env.alloc->deallocate(big);
@@ -167,7 +167,7 @@ TEST(AllocFree, MaxNonSplitRoundingIsConfigurable) {
   env.alloc->deallocate(q);
 }
 
-TEST(AllocFree, StatsFollowSpecSemantics) {
+TEST(alloc_free, StatsFollowSpecSemantics) {
   native_env env;
   void* p = env.alloc->allocate(1024);  // docs/pytorch-compatibility.md §6 test_memory_stats: 256 floats
   memory_stats s = env.stats();
@@ -199,7 +199,7 @@ TEST(AllocFree, StatsFollowSpecSemantics) {
   EXPECT_EQ(s.max_split_size, -1) << "unlimited, as PyTorch reports SIZE_MAX";
 }
 
-TEST(AllocFree, PeaksAreExactOnOneStream) {
+TEST(alloc_free, PeaksAreExactOnOneStream) {
   native_env env;
   void* a = env.alloc->allocate(3 * MiB);
   void* b = env.alloc->allocate(5 * MiB);
@@ -214,7 +214,7 @@ TEST(AllocFree, PeaksAreExactOnOneStream) {
   env.alloc->deallocate(c);
 }
 
-TEST(AllocFree, PeakOfTwoStreamsGrowingTogether) {
+TEST(alloc_free, PeakOfTwoStreamsGrowingTogether) {
   native_env env;
   const stream_t s1 = env.new_stream();
   const stream_t s2 = env.new_stream();
@@ -228,7 +228,7 @@ TEST(AllocFree, PeakOfTwoStreamsGrowingTogether) {
   env.alloc->deallocate(b);
 }
 
-TEST(AllocFree, NoDriverCallOnCacheHit) {
+TEST(alloc_free, NoDriverCallOnCacheHit) {
   native_env env;
   void* warm = env.alloc->allocate(4096);
   void* warm_large = env.alloc->allocate(3 * MiB);
@@ -256,7 +256,7 @@ namespace {
 // Active is allocation + frees still waiting for events (Note [Derived active counters]): its
 // current, peak, allocated and freed must follow PyTorch's semantics while frees are pending,
 // across reset_accumulated_stats and reset_peak_stats, per pool kind.
-TEST(AllocFree, ActiveCountsPendingFreesThroughPeaksAndResets) {
+TEST(alloc_free, ActiveCountsPendingFreesThroughPeaksAndResets) {
   sim_options lazy;
   lazy.eager_completion = false;
   native_env env("", lazy);

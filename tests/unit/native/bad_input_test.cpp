@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "unit/native/native_test_util.hpp"
+#include "unit/native/native_test_support.hpp"
 
 namespace streampool::test {
 namespace {
@@ -120,7 +120,7 @@ TEST_F(bad_input, MoreThanOneExabyte) {
   EXPECT_NE(what.find("more than 1EB"), std::string::npos) << what;
 }
 
-TEST(BadInputStandalone, FreeOfAnotherAllocatorsPointer) {
+TEST(bad_input_standalone, FreeOfAnotherAllocatorsPointer) {
   native_env one;
   native_env two;
   void* p = one.alloc->allocate(512);

@@ -7,14 +7,14 @@
 #include <vector>
 
 #include "support/warnings_scope.hpp"
-#include "unit/native/native_test_util.hpp"
+#include "unit/native/native_test_support.hpp"
 
 namespace streampool::test {
 namespace {
 
 using streampool::testing::warnings_scope;
 
-TEST(ConfigWarnings, ExpandableSegmentsAreImplemented) {
+TEST(config_warnings, ExpandableSegmentsAreImplemented) {
   warnings_scope w;
   native_env env("expandable_segments:True");
   void* p = env.alloc->allocate(100);
@@ -26,7 +26,7 @@ TEST(ConfigWarnings, ExpandableSegmentsAreImplemented) {
   env.alloc->deallocate(p);
 }
 
-TEST(ConfigWarnings, GraphCaptureRecordStreamReuseWarnsOnceThatItIsNotImplemented) {
+TEST(config_warnings, GraphCaptureRecordStreamReuseWarnsOnceThatItIsNotImplemented) {
   // The config's warning (Note [Keys accepted but not implemented]), which make_allocator prints
   // once; the native backend itself adds none.
   const allocator_config config = parse_config("graph_capture_record_stream_reuse:True");
@@ -40,13 +40,13 @@ TEST(ConfigWarnings, GraphCaptureRecordStreamReuseWarnsOnceThatItIsNotImplemente
   EXPECT_TRUE(w.messages().empty()) << w.messages().front();
 }
 
-TEST(ConfigWarnings, DefaultsWarnNothing) {
+TEST(config_warnings, DefaultsWarnNothing) {
   warnings_scope w;
   native_env env;
   EXPECT_TRUE(w.messages().empty());
 }
 
-TEST(ConfigWarnings, FractionKeyAppliesToEveryDevice) {
+TEST(config_warnings, FractionKeyAppliesToEveryDevice) {
   sim_options o;
   o.device_count = 2;
   o.capacity = 100 * MiB;

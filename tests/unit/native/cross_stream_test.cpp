@@ -4,7 +4,7 @@
 // and the snapshot show it; failures hand nothing out; without the key nothing changes.
 #include <gtest/gtest.h>
 
-#include "unit/native/native_test_util.hpp"
+#include "unit/native/native_test_support.hpp"
 
 namespace streampool::test {
 namespace {
@@ -18,7 +18,7 @@ sim_options lazy() {
 constexpr const char* policy = "cross_stream_reuse:True";
 constexpr const char* policy_expandable = "cross_stream_reuse:True,expandable_segments:True";
 
-TEST(CrossStream, FreeBlockServesAnotherStreamAfterAFenceWait) {
+TEST(cross_stream, FreeBlockServesAnotherStreamAfterAFenceWait) {
   native_env env(policy, lazy());
   const stream_t a = env.new_stream();
   const stream_t b = env.new_stream();
@@ -41,7 +41,7 @@ TEST(CrossStream, FreeBlockServesAnotherStreamAfterAFenceWait) {
   env.alloc->deallocate(q);
 }
 
-TEST(CrossStream, CompletedWorkNeedsNoWait) {
+TEST(cross_stream, CompletedWorkNeedsNoWait) {
   native_env env(policy, lazy());
   const stream_t a = env.new_stream();
   const stream_t b = env.new_stream();
@@ -63,7 +63,7 @@ TEST(CrossStream, CompletedWorkNeedsNoWait) {
   env.alloc->deallocate(q2);
 }
 
-TEST(CrossStream, AStreamWaitsForAFenceOnlyOnce) {
+TEST(cross_stream, AStreamWaitsForAFenceOnlyOnce) {
   native_env env(policy, lazy());
   const stream_t a = env.new_stream();
   const stream_t b = env.new_stream();
@@ -79,7 +79,7 @@ TEST(CrossStream, AStreamWaitsForAFenceOnlyOnce) {
   for (void* p : taken) env.alloc->deallocate(p);
 }
 
-TEST(CrossStream, SameStreamHitNeedsNothing) {
+TEST(cross_stream, SameStreamHitNeedsNothing) {
   native_env env(policy, lazy());
   const stream_t a = env.new_stream();
   void* p = env.alloc->allocate(4096, a);
@@ -93,7 +93,7 @@ TEST(CrossStream, SameStreamHitNeedsNothing) {
   env.alloc->deallocate(p);
 }
 
-TEST(CrossStream, WithoutTheKeyStreamsKeepTheirOwnMemory) {
+TEST(cross_stream, WithoutTheKeyStreamsKeepTheirOwnMemory) {
   native_env env("", lazy());
   const stream_t a = env.new_stream();
   const stream_t b = env.new_stream();
@@ -105,7 +105,7 @@ TEST(CrossStream, WithoutTheKeyStreamsKeepTheirOwnMemory) {
   env.alloc->deallocate(q);
 }
 
-TEST(CrossStream, MergedFreeBlocksCarryEveryStreamTheyWereUsedOn) {
+TEST(cross_stream, MergedFreeBlocksCarryEveryStreamTheyWereUsedOn) {
   native_env env(policy, lazy());
   const stream_t a = env.new_stream();
   const stream_t b = env.new_stream();
@@ -124,7 +124,7 @@ TEST(CrossStream, MergedFreeBlocksCarryEveryStreamTheyWereUsedOn) {
   env.alloc->deallocate(pc);
 }
 
-TEST(CrossStream, RecordStreamStillDelaysReuse) {
+TEST(cross_stream, RecordStreamStillDelaysReuse) {
   native_env env(policy, lazy());
   const stream_t side = env.new_stream();
   const stream_t main = env.new_stream();
@@ -141,7 +141,7 @@ TEST(CrossStream, RecordStreamStillDelaysReuse) {
   env.alloc->deallocate(r);
 }
 
-TEST(CrossStream, NoEventWorkDuringACapture) {
+TEST(cross_stream, NoEventWorkDuringACapture) {
   native_env env(policy, lazy());
   const stream_t a = env.new_stream();
   const stream_t b = env.new_stream();
@@ -163,7 +163,7 @@ TEST(CrossStream, NoEventWorkDuringACapture) {
   env.alloc->deallocate(r);
 }
 
-TEST(CrossStream, AFailedFenceHandsNothingOut) {
+TEST(cross_stream, AFailedFenceHandsNothingOut) {
   native_env env(policy, lazy());
   const stream_t a = env.new_stream();
   const stream_t b = env.new_stream();
@@ -186,7 +186,7 @@ TEST(CrossStream, AFailedFenceHandsNothingOut) {
   env.alloc->deallocate(r);
 }
 
-TEST(CrossStream, SixtyFifthStreamGetsAnArenaOfItsOwn) {
+TEST(cross_stream, SixtyFifthStreamGetsAnArenaOfItsOwn) {
   native_env env(policy, lazy());
   std::vector<stream_t> streams;
   for (int i = 0; i < 65; ++i) streams.push_back(env.new_stream());
@@ -199,7 +199,7 @@ TEST(CrossStream, SixtyFifthStreamGetsAnArenaOfItsOwn) {
   env.alloc->deallocate(q);
 }
 
-TEST(CrossStream, FreePagesMoveInsteadOfRaisingReserved) {
+TEST(cross_stream, FreePagesMoveInsteadOfRaisingReserved) {
   native_env env(policy_expandable, lazy());
   const stream_t a = env.new_stream();
   const stream_t b = env.new_stream();
@@ -222,7 +222,7 @@ TEST(CrossStream, FreePagesMoveInsteadOfRaisingReserved) {
   EXPECT_EQ(env.stats().reserved_bytes[all].current, 0);
 }
 
-TEST(CrossStream, GrowthNextToAnotherStreamsFreeBytesIsOrdered) {
+TEST(cross_stream, GrowthNextToAnotherStreamsFreeBytesIsOrdered) {
   native_env env(policy_expandable, lazy());
   const stream_t a = env.new_stream();
   const stream_t b = env.new_stream();
@@ -239,7 +239,7 @@ TEST(CrossStream, GrowthNextToAnotherStreamsFreeBytesIsOrdered) {
   env.alloc->deallocate(x);
 }
 
-TEST(CrossStream, DuringACaptureSuchAGrowthTakesAFreshReservation) {
+TEST(cross_stream, DuringACaptureSuchAGrowthTakesAFreshReservation) {
   native_env env(policy_expandable, lazy());
   const stream_t a = env.new_stream();
   const stream_t b = env.new_stream();
@@ -258,7 +258,7 @@ TEST(CrossStream, DuringACaptureSuchAGrowthTakesAFreshReservation) {
   env.alloc->deallocate(x);
 }
 
-TEST(CrossStream, TraceAndSnapshotNameEachBlocksStream) {
+TEST(cross_stream, TraceAndSnapshotNameEachBlocksStream) {
   native_env env(policy, lazy());
   env.alloc->record_history(true, 100);
   const stream_t a = env.new_stream();

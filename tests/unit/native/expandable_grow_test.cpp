@@ -4,12 +4,12 @@
 // snapshot's one-segment-per-mapped-range, and no driver call on a cache hit.
 #include <gtest/gtest.h>
 
-#include "unit/native/expandable_test_util.hpp"
+#include "unit/native/expandable_test_support.hpp"
 
 namespace streampool::test {
 namespace {
 
-TEST(ExpandableGrow, MapsOnlyTheRoundedRequestInWholePages) {
+TEST(expandable_grow, MapsOnlyTheRoundedRequestInWholePages) {
   expandable_env env;
   env.alloc->record_history(true);
   void* a = env.alloc->allocate(30 * MiB);
@@ -51,7 +51,7 @@ TEST(ExpandableGrow, MapsOnlyTheRoundedRequestInWholePages) {
   expect_consistent(env);
 }
 
-TEST(ExpandableGrow, LowestAddressFillUsesEarlierHolesFirst) {
+TEST(expandable_grow, LowestAddressFillUsesEarlierHolesFirst) {
   expandable_env env;
   std::vector<void*> p;
   for (int i = 0; i < 4; ++i) p.push_back(env.alloc->allocate(large_page));
@@ -72,7 +72,7 @@ TEST(ExpandableGrow, LowestAddressFillUsesEarlierHolesFirst) {
   for (void* q : {too_big, first, second, p[1], p[3]}) env.alloc->deallocate(q);
 }
 
-TEST(ExpandableGrow, OneGrowthMapsEveryHoleOfTheRunItUses) {
+TEST(expandable_grow, OneGrowthMapsEveryHoleOfTheRunItUses) {
   expandable_env env;
   void* l1 = env.alloc->allocate(10 * MiB);
   void* x = env.alloc->allocate(10 * MiB);  // page 0 full
@@ -103,7 +103,7 @@ TEST(ExpandableGrow, OneGrowthMapsEveryHoleOfTheRunItUses) {
   env.alloc->deallocate(l1);
 }
 
-TEST(ExpandableGrow, BestFitTakesTheGrowthFrontierLast) {
+TEST(expandable_grow, BestFitTakesTheGrowthFrontierLast) {
   expandable_env env;
   void* x = env.alloc->allocate(16 * MiB);
   void* y = env.alloc->allocate(4 * MiB);  // page 0 full
@@ -118,7 +118,7 @@ TEST(ExpandableGrow, BestFitTakesTheGrowthFrontierLast) {
   for (void* r : {p, q, y, z}) env.alloc->deallocate(r);
 }
 
-TEST(ExpandableGrow, SmallPoolBlocksMergeAcrossPages) {
+TEST(expandable_grow, SmallPoolBlocksMergeAcrossPages) {
   expandable_env env;
   void* a = env.alloc->allocate(1 * MiB);
   void* b = env.alloc->allocate(1 * MiB);
@@ -142,7 +142,7 @@ TEST(ExpandableGrow, SmallPoolBlocksMergeAcrossPages) {
   expect_consistent(env);
 }
 
-TEST(ExpandableGrow, LargePoolSplitsDownTo512Bytes) {
+TEST(expandable_grow, LargePoolSplitsDownTo512Bytes) {
   expandable_env env;
   void* a = env.alloc->allocate(20 * MiB - 512);  // remaining 512 B: split (normal segments: not)
   const auto segs = env.segments();
@@ -153,7 +153,7 @@ TEST(ExpandableGrow, LargePoolSplitsDownTo512Bytes) {
   env.alloc->deallocate(a);
 }
 
-TEST(ExpandableGrow, SnapshotHasOneSegmentPerMappedRange) {
+TEST(expandable_grow, SnapshotHasOneSegmentPerMappedRange) {
   expandable_env env;
   std::vector<void*> p;
   for (int i = 0; i < 5; ++i) p.push_back(env.alloc->allocate(large_page));
@@ -185,7 +185,7 @@ TEST(ExpandableGrow, SnapshotHasOneSegmentPerMappedRange) {
   for (void* r : {p[0], p[2], p[4], q}) env.alloc->deallocate(r);
 }
 
-TEST(ExpandableGrow, CacheHitMakesNoDriverCall) {
+TEST(expandable_grow, CacheHitMakesNoDriverCall) {
   expandable_env env;
   for (std::size_t size : {std::size_t{512}, 1 * MiB, 3 * MiB, 64 * MiB}) {
     env.alloc->deallocate(env.alloc->allocate(size));
@@ -201,7 +201,7 @@ TEST(ExpandableGrow, CacheHitMakesNoDriverCall) {
   }
 }
 
-TEST(ExpandableGrow, OneReservationPerStreamAndPoolKind) {
+TEST(expandable_grow, OneReservationPerStreamAndPoolKind) {
   expandable_env env;
   const stream_t s1 = env.new_stream();
   const stream_t s2 = env.new_stream();
@@ -223,7 +223,7 @@ TEST(ExpandableGrow, OneReservationPerStreamAndPoolKind) {
   expect_consistent(env);
 }
 
-TEST(ExpandableGrow, PagesFollowTheDeviceGranularity) {
+TEST(expandable_grow, PagesFollowTheDeviceGranularity) {
   sim_options o = sim_with(1 * GiB);
   o.vmm_granularity = 8 * MiB;  // pages: 2 MiB -> 8 MiB, 20 MiB -> 24 MiB
   native_env env("expandable_segments:True", o);
@@ -240,7 +240,7 @@ TEST(ExpandableGrow, PagesFollowTheDeviceGranularity) {
   EXPECT_EQ(env.sim->bytes_in_use(0), 0u);
 }
 
-TEST(ExpandableGrow, ReservationSizeFollowsTheConfig) {
+TEST(expandable_grow, ReservationSizeFollowsTheConfig) {
   expandable_env env(8 * GiB, "expandable_segments_reserve:0.5");
   void* a = env.alloc->allocate(MiB * 3);
   void* b = env.alloc->allocate(5 * GiB);  // larger than the 4 GiB reservation: a second one

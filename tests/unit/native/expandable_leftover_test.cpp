@@ -7,7 +7,7 @@
 
 #include <string>
 
-#include "unit/native/expandable_test_util.hpp"
+#include "unit/native/expandable_test_support.hpp"
 
 namespace streampool::test {
 namespace {
@@ -33,7 +33,7 @@ bool contains(const std::string& text, const std::string& part) { return text.fi
 // Formerly known_bugs.NativeExpandableMapFailureDuringCaptureLeaksItsPages: the page created for a
 // request whose cuMemMap fails during a capture may not be released then; it is kept, listed
 // unmapped (address 0), and released once the capture is over.
-TEST(ExpandableLeftover, MapFailureDuringCaptureKeepsAListedPageAndReleasesItAfterwards) {
+TEST(expandable_leftover, MapFailureDuringCaptureKeepsAListedPageAndReleasesItAfterwards) {
   capture_env env;
   env.begin();
   env.sim->fail_next(driver_call::vmm_map, 1, status::out_of_memory);
@@ -66,7 +66,7 @@ TEST(ExpandableLeftover, MapFailureDuringCaptureKeepsAListedPageAndReleasesItAft
 // Formerly known_bugs.NativeExpandableReleaseFailureLeaksThePage: a refused cuMemRelease in
 // empty_cache leaves the page mapped in its free block (a segment, not a leftover), and the next
 // empty_cache releases it.
-TEST(ExpandableLeftover, RefusedReleaseInEmptyCacheKeepsThePageInItsSegmentUntilTheNextOne) {
+TEST(expandable_leftover, RefusedReleaseInEmptyCacheKeepsThePageInItsSegmentUntilTheNextOne) {
   expandable_env env(256 * MiB);
   env.alloc->deallocate(env.alloc->allocate(30 * MiB));
   env.sim->fail_next(driver_call::vmm_release, 1, status::other);
@@ -86,7 +86,7 @@ TEST(ExpandableLeftover, RefusedReleaseInEmptyCacheKeepsThePageInItsSegmentUntil
   EXPECT_EQ(env.sim->bytes_in_use(0), 0u) << "the page whose release failed is released";
 }
 
-TEST(ExpandableLeftover, PagesMappedWithoutAccessDuringCaptureAreListedWithTheirAddresses) {
+TEST(expandable_leftover, PagesMappedWithoutAccessDuringCaptureAreListedWithTheirAddresses) {
   capture_env env;
   env.begin();
   env.sim->fail_next(driver_call::vmm_set_access, 1, status::out_of_memory);
@@ -114,7 +114,7 @@ TEST(ExpandableLeftover, PagesMappedWithoutAccessDuringCaptureAreListedWithTheir
   EXPECT_EQ(env.stats().reserved_bytes[all].current, 0);
 }
 
-TEST(ExpandableLeftover, ASmallPoolLeftoverCountsInTheSmallPool) {
+TEST(expandable_leftover, ASmallPoolLeftoverCountsInTheSmallPool) {
   capture_env env;
   env.begin();
   env.sim->fail_next(driver_call::vmm_set_access, 1, status::out_of_memory);
@@ -136,7 +136,7 @@ TEST(ExpandableLeftover, ASmallPoolLeftoverCountsInTheSmallPool) {
 // The sim refuses unmap/release on every device while any device captures (CUDA's global capture
 // mode is process-wide): a growth failing on device 1 during a capture on device 0 keeps its page
 // as a leftover of device 1 (this used to be avoided by the model test; now it is accounted).
-TEST(ExpandableLeftover, GiveBackRefusedBecauseAnotherDeviceCapturesIsListedForItsDevice) {
+TEST(expandable_leftover, GiveBackRefusedBecauseAnotherDeviceCapturesIsListedForItsDevice) {
   sim_options o = sim_with(256 * MiB, /*eager=*/false);
   o.device_count = 2;
   native_env env("expandable_segments:True", o);

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "support/warnings_scope.hpp"
-#include "unit/native/expandable_test_util.hpp"
+#include "unit/native/expandable_test_support.hpp"
 
 namespace streampool::test {
 namespace {
@@ -32,12 +32,12 @@ bool free_mapped_plus_unmapped_scenario(const std::string& conf) {
   return ok;
 }
 
-TEST(ExpandableOom, FreeMappedPlusUnmappedServesWhatNormalSegmentsCannot) {
+TEST(expandable_oom, FreeMappedPlusUnmappedServesWhatNormalSegmentsCannot) {
   EXPECT_FALSE(free_mapped_plus_unmapped_scenario(""));
   EXPECT_TRUE(free_mapped_plus_unmapped_scenario("expandable_segments:True"));
 }
 
-TEST(ExpandableOom, FreePagesAreUnmappedAndRemappedContiguously) {
+TEST(expandable_oom, FreePagesAreUnmappedAndRemappedContiguously) {
   // A, B, C (20 MiB each) carved from a freed 60 MiB block, D = 40 MiB; B and D freed; E = 50 MiB.
   // Normal segments: B is inside the split 60 MiB segment; release-all frees D's 40 MiB only,
   // and 60 + 50 > 100: out of memory. Expandable: release-all unmaps pages of B and D, and E is
@@ -73,7 +73,7 @@ TEST(ExpandableOom, FreePagesAreUnmappedAndRemappedContiguously) {
   run("expandable_segments:True", true);
 }
 
-TEST(ExpandableOom, FractionCapsMappedBytes) {
+TEST(expandable_oom, FractionCapsMappedBytes) {
   expandable_env env(100 * MiB, "per_process_memory_fraction:0.5");
   void* a = env.alloc->allocate(large_page);
   void* b = env.alloc->allocate(large_page);
@@ -94,7 +94,7 @@ TEST(ExpandableOom, FractionCapsMappedBytes) {
   for (void* p : {a, c, d}) env.alloc->deallocate(p);
 }
 
-TEST(ExpandableOom, CreateOutOfMemoryReleasesThePagesOfTheCallThenRetries) {
+TEST(expandable_oom, CreateOutOfMemoryReleasesThePagesOfTheCallThenRetries) {
   expandable_env env;
   env.sim->fail_next(driver_call::vmm_create, 1, status::out_of_memory, /*skip=*/1);
   void* a = env.alloc->allocate(2 * large_page);  // page 1 of the first try fails
@@ -108,7 +108,7 @@ TEST(ExpandableOom, CreateOutOfMemoryReleasesThePagesOfTheCallThenRetries) {
   env.alloc->deallocate(a);
 }
 
-TEST(ExpandableOom, PersistentCreateFailureIsOutOfMemoryAndNothingLeaks) {
+TEST(expandable_oom, PersistentCreateFailureIsOutOfMemoryAndNothingLeaks) {
   expandable_env env;
   env.sim->fail_next(driver_call::vmm_create, 2, status::out_of_memory, /*skip=*/1);
   EXPECT_THROW((void)env.alloc->allocate(2 * large_page), out_of_memory);
@@ -120,7 +120,7 @@ TEST(ExpandableOom, PersistentCreateFailureIsOutOfMemoryAndNothingLeaks) {
   env.alloc->deallocate(p);
 }
 
-TEST(ExpandableOom, DriverErrorsAreCudaErrorsAndLeaveNothingMapped) {
+TEST(expandable_oom, DriverErrorsAreCudaErrorsAndLeaveNothingMapped) {
   expandable_env env;
   env.sim->fail_next(driver_call::vmm_create, 1, status::other, /*skip=*/1);
   EXPECT_THROW((void)env.alloc->allocate(2 * large_page), cuda_error);
@@ -140,7 +140,7 @@ TEST(ExpandableOom, DriverErrorsAreCudaErrorsAndLeaveNothingMapped) {
   EXPECT_EQ(env.calls(driver_call::vmm_free), 1u);
 }
 
-TEST(ExpandableOom, RefusedReleaseIsRetriedByTheNextEmptyCache) {
+TEST(expandable_oom, RefusedReleaseIsRetriedByTheNextEmptyCache) {
   expandable_env env;
   env.alloc->deallocate(env.alloc->allocate(30 * MiB));
   env.sim->fail_next(driver_call::vmm_release, 1, status::other);
@@ -158,7 +158,7 @@ TEST(ExpandableOom, RefusedReleaseIsRetriedByTheNextEmptyCache) {
   EXPECT_EQ(env.calls(driver_call::vmm_free), 1u);
 }
 
-TEST(ExpandableOom, RefusedGiveBackOfAFailedGrowthIsRetriedAtTheNextGrowth) {
+TEST(expandable_oom, RefusedGiveBackOfAFailedGrowthIsRetriedAtTheNextGrowth) {
   expandable_env env;
   env.sim->fail_next(driver_call::vmm_set_access, 1, status::other);
   env.sim->fail_next(driver_call::vmm_unmap, 1, status::other);
@@ -174,7 +174,7 @@ TEST(ExpandableOom, RefusedGiveBackOfAFailedGrowthIsRetriedAtTheNextGrowth) {
   EXPECT_EQ(env.sim->bytes_in_use(0), 0u);
 }
 
-TEST(ExpandableFallback, DeviceWithoutVmmWarnsOnceAndUsesNormalSegments) {
+TEST(expandable_fallback, DeviceWithoutVmmWarnsOnceAndUsesNormalSegments) {
   warnings_scope w;
   sim_options o = sim_with(1 * GiB);
   o.vmm_supported = false;
@@ -196,7 +196,7 @@ TEST(ExpandableFallback, DeviceWithoutVmmWarnsOnceAndUsesNormalSegments) {
   env.alloc->deallocate(b);
 }
 
-TEST(ExpandableFallback, ReserveNotSupportedFallsBackForGood) {
+TEST(expandable_fallback, ReserveNotSupportedFallsBackForGood) {
   warnings_scope w;
   expandable_env env;
   env.sim->fail_next(driver_call::vmm_reserve, 1, status::not_supported);
@@ -212,7 +212,7 @@ TEST(ExpandableFallback, ReserveNotSupportedFallsBackForGood) {
   env.alloc->deallocate(b);
 }
 
-TEST(ExpandableFallback, WithVmmNothingIsWarned) {
+TEST(expandable_fallback, WithVmmNothingIsWarned) {
   warnings_scope w;
   expandable_env env;
   env.alloc->deallocate(env.alloc->allocate(100));

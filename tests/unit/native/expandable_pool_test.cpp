@@ -4,7 +4,7 @@
 // arenas are recycled; running out of memory during a capture releases nothing.
 #include <gtest/gtest.h>
 
-#include "unit/native/expandable_test_util.hpp"
+#include "unit/native/expandable_test_support.hpp"
 
 namespace streampool::test {
 namespace {
@@ -28,7 +28,7 @@ struct capture_env : expandable_env {
   }
 };
 
-TEST(ExpandablePool, PagesOfAPoolInUseAreNeverUnmapped) {
+TEST(expandable_pool, PagesOfAPoolInUseAreNeverUnmapped) {
   capture_env env;
   void* outside = env.alloc->allocate(large_page, env.cap);  // default pool, before the capture
   env.alloc->deallocate(outside);
@@ -61,7 +61,7 @@ TEST(ExpandablePool, PagesOfAPoolInUseAreNeverUnmapped) {
   EXPECT_EQ(env.native().pool_use_count(env.pool, 0), 0) << "the pool object is gone";
 }
 
-TEST(ExpandablePool, RepeatedCapturesReuseArenasAndDoNotGrow) {
+TEST(expandable_pool, RepeatedCapturesReuseArenasAndDoNotGrow) {
   capture_env env;
   for (int i = 0; i < 50; ++i) {
     env.pool = allocator::create_pool_id();
@@ -77,7 +77,7 @@ TEST(ExpandablePool, RepeatedCapturesReuseArenasAndDoNotGrow) {
   EXPECT_EQ(env.stats().reserved_bytes[all].current, 0);
 }
 
-TEST(ExpandablePool, OutOfMemoryDuringCaptureKeepsCreatedPagesAndReleasesNothing) {
+TEST(expandable_pool, OutOfMemoryDuringCaptureKeepsCreatedPagesAndReleasesNothing) {
   capture_env env(100 * MiB);
   env.begin();
   void* a = env.alloc->allocate(large_page, env.cap);
@@ -105,7 +105,7 @@ TEST(ExpandablePool, OutOfMemoryDuringCaptureKeepsCreatedPagesAndReleasesNothing
 // Note [Leftover pages]: a growth that fails during a capture must not unmap or release (that
 // could invalidate the capture). What got mapped with access is kept as free memory; the page
 // whose map failed is kept aside, counted, and reused by the next growth.
-TEST(ExpandablePool, MapFailureDuringCaptureKeepsThePagesForTheNextGrowth) {
+TEST(expandable_pool, MapFailureDuringCaptureKeepsThePagesForTheNextGrowth) {
   capture_env env(256 * MiB);
   env.begin();
   env.sim->fail_next(driver_call::vmm_map, 1, status::out_of_memory, /*skip=*/1);
@@ -128,7 +128,7 @@ TEST(ExpandablePool, MapFailureDuringCaptureKeepsThePagesForTheNextGrowth) {
   EXPECT_EQ(env.sim->bytes_in_use(0), 0u);
 }
 
-TEST(ExpandablePool, AccessFailureDuringCaptureKeepsThePagesUntilAfterwards) {
+TEST(expandable_pool, AccessFailureDuringCaptureKeepsThePagesUntilAfterwards) {
   capture_env env(256 * MiB);
   env.begin();
   env.sim->fail_next(driver_call::vmm_set_access, 1, status::out_of_memory);

@@ -14,7 +14,7 @@
 #include <thread>
 
 #include "native/free_list.hpp"
-#include "unit/native/expandable_test_util.hpp"
+#include "unit/native/expandable_test_support.hpp"
 #include "support/test_seed.hpp"
 
 namespace streampool::test {
@@ -63,7 +63,7 @@ void check_successors(List& list, std::size_t max_request, Find find, std::uint6
   }
 }
 
-TEST(ExpandableRandom, FreeListSuccessorsMatchAReferenceOrder) {
+TEST(expandable_random, FreeListSuccessorsMatchAReferenceOrder) {
   native::small_free_list small;
   check_successors(small, 1 * MiB, [](const native::small_free_list& l, std::size_t s) { return l.find(s); },
                    test_seed());
@@ -72,7 +72,7 @@ TEST(ExpandableRandom, FreeListSuccessorsMatchAReferenceOrder) {
                    test_seed());
 }
 
-TEST(ExpandableRandom, ChurnNeverOverlapsAndStatisticsMatchTheDriver) {
+TEST(expandable_random, ChurnNeverOverlapsAndStatisticsMatchTheDriver) {
   std::mt19937 rng(static_cast<std::mt19937::result_type>(test_seed()));
   expandable_env env(2 * GiB, "", /*eager=*/false);
   const stream_t streams[] = {env.new_stream(), env.new_stream()};
@@ -120,7 +120,7 @@ TEST(ExpandableRandom, ChurnNeverOverlapsAndStatisticsMatchTheDriver) {
   EXPECT_TRUE(env.segments().empty());
 }
 
-TEST(ExpandableRandom, ThreadsOnOwnStreamsWithConcurrentEmptyCache) {
+TEST(expandable_random, ThreadsOnOwnStreamsWithConcurrentEmptyCache) {
   expandable_env env(8 * GiB);
   constexpr int threads = 4;
   std::vector<stream_t> streams;

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "streampool/replay.hpp"
-#include "unit/native/expandable_test_util.hpp"
+#include "unit/native/expandable_test_support.hpp"
 
 namespace streampool::test {
 namespace {
@@ -31,7 +31,7 @@ replay_result replay(const std::vector<trace_event>& events, const std::string& 
 
 double mib(std::size_t bytes) { return static_cast<double>(bytes) / static_cast<double>(MiB); }
 
-TEST(ExpandableReplay, EncoderVarlenFragmentationMatchesPyTorch) {
+TEST(expandable_replay, EncoderVarlenFragmentationMatchesPyTorch) {
   const std::vector<trace_event> events = read_trace(trace_path);  // in the repository: never skipped
   const replay_result normal = replay(events, "");
   const replay_result expandable = replay(events, "expandable_segments:True");

@@ -4,12 +4,12 @@
 // are neither reused nor unmapped before their events complete.
 #include <gtest/gtest.h>
 
-#include "unit/native/expandable_test_util.hpp"
+#include "unit/native/expandable_test_support.hpp"
 
 namespace streampool::test {
 namespace {
 
-TEST(ExpandableShrink, EmptyCacheUnmapsEveryFreePageAndFreesTheReservation) {
+TEST(expandable_shrink, EmptyCacheUnmapsEveryFreePageAndFreesTheReservation) {
   expandable_env env;
   void* a = env.alloc->allocate(50 * MiB);  // 3 pages
   void* b = env.alloc->allocate(4096);      // 1 small page
@@ -43,7 +43,7 @@ TEST(ExpandableShrink, EmptyCacheUnmapsEveryFreePageAndFreesTheReservation) {
   env.alloc->deallocate(c);
 }
 
-TEST(ExpandableShrink, PartiallyUsedPagesStayMapped) {
+TEST(expandable_shrink, PartiallyUsedPagesStayMapped) {
   expandable_env env;
   void* a = env.alloc->allocate(30 * MiB);  // pages 0-1: [a 30][free 10]
   void* b = env.alloc->allocate(5 * MiB);   // [a 30][b 5][free 5]
@@ -69,7 +69,7 @@ TEST(ExpandableShrink, PartiallyUsedPagesStayMapped) {
   env.alloc->deallocate(c);
 }
 
-TEST(ExpandableShrink, HoleBetweenLiveBlocksIsReusedAfterUnmap) {
+TEST(expandable_shrink, HoleBetweenLiveBlocksIsReusedAfterUnmap) {
   expandable_env env;
   void* a = env.alloc->allocate(large_page);
   void* b = env.alloc->allocate(2 * large_page);
@@ -88,7 +88,7 @@ TEST(ExpandableShrink, HoleBetweenLiveBlocksIsReusedAfterUnmap) {
   expect_consistent(env);
 }
 
-TEST(ExpandableShrink, DestroyingTheAllocatorReturnsEverything) {
+TEST(expandable_shrink, DestroyingTheAllocatorReturnsEverything) {
   expandable_env env;
   const stream_t s = env.new_stream();
   (void)env.alloc->allocate(30 * MiB, s);  // live at destruction
@@ -103,7 +103,7 @@ TEST(ExpandableShrink, DestroyingTheAllocatorReturnsEverything) {
   EXPECT_EQ(env.calls(driver_call::vmm_free), 2u);
 }
 
-TEST(ExpandableShrink, StreamIsSynchronisedBeforeUnmapping) {
+TEST(expandable_shrink, StreamIsSynchronisedBeforeUnmapping) {
   expandable_env env(80 * GiB, "", /*eager=*/false);
   const stream_t s = env.new_stream();
   void* a = env.alloc->allocate(large_page, s);
@@ -118,7 +118,7 @@ TEST(ExpandableShrink, StreamIsSynchronisedBeforeUnmapping) {
   env.alloc->deallocate(keep);
 }
 
-TEST(ExpandableShrink, DestroyedStreamFallsBackToADeviceSynchronisation) {
+TEST(expandable_shrink, DestroyedStreamFallsBackToADeviceSynchronisation) {
   expandable_env env(80 * GiB, "", /*eager=*/false);
   stream_t s = env.new_stream();
   env.alloc->deallocate(env.alloc->allocate(large_page, s));
@@ -130,7 +130,7 @@ TEST(ExpandableShrink, DestroyedStreamFallsBackToADeviceSynchronisation) {
   EXPECT_EQ(env.sim->bytes_in_use(0), 0u);
 }
 
-TEST(ExpandableShrink, RecordStreamDelaysReuseAndUnmap) {
+TEST(expandable_shrink, RecordStreamDelaysReuseAndUnmap) {
   expandable_env env(80 * GiB, "", /*eager=*/false);
   const stream_t side = env.new_stream();
   const stream_t main = env.new_stream();
@@ -157,7 +157,7 @@ TEST(ExpandableShrink, RecordStreamDelaysReuseAndUnmap) {
   expect_consistent(env);
 }
 
-TEST(ExpandableShrink, GarbageCollectionSkipsExpandableBlocks) {
+TEST(expandable_shrink, GarbageCollectionSkipsExpandableBlocks) {
   // Allowed 100 MiB, GC above 50 MiB reserved: with normal segments the free 20 MiB segment is
   // collected; expandable blocks are not (docs/pytorch-compatibility.md §2.11, newest), growth just maps a page.
   expandable_env env(200 * MiB, "garbage_collection_threshold:0.5,per_process_memory_fraction:0.5");
@@ -174,7 +174,7 @@ TEST(ExpandableShrink, GarbageCollectionSkipsExpandableBlocks) {
   env.alloc->deallocate(c);
 }
 
-TEST(ExpandableShrink, MaxSplitSizeReleaseSkipsExpandableBlocks) {
+TEST(expandable_shrink, MaxSplitSizeReleaseSkipsExpandableBlocks) {
   // release_available_cached_blocks never unmaps; release-all does, and the retry then succeeds.
   expandable_env env(100 * MiB, "max_split_size_mb:20");
   void* big = env.alloc->allocate(60 * MiB);

@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "unit/native/native_test_util.hpp"
+#include "unit/native/native_test_support.hpp"
 
 namespace streampool::test {
 namespace {
@@ -29,7 +29,7 @@ std::string cuda_error_of(F&& body) {
   return "";
 }
 
-TEST(FailedFree, EventCreateFailureLeavesTheBlockLive) {
+TEST(failed_free, EventCreateFailureLeavesTheBlockLive) {
   native_env env("", lazy());
   const stream_t a = env.new_stream();
   const stream_t b = env.new_stream();
@@ -61,7 +61,7 @@ TEST(FailedFree, EventCreateFailureLeavesTheBlockLive) {
   EXPECT_EQ(env.alloc->allocate(1000, a), p) << "reused once b passed the event";
 }
 
-TEST(FailedFree, EventRecordFailureOnTheSecondStreamRecordsNothing) {
+TEST(failed_free, EventRecordFailureOnTheSecondStreamRecordsNothing) {
   native_env env("", lazy());
   const stream_t a = env.new_stream();
   const stream_t b = env.new_stream();
@@ -88,7 +88,7 @@ TEST(FailedFree, EventRecordFailureOnTheSecondStreamRecordsNothing) {
   EXPECT_EQ(env.stats().reserved_bytes[all].current, 0);
 }
 
-TEST(FailedFree, ParkedFreeWhoseEventFailsStaysParkedUntilTheDriverRecovers) {
+TEST(failed_free, ParkedFreeWhoseEventFailsStaysParkedUntilTheDriverRecovers) {
   native_env env("", lazy());
   const stream_t side = env.new_stream();
   const stream_t cap = env.new_stream();

@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <new>
 
-#include "unit/native/native_test_util.hpp"
+#include "unit/native/native_test_support.hpp"
 
 namespace {
 std::atomic<bool> counting{false};
@@ -30,7 +30,7 @@ void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 namespace streampool::test {
 namespace {
 
-TEST(HostAllocation, SteadyStateHotPathAllocatesNothing) {
+TEST(host_allocation, SteadyStateHotPathAllocatesNothing) {
   native_env env;
   const stream_t s1 = env.new_stream();
   const stream_t s2 = env.new_stream();

@@ -2,7 +2,7 @@
 // statistics, fraction and empty_cache over every device.
 #include <gtest/gtest.h>
 
-#include "unit/native/native_test_util.hpp"
+#include "unit/native/native_test_support.hpp"
 
 namespace streampool::test {
 namespace {
@@ -14,7 +14,7 @@ sim_options devices(int n, std::size_t capacity = 80 * GiB) {
   return o;
 }
 
-TEST(MultiDevice, AllocatesOnTheRequestedDevice) {
+TEST(multi_device, AllocatesOnTheRequestedDevice) {
   native_env env("", devices(3));
   ASSERT_TRUE(env.sim->set_device(0).ok());
   void* p0 = env.alloc->allocate(4096);       // current device
@@ -41,7 +41,7 @@ TEST(MultiDevice, AllocatesOnTheRequestedDevice) {
   EXPECT_EQ(env.sim->bytes_in_use(0) + env.sim->bytes_in_use(2), 0u);
 }
 
-TEST(MultiDevice, CurrentDeviceIsFollowed) {
+TEST(multi_device, CurrentDeviceIsFollowed) {
   native_env env("", devices(2));
   ASSERT_TRUE(env.sim->set_device(1).ok());
   void* p = env.alloc->allocate(4096);
@@ -52,7 +52,7 @@ TEST(MultiDevice, CurrentDeviceIsFollowed) {
   EXPECT_EQ(env.stats(1).allocation[all].current, 0);
 }
 
-TEST(MultiDevice, FractionAndOomArePerDevice) {
+TEST(multi_device, FractionAndOomArePerDevice) {
   native_env env("", devices(2, 100 * MiB));
   env.alloc->set_memory_fraction(0.2, 1);
   EXPECT_DOUBLE_EQ(env.alloc->memory_fraction(0), 1.0);
@@ -64,7 +64,7 @@ TEST(MultiDevice, FractionAndOomArePerDevice) {
   env.alloc->deallocate(ok);
 }
 
-TEST(MultiDevice, TracesArePerDevice) {
+TEST(multi_device, TracesArePerDevice) {
   native_env env("", devices(2));
   env.alloc->record_history(true);
   env.alloc->deallocate(env.alloc->allocate(512, nullptr, 1));

@@ -7,7 +7,7 @@
 #include <set>
 #include <thread>
 
-#include "unit/native/native_test_util.hpp"
+#include "unit/native/native_test_support.hpp"
 
 namespace streampool::test {
 namespace {
@@ -37,7 +37,7 @@ void churn(allocator& a, stream_t stream, stream_t other, unsigned seed, int ste
   for (auto& [p, size] : live) a.deallocate(p);
 }
 
-TEST(MultiThread, ThreadsOnOwnStreamsLoseNothing) {
+TEST(multi_thread, ThreadsOnOwnStreamsLoseNothing) {
   native_env env;
   constexpr int threads = 8;
   std::vector<stream_t> streams;
@@ -75,7 +75,7 @@ TEST(MultiThread, ThreadsOnOwnStreamsLoseNothing) {
   EXPECT_EQ(s.allocation[0].allocated, s.allocation[0].freed);
 }
 
-TEST(MultiThread, ThreadsSharingAStream) {
+TEST(multi_thread, ThreadsSharingAStream) {
   native_env env;
   const stream_t shared = env.new_stream();
   std::atomic<bool> failed{false};
@@ -91,7 +91,7 @@ TEST(MultiThread, ThreadsSharingAStream) {
   EXPECT_EQ(env.sim->bytes_in_use(0), 0u);
 }
 
-TEST(MultiThread, NoAddressIsHandedOutTwice) {
+TEST(multi_thread, NoAddressIsHandedOutTwice) {
   native_env env;
   constexpr int threads = 6;
   std::vector<stream_t> streams;

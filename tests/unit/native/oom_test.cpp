@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <string>
 
-#include "unit/native/native_test_util.hpp"
+#include "unit/native/native_test_support.hpp"
 
 namespace streampool::test {
 namespace {
@@ -24,7 +24,7 @@ std::vector<trace_action> actions(const std::vector<trace_entry>& entries) {
   return out;
 }
 
-TEST(OomLadder, ReleaseAllFreesCachedSegmentsThenRetrySucceeds) {
+TEST(oom_ladder, ReleaseAllFreesCachedSegmentsThenRetrySucceeds) {
   native_env env("", capacity(100 * MiB));
   const stream_t a = env.new_stream();
   const stream_t b = env.new_stream();
@@ -48,7 +48,7 @@ TEST(OomLadder, ReleaseAllFreesCachedSegmentsThenRetrySucceeds) {
   env.alloc->deallocate(live);
 }
 
-TEST(OomLadder, InjectedMallocFailureIsRetriedOnce) {
+TEST(oom_ladder, InjectedMallocFailureIsRetriedOnce) {
   native_env env;
   env.sim->fail_next(driver_call::malloc, 1);
   void* p = env.alloc->allocate(4096);
@@ -66,7 +66,7 @@ TEST(OomLadder, InjectedMallocFailureIsRetriedOnce) {
   env.alloc->deallocate(q);
 }
 
-TEST(OomLadder, NonOomDriverErrorIsACudaError) {
+TEST(oom_ladder, NonOomDriverErrorIsACudaError) {
   native_env env;
   env.sim->fail_next(driver_call::malloc, 1, status::other);
   EXPECT_THROW((void)env.alloc->allocate(4096), cuda_error);
@@ -74,7 +74,7 @@ TEST(OomLadder, NonOomDriverErrorIsACudaError) {
   EXPECT_EQ(env.stats().segment[all].current, 0);
 }
 
-TEST(OomLadder, OversizeReleaseComesBeforeReleaseAll) {
+TEST(oom_ladder, OversizeReleaseComesBeforeReleaseAll) {
   native_env env("max_split_size_mb:20", capacity(90 * MiB));
   const stream_t a = env.new_stream();
   void* small_cached = env.alloc->allocate(4096, a);
@@ -92,7 +92,7 @@ TEST(OomLadder, OversizeReleaseComesBeforeReleaseAll) {
   env.alloc->deallocate(p);
 }
 
-TEST(OomLadder, OomErrorMessageAndFigures) {
+TEST(oom_ladder, OomErrorMessageAndFigures) {
   native_env env("", capacity(1 * GiB));
   env.alloc->record_history(true);
   void* keep = env.alloc->allocate(100 * MiB);
@@ -121,7 +121,7 @@ TEST(OomLadder, OomErrorMessageAndFigures) {
   env.alloc->deallocate(keep);
 }
 
-TEST(OomLadder, SucceedsAfterFreeingAndRetrying) {
+TEST(oom_ladder, SucceedsAfterFreeingAndRetrying) {
   native_env env("", capacity(1 * GiB));
   void* a = env.alloc->allocate(600 * MiB);
   EXPECT_THROW((void)env.alloc->allocate(600 * MiB), out_of_memory);
@@ -132,7 +132,7 @@ TEST(OomLadder, SucceedsAfterFreeingAndRetrying) {
   EXPECT_EQ(env.stats().num_ooms, 1);
 }
 
-TEST(OomLadder, FragmentationIsNamedInTheMessage) {
+TEST(oom_ladder, FragmentationIsNamedInTheMessage) {
   native_env env("", capacity(40 * MiB));
   std::vector<void*> blocks;
   for (int i = 0; i < 10; ++i) blocks.push_back(env.alloc->allocate(4 * MiB));
@@ -150,7 +150,7 @@ TEST(OomLadder, FragmentationIsNamedInTheMessage) {
   for (int i = 1; i < 10; i += 2) env.alloc->deallocate(blocks[static_cast<std::size_t>(i)]);
 }
 
-TEST(Fraction, CapIsCheckedWithoutCallingTheDriver) {
+TEST(fraction, CapIsCheckedWithoutCallingTheDriver) {
   native_env env("per_process_memory_fraction:0.5", capacity(100 * MiB));
   EXPECT_DOUBLE_EQ(env.alloc->memory_fraction(), 0.5);
   void* a = env.alloc->allocate(40 * MiB);
@@ -169,7 +169,7 @@ TEST(Fraction, CapIsCheckedWithoutCallingTheDriver) {
   for (void* p : {a, b, c}) env.alloc->deallocate(p);
 }
 
-TEST(Fraction, ZeroForbidsNewSegmentsButCachedBlocksServe) {
+TEST(fraction, ZeroForbidsNewSegmentsButCachedBlocksServe) {
   native_env env;
   void* p = env.alloc->allocate(4096);
   env.alloc->deallocate(p);
@@ -180,7 +180,7 @@ TEST(Fraction, ZeroForbidsNewSegmentsButCachedBlocksServe) {
   env.alloc->deallocate(q);
 }
 
-TEST(GarbageCollection, FreesOldestUnsplitBlocksFirst) {
+TEST(garbage_collection, FreesOldestUnsplitBlocksFirst) {
   native_env env("garbage_collection_threshold:0.5", capacity(100 * MiB));
   env.alloc->set_memory_fraction(0.8);  // allowed 80 MiB, GC above 40 MiB reserved
   const stream_t a = env.new_stream();
@@ -215,7 +215,7 @@ TEST(GarbageCollection, FreesOldestUnsplitBlocksFirst) {
   env.alloc->deallocate(anchor);
 }
 
-TEST(GarbageCollection, InertWithoutFraction) {
+TEST(garbage_collection, InertWithoutFraction) {
   native_env env("garbage_collection_threshold:0.5", capacity(100 * MiB));
   void* p = env.alloc->allocate(30 * MiB);
   env.alloc->deallocate(p);
@@ -224,7 +224,7 @@ TEST(GarbageCollection, InertWithoutFraction) {
   env.alloc->deallocate(q);
 }
 
-TEST(EmptyCache, FreesOnlyUnsplitSegments) {
+TEST(empty_cache, FreesOnlyUnsplitSegments) {
   native_env env;
   void* a = env.alloc->allocate(4096);  // small segment, stays split by b
   void* b = env.alloc->allocate(4096);

@@ -7,7 +7,7 @@
 #include <iostream>
 #include <string>
 
-#include "unit/native/native_test_util.hpp"
+#include "unit/native/native_test_support.hpp"
 
 namespace streampool::test {
 namespace {
@@ -39,7 +39,7 @@ struct capture_env : native_env {
   }
 };
 
-TEST(private_pool, routes_matching_streams_only) {
+TEST(private_pool, RoutesMatchingStreamsOnly) {
   capture_env env;
   env.begin();
   void* in_pool = env.alloc->allocate(4096, env.cap);
@@ -58,7 +58,7 @@ TEST(private_pool, routes_matching_streams_only) {
   env.alloc->deallocate(outside);
 }
 
-TEST(private_pool, newest_filter_wins) {
+TEST(private_pool, NewestFilterWins) {
   native_env env;
   const stream_t s = env.new_stream();
   const mempool_id older = allocator::create_pool_id();
@@ -80,7 +80,7 @@ TEST(private_pool, newest_filter_wins) {
   env.alloc->deallocate(q);
 }
 
-TEST(private_pool, use_counts_and_errors) {
+TEST(private_pool, UseCountsAndErrors) {
   capture_env env;
   env.alloc->begin_allocate_to_pool(env.pool, only(env.cap));
   EXPECT_THROW(env.alloc->begin_allocate_to_pool(env.pool, only(env.cap)), error) << "already recording";
@@ -98,7 +98,7 @@ TEST(private_pool, use_counts_and_errors) {
   EXPECT_THROW(env.alloc->begin_allocate_to_pool(mempool_id{}, only(env.cap)), error) << "default id";
 }
 
-TEST(private_pool, memory_released_only_after_release_pool_and_empty_cache) {
+TEST(private_pool, MemoryReleasedOnlyAfterReleasePoolAndEmptyCache) {
   capture_env env;
   env.begin();
   void* tmp = env.alloc->allocate(3 * MiB, env.cap);
@@ -122,7 +122,7 @@ TEST(private_pool, memory_released_only_after_release_pool_and_empty_cache) {
 }
 
 // docs/pytorch-compatibility.md §6 test_graph_memory_stats_and_use_result_after_destroy_graph.
-TEST(private_pool, graph_memory_stats_per_request) {
+TEST(private_pool, GraphMemoryStatsPerRequest) {
   const std::size_t requests[] = {512, 1 * MiB, 1 * MiB + 512, 10 * MiB - 512, 10 * MiB + 512};
   const std::size_t segment_bytes[] = {2 * MiB, 2 * MiB, 20 * MiB, 20 * MiB, 12 * MiB};
   for (std::size_t i = 0; i < 5; ++i) {
@@ -149,7 +149,7 @@ TEST(private_pool, graph_memory_stats_per_request) {
   }
 }
 
-TEST(native_capture, no_event_query_or_free_while_capture_underway) {
+TEST(native_capture, NoEventQueryOrFreeWhileCaptureUnderway) {
   capture_env env;
   // A block used on `side` and freed during the capture.
   void* x = env.alloc->allocate(4096, env.side);
@@ -184,7 +184,7 @@ TEST(native_capture, no_event_query_or_free_while_capture_underway) {
   for (void* ptr : {p, q, r, t}) env.alloc->deallocate(ptr);
 }
 
-TEST(native_capture, stream_uses_recorded_during_capture_are_dropped) {
+TEST(native_capture, StreamUsesRecordedDuringCaptureAreDropped) {
   capture_env env;
   void* x = env.alloc->allocate(4096, env.side);
   env.begin();
@@ -202,7 +202,7 @@ TEST(native_capture, stream_uses_recorded_during_capture_are_dropped) {
 // Note [record_stream across devices]: the stream's device is not looked up while a capture is
 // underway (the lookup invalidated a real capture on the H200); the use is still recorded, and
 // dropped at the end of the capture as any capture-time use.
-TEST(native_capture, record_stream_during_capture_makes_no_device_lookup) {
+TEST(native_capture, RecordStreamDuringCaptureMakesNoDeviceLookup) {
   capture_env env;
   void* x = env.alloc->allocate(4096, env.side);
   env.begin();
@@ -218,7 +218,7 @@ TEST(native_capture, record_stream_during_capture_makes_no_device_lookup) {
   env.alloc->deallocate(y);
 }
 
-TEST(native_capture, empty_cache_handles_deferred_frees) {
+TEST(native_capture, EmptyCacheHandlesDeferredFrees) {
   capture_env env;
   void* x = env.alloc->allocate(4096, env.side);
   env.alloc->record_stream(x, env.cap);
@@ -231,7 +231,7 @@ TEST(native_capture, empty_cache_handles_deferred_frees) {
   EXPECT_EQ(s.reserved_bytes[all].current, 0);
 }
 
-TEST(native_capture, oom_during_capture_is_clean_and_releases_nothing) {
+TEST(native_capture, OomDuringCaptureIsCleanAndReleasesNothing) {
   sim_options o;
   o.capacity = 64 * MiB;
   native_env env("", o);
@@ -258,7 +258,7 @@ TEST(native_capture, oom_during_capture_is_clean_and_releases_nothing) {
 
 // Note [OOM during capture]: the message names the capture and the pool and says the capture is
 // still usable; a real capture sequence on the sim (invalidated by any illegal call) proves it.
-TEST(native_capture, oom_during_capture_says_so_and_the_capture_stays_usable) {
+TEST(native_capture, OomDuringCaptureSaysSoAndTheCaptureStaysUsable) {
   sim_options o;
   o.capacity = 64 * MiB;
   native_env env("", o);
@@ -301,7 +301,7 @@ TEST(native_capture, oom_during_capture_says_so_and_the_capture_stays_usable) {
   EXPECT_EQ(env.stats().reserved_bytes[all].current, 0);
 }
 
-TEST(native_capture, oom_outside_the_pool_during_a_capture_says_why_nothing_was_released) {
+TEST(native_capture, OomOutsideThePoolDuringACaptureSaysWhyNothingWasReleased) {
   sim_options o;
   o.capacity = 64 * MiB;
   native_env env("", o);
@@ -328,7 +328,7 @@ TEST(native_capture, oom_outside_the_pool_during_a_capture_says_why_nothing_was_
   env.alloc->release_pool(pool);
 }
 
-TEST(native_capture, side_stream_joined_to_capture_shares_the_pool) {
+TEST(native_capture, SideStreamJoinedToCaptureSharesThePool) {
   native_env env;
   const stream_t cap = env.new_stream();
   const stream_t joined = env.new_stream();
@@ -345,7 +345,7 @@ TEST(native_capture, side_stream_joined_to_capture_shares_the_pool) {
   env.alloc->deallocate(b);
 }
 
-TEST(native_capture, repeated_captures_do_not_grow_memory) {
+TEST(native_capture, RepeatedCapturesDoNotGrowMemory) {
   native_env env;
   const stream_t cap = env.new_stream();
   for (int i = 0; i < 100; ++i) {

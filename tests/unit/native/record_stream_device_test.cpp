@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "unit/native/native_test_util.hpp"
+#include "unit/native/native_test_support.hpp"
 
 namespace streampool::test {
 namespace {
@@ -30,7 +30,7 @@ std::string error_of(F&& body) {
   return "";
 }
 
-TEST(RecordStreamDevice, AStreamOfAnotherDeviceIsRefusedAndNothingIsRecorded) {
+TEST(record_stream_device, AStreamOfAnotherDeviceIsRefusedAndNothingIsRecorded) {
   native_env env("", two_devices());
   const stream_t s0 = env.new_stream(0);
   const stream_t s1 = env.new_stream(1);
@@ -47,7 +47,7 @@ TEST(RecordStreamDevice, AStreamOfAnotherDeviceIsRefusedAndNothingIsRecorded) {
   EXPECT_EQ(env.alloc->allocate(4096, s0, 0), p) << "reusable at once on its own stream";
 }
 
-TEST(RecordStreamDevice, ABlockOfDeviceOneRefusesAStreamOfDeviceZero) {
+TEST(record_stream_device, ABlockOfDeviceOneRefusesAStreamOfDeviceZero) {
   native_env env("", two_devices());
   ASSERT_TRUE(env.sim->set_device(0).ok());
   const stream_t s0 = env.new_stream(0);
@@ -66,7 +66,7 @@ TEST(RecordStreamDevice, ABlockOfDeviceOneRefusesAStreamOfDeviceZero) {
   EXPECT_EQ(env.native().pending_events(1), 1u);
 }
 
-TEST(RecordStreamDevice, AHandleThatIsNoStreamIsRefused) {
+TEST(record_stream_device, AHandleThatIsNoStreamIsRefused) {
   native_env env("", two_devices());
   const stream_t s0 = env.new_stream(0);
   stream_t gone = env.new_stream(0);
@@ -78,7 +78,7 @@ TEST(RecordStreamDevice, AHandleThatIsNoStreamIsRefused) {
   EXPECT_EQ(env.native().pending_events(0), 0u);
 }
 
-TEST(RecordStreamDevice, TheCheckIsMadeOnlyForAnotherStream) {
+TEST(record_stream_device, TheCheckIsMadeOnlyForAnotherStream) {
   native_env env("", two_devices());
   const stream_t s0 = env.new_stream(0);
   void* p = env.alloc->allocate(4096, s0, 0);

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "streampool/replay.hpp"
-#include "unit/native/native_test_util.hpp"
+#include "unit/native/native_test_support.hpp"
 
 namespace streampool::test {
 namespace {
@@ -84,7 +84,7 @@ const trace_file traces[] = {
 
 class sim_trace_parity : public ::testing::TestWithParam<trace_file> {};
 
-TEST_P(sim_trace_parity, peak_reserved_equals_pytorch_on_the_h200_for_every_config) {
+TEST_P(sim_trace_parity, PeakReservedEqualsPyTorchOnTheH200ForEveryConfig) {
   const std::string trace = GetParam().name;
   const std::vector<trace_event> events = read_trace(std::string(STREAMPOOL_TEST_DATA_DIR) + "/" + GetParam().path);
   std::map<std::string, std::size_t> seen;  // config -> expected.csv line
@@ -116,7 +116,7 @@ INSTANTIATE_TEST_SUITE_P(h200, sim_trace_parity,
 
 /// README.md's table shows expected.csv: "7210 (7246)" = replay figure (rerun figure when it
 /// differs), "1324 r" = a rerun figure used as the expectation.
-TEST(sim_trace_parity_data, readme_table_matches_expected_csv) {
+TEST(sim_trace_parity_data, ReadmeTableMatchesExpectedCsv) {
   std::map<std::pair<std::string, std::string>, std::string> cells;
   for (const expected_row& row : read_expected()) {
     std::string cell = std::to_string(row.peak_reserved_mib);
@@ -158,7 +158,7 @@ TEST(sim_trace_parity_data, readme_table_matches_expected_csv) {
   EXPECT_EQ(compared, cells.size()) << "README.md's table and expected.csv must list the same cells";
 }
 
-TEST(sim_trace_parity_data, every_trace_in_expected_csv_is_replayed) {
+TEST(sim_trace_parity_data, EveryTraceInExpectedCsvIsReplayed) {
   for (const expected_row& row : read_expected()) {
     bool listed = false;
     for (const trace_file& t : traces) listed = listed || row.trace == t.name;

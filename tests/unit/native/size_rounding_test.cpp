@@ -3,14 +3,14 @@
 #include <gtest/gtest.h>
 
 #include "native/size_rounding.hpp"
-#include "unit/native/native_test_util.hpp"
+#include "unit/native/native_test_support.hpp"
 
 namespace streampool::test {
 namespace {
 
 using native::size_policy;
 
-TEST(SizeRounding, DefaultRoundsTo512Multiples) {
+TEST(size_rounding, DefaultRoundsTo512Multiples) {
   const allocator_config config = parse_config("");
   const size_policy p(config);
   EXPECT_EQ(p.round_size(1), 512u);
@@ -21,7 +21,7 @@ TEST(SizeRounding, DefaultRoundsTo512Multiples) {
   EXPECT_EQ(p.round_size(84 * MiB + 1), 84 * MiB + 512);
 }
 
-TEST(SizeRounding, PowerOfTwoDivisionsSpecExamples) {
+TEST(size_rounding, PowerOfTwoDivisionsSpecExamples) {
   const allocator_config d4 = parse_config("roundup_power2_divisions:4");
   const size_policy p4(d4);
   EXPECT_EQ(p4.round_size(1200), 1536u) << "1200 <= 512*4: not power-rounded";
@@ -33,7 +33,7 @@ TEST(SizeRounding, PowerOfTwoDivisionsSpecExamples) {
   EXPECT_EQ(size_policy(d8).round_size(84 * MiB), 88 * MiB);
 }
 
-TEST(SizeRounding, DivisionListForm) {
+TEST(size_rounding, DivisionListForm) {
   const allocator_config c = parse_config("roundup_power2_divisions:[64:8,128:2,256:2,512:2,1024:1,>:1]");
   const size_policy p(c);
   EXPECT_EQ(p.round_size(84 * MiB), 88 * MiB) << "[64,128) MiB uses 8 divisions";
@@ -42,7 +42,7 @@ TEST(SizeRounding, DivisionListForm) {
   EXPECT_EQ(p.round_size(3 * MiB + 1), 3 * MiB + 256 * KiB) << "below 64 MiB the first entry back-fills 8";
 }
 
-TEST(SizeRounding, BypassThresholdSkipsPowerRounding) {
+TEST(size_rounding, BypassThresholdSkipsPowerRounding) {
   const allocator_config c = parse_config("roundup_power2_divisions:4,roundup_bypass_threshold_mb:64");
   const size_policy p(c);
   EXPECT_EQ(p.round_size(40 * MiB + 1), 48 * MiB) << "below the threshold: power-of-two divisions";
@@ -50,13 +50,13 @@ TEST(SizeRounding, BypassThresholdSkipsPowerRounding) {
   EXPECT_EQ(p.round_size(84 * MiB), 84 * MiB);
 }
 
-TEST(SizeRounding, PowerDivisionHelper) {
+TEST(size_rounding, PowerDivisionHelper) {
   EXPECT_EQ(size_policy::roundup_power2_division(5 * MiB, 4), 5 * MiB);
   EXPECT_EQ(size_policy::roundup_power2_division(5 * MiB + 1, 4), 6 * MiB);
   EXPECT_EQ(size_policy::roundup_power2_division(3, 4), 4u) << "step 0: next power of two";
 }
 
-TEST(SegmentSize, PoolsAndSegments) {
+TEST(segment_size, PoolsAndSegments) {
   const allocator_config c = parse_config("");
   const size_policy p(c);
   EXPECT_TRUE(size_policy::is_small(1 * MiB));
@@ -71,7 +71,7 @@ TEST(SegmentSize, PoolsAndSegments) {
   EXPECT_EQ(size_policy(big).allocation_size(5 * MiB), 64 * MiB);
 }
 
-TEST(SplitRules, SmallAndLarge) {
+TEST(split_rules, SmallAndLarge) {
   const allocator_config c = parse_config("max_split_size_mb:40");
   const size_policy p(c);
   EXPECT_TRUE(p.should_split(true, 2 * MiB, 2 * MiB - 512)) << "small: remaining 512 splits";
@@ -85,7 +85,7 @@ TEST(SplitRules, SmallAndLarge) {
   EXPECT_FALSE(p.may_reuse(60 * MiB, 40 * MiB));
 }
 
-TEST(SizeRounding, ObservedThroughAllocator) {
+TEST(size_rounding, ObservedThroughAllocator) {
   native_env env("roundup_power2_divisions:8");
   void* p = env.alloc->allocate(84 * MiB);
   const memory_stats s = env.stats();

@@ -4,7 +4,7 @@
 
 #include <random>
 
-#include "unit/native/native_test_util.hpp"
+#include "unit/native/native_test_support.hpp"
 #include "support/test_seed.hpp"
 
 namespace streampool::test {
@@ -46,7 +46,7 @@ void expect_consistent(const allocator& a, int device = 0) {
   }
 }
 
-TEST(Snapshot, SegmentsSortedAndBlocksTileThem) {
+TEST(snapshot, SegmentsSortedAndBlocksTileThem) {
   native_env env;
   const stream_t s1 = env.new_stream();
   void* a = env.alloc->allocate(3 * MiB);
@@ -75,7 +75,7 @@ TEST(Snapshot, SegmentsSortedAndBlocksTileThem) {
   expect_consistent(*env.alloc);
 }
 
-TEST(Snapshot, ConsistentWithStatsUnderRandomWorkload) {
+TEST(snapshot, ConsistentWithStatsUnderRandomWorkload) {
   std::mt19937 rng(static_cast<std::mt19937::result_type>(streampool::testing::test_seed()));
   sim_options o;
   o.eager_completion = false;
@@ -109,7 +109,7 @@ TEST(Snapshot, ConsistentWithStatsUnderRandomWorkload) {
   EXPECT_EQ(env.sim->bytes_in_use(0), 0u);
 }
 
-TEST(Snapshot, PendingFreeState) {
+TEST(snapshot, PendingFreeState) {
   sim_options o;
   o.eager_completion = false;
   native_env env("", o);
@@ -124,7 +124,7 @@ TEST(Snapshot, PendingFreeState) {
   expect_consistent(*env.alloc);
 }
 
-TEST(Trace, ActionsInOrder) {
+TEST(trace, ActionsInOrder) {
   sim_options o;
   o.eager_completion = false;
   native_env env("", o);
@@ -160,7 +160,7 @@ TEST(Trace, ActionsInOrder) {
   EXPECT_TRUE(env.alloc->trace().empty()) << "disabling clears";
 }
 
-TEST(Trace, RingKeepsTheNewestEntries) {
+TEST(trace, RingKeepsTheNewestEntries) {
   native_env env;
   env.alloc->record_history(true, 4);
   for (int i = 0; i < 10; ++i) env.alloc->deallocate(env.alloc->allocate(static_cast<std::size_t>(512 * (i + 1))));

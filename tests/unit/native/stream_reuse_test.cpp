@@ -3,7 +3,7 @@
 // when nothing is pending.
 #include <gtest/gtest.h>
 
-#include "unit/native/native_test_util.hpp"
+#include "unit/native/native_test_support.hpp"
 
 namespace streampool::test {
 namespace {
@@ -14,7 +14,7 @@ sim_options lazy() {
   return o;
 }
 
-TEST(StreamReuse, BlockFreedOnOneStreamIsNeverGivenToAnother) {
+TEST(stream_reuse, BlockFreedOnOneStreamIsNeverGivenToAnother) {
   native_env env;
   const stream_t a = env.new_stream();
   const stream_t b = env.new_stream();
@@ -32,7 +32,7 @@ TEST(StreamReuse, BlockFreedOnOneStreamIsNeverGivenToAnother) {
   env.alloc->deallocate(r);
 }
 
-TEST(StreamReuse, RecordStreamDelaysReuseUntilEventCompletes) {
+TEST(stream_reuse, RecordStreamDelaysReuseUntilEventCompletes) {
   native_env env("", lazy());
   const stream_t side = env.new_stream();
   const stream_t main = env.new_stream();
@@ -61,7 +61,7 @@ TEST(StreamReuse, RecordStreamDelaysReuseUntilEventCompletes) {
   env.alloc->deallocate(r);
 }
 
-TEST(StreamReuse, RecordStreamOfOwnStreamHasNoEffect) {
+TEST(stream_reuse, RecordStreamOfOwnStreamHasNoEffect) {
   native_env env("", lazy());
   const stream_t s1 = env.new_stream();
   void* p = env.alloc->allocate(4096, s1);
@@ -73,7 +73,7 @@ TEST(StreamReuse, RecordStreamOfOwnStreamHasNoEffect) {
   env.alloc->deallocate(p);
 }
 
-TEST(StreamReuse, EventsComeFromThePool) {
+TEST(stream_reuse, EventsComeFromThePool) {
   native_env env;
   const stream_t s1 = env.new_stream();
   const stream_t s2 = env.new_stream();
@@ -87,7 +87,7 @@ TEST(StreamReuse, EventsComeFromThePool) {
   EXPECT_EQ(env.calls(driver_call::event_record), 50u);
 }
 
-TEST(StreamReuse, NoEventQueryWhenNothingIsPending) {
+TEST(stream_reuse, NoEventQueryWhenNothingIsPending) {
   native_env env("", lazy());
   const stream_t s1 = env.new_stream();
   const stream_t s2 = env.new_stream();
@@ -109,7 +109,7 @@ TEST(StreamReuse, NoEventQueryWhenNothingIsPending) {
   EXPECT_EQ(env.calls(driver_call::event_query), 0u);
 }
 
-TEST(StreamReuse, SeveralUsedStreamsNeedAllEvents) {
+TEST(stream_reuse, SeveralUsedStreamsNeedAllEvents) {
   native_env env("", lazy());
   const stream_t own = env.new_stream();
   const stream_t u1 = env.new_stream();
@@ -130,7 +130,7 @@ TEST(StreamReuse, SeveralUsedStreamsNeedAllEvents) {
   env.alloc->deallocate(r);
 }
 
-TEST(StreamReuse, EmptyCacheSynchronizesEvents) {
+TEST(stream_reuse, EmptyCacheSynchronizesEvents) {
   native_env env("", lazy());
   const stream_t own = env.new_stream();
   const stream_t other = env.new_stream();
@@ -149,7 +149,7 @@ TEST(StreamReuse, EmptyCacheSynchronizesEvents) {
 
 // docs/pytorch-compatibility.md §6 test_caching_allocator_record_stream_oom: delayed blocks never cause an OOM, the OOM
 // path synchronises the events.
-TEST(StreamReuse, RecordStreamDelayedBlocksDoNotCauseOom) {
+TEST(stream_reuse, RecordStreamDelayedBlocksDoNotCauseOom) {
   sim_options o = lazy();
   o.capacity = 1 * GiB;
   native_env env("", o);

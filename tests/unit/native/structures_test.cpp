@@ -62,13 +62,13 @@ void check_against_set(List& list, std::size_t max_size, Find find, std::uint64_
   }
 }
 
-TEST(FreeLists, SmallBinsGiveBestFitLowestAddress) {
+TEST(free_lists, SmallBinsGiveBestFitLowestAddress) {
   auto list = std::make_unique<small_free_list>();
   check_against_set(*list, small_buffer, [](const small_free_list& l, std::size_t s) { return l.find(s); },
                     test_seed());
 }
 
-TEST(FreeLists, LargeTreeGivesBestFitLowestAddress) {
+TEST(free_lists, LargeTreeGivesBestFitLowestAddress) {
   const allocator_config config;
   const size_policy policy(config);
   large_free_list list;
@@ -76,7 +76,7 @@ TEST(FreeLists, LargeTreeGivesBestFitLowestAddress) {
                     test_seed());
 }
 
-TEST(FreeLists, ForEachIsInOrder) {
+TEST(free_lists, ForEachIsInOrder) {
   large_free_list list;
   std::vector<block> blocks(5);
   const std::size_t sizes[] = {5, 3, 5, 1, 4};
@@ -91,7 +91,7 @@ TEST(FreeLists, ForEachIsInOrder) {
   EXPECT_TRUE(std::is_sorted(seen.begin(), seen.end()));
 }
 
-TEST(SegmentMap, FindsOwnerIncludingSharedGranules) {
+TEST(segment_map, FindsOwnerIncludingSharedGranules) {
   segment_map map;
   auto* a = reinterpret_cast<stream_arena*>(std::uintptr_t{0x1000});
   auto* b = reinterpret_cast<stream_arena*>(std::uintptr_t{0x2000});

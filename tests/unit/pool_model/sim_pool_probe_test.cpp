@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "streampool/sim_driver.hpp"
-#include "unit/pool_model/pool_probe_support.hpp"
+#include "unit/pool_model/pool_probe_test_support.hpp"
 
 namespace streampool::testing {
 namespace {
@@ -61,7 +61,7 @@ TEST_P(probed_trace, PeakWithinTheStatedErrorAndFirstGrowthsExact) {
 
 // The prefixes are what the model reproduces today (Note [Sim pool model]); a change that
 // shortens one moved the model away from the measurement.
-INSTANTIATE_TEST_SUITE_P(H200, probed_trace,
+INSTANTIATE_TEST_SUITE_P(h200, probed_trace,
                          ::testing::Values(trace_case{"encoder_varlen", 8}, trace_case{"gpt2_varlen", 56},
                                            trace_case{"resnet50_varres", 28}, trace_case{"threestream_enc", 10},
                                            trace_case{"twostream_cnn", 11}),

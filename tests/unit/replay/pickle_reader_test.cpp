@@ -10,7 +10,7 @@
 #include "replay/pickle_reader.hpp"
 #include "streampool/errors.hpp"
 
-namespace streampool::replay_detail {
+namespace streampool::replay_impl {
 namespace {
 
 std::string bytes(std::initializer_list<int> values) {
@@ -63,7 +63,7 @@ std::string error_of(const std::string& data) {
 
 const std::string proto4 = bytes({0x80, 4});
 
-TEST(PickleReader, ScalarsOfEveryEncoding) {
+TEST(pickle_reader, ScalarsOfEveryEncoding) {
   EXPECT_EQ(parse_text(proto4 + "N."), "None");
   EXPECT_EQ(parse_text(proto4 + bytes({0x88, '.'})), "True");
   EXPECT_EQ(parse_text(proto4 + bytes({0x89, '.'})), "False");
@@ -85,7 +85,7 @@ TEST(PickleReader, ScalarsOfEveryEncoding) {
   EXPECT_EQ(parse_text(proto4 + "F0.25\n."), "0.25");
 }
 
-TEST(PickleReader, StringsAndBytesOfEveryEncoding) {
+TEST(pickle_reader, StringsAndBytesOfEveryEncoding) {
   EXPECT_EQ(parse_text(proto4 + bytes({0x8c, 2}) + "hi."), "'hi'");               // SHORT_BINUNICODE
   EXPECT_EQ(parse_text(proto4 + bytes({'X', 3, 0, 0, 0}) + "abc."), "'abc'");     // BINUNICODE
   EXPECT_EQ(parse_text(proto4 + bytes({0x8d, 1, 0, 0, 0, 0, 0, 0, 0}) + "z."), "'z'");  // BINUNICODE8
@@ -97,7 +97,7 @@ TEST(PickleReader, StringsAndBytesOfEveryEncoding) {
   EXPECT_EQ(parse_text(proto4 + bytes({'T', 1, 0, 0, 0}) + "t."), "b't'");        // BINSTRING
 }
 
-TEST(PickleReader, ContainersOfEveryForm) {
+TEST(pickle_reader, ContainersOfEveryForm) {
   // [1, 2] with MARK/APPENDS; {'a': 1} with SETITEM; (1, 2, 3) with TUPLE3.
   EXPECT_EQ(parse_text(proto4 + "](K" + bytes({1}) + "K" + bytes({2}) + "e."), "[1, 2]");
   EXPECT_EQ(parse_text(proto4 + "]K" + bytes({7}) + "a."), "[7]");
@@ -114,7 +114,7 @@ TEST(PickleReader, ContainersOfEveryForm) {
   EXPECT_EQ(parse_text(proto4 + "(K" + bytes({1, 0x91, '.'})), "set(1)");                              // FROZENSET
 }
 
-TEST(PickleReader, MemoAndStackOpcodes) {
+TEST(pickle_reader, MemoAndStackOpcodes) {
   // s = 'ab'; [s, s] through MEMOIZE/BINGET, BINPUT/BINGET, LONG_BINPUT/LONG_BINGET, PUT/GET.
   EXPECT_EQ(parse_text(proto4 + "](" + bytes({0x8c, 2}) + "ab" + bytes({0x94, 'h', 0, 'e', '.'})), "['ab', 'ab']");
   EXPECT_EQ(parse_text(proto4 + "](" + bytes({0x8c, 2}) + "abq" + bytes({5, 'h', 5, 'e', '.'})), "['ab', 'ab']");
@@ -132,7 +132,7 @@ TEST(PickleReader, MemoAndStackOpcodes) {
   EXPECT_NE(error_of(proto4 + "h" + bytes({3}) + ".").find("memo entry 3 is read before it is stored"), std::string::npos);
 }
 
-TEST(PickleReader, RefusesEveryOpcodeThatWouldRunCode) {
+TEST(pickle_reader, RefusesEveryOpcodeThatWouldRunCode) {
   const std::vector<std::pair<int, std::string>> code = {
       {'c', "GLOBAL"},  {0x93, "STACK_GLOBAL"}, {'R', "REDUCE"},    {'b', "BUILD"}, {'i', "INST"},
       {'o', "OBJ"},     {0x81, "NEWOBJ"},       {0x92, "NEWOBJ_EX"}, {0x82, "EXT1"}, {0x83, "EXT2"},
@@ -145,7 +145,7 @@ TEST(PickleReader, RefusesEveryOpcodeThatWouldRunCode) {
   }
 }
 
-TEST(PickleReader, BadInputGetsOneClearMessage) {
+TEST(pickle_reader, BadInputGetsOneClearMessage) {
   EXPECT_NE(error_of(proto4 + "](K").find("truncated pickle"), std::string::npos);
   EXPECT_NE(error_of(proto4 + bytes({0x8c, 10}) + "abc").find("truncated pickle"), std::string::npos);
   EXPECT_NE(error_of(proto4 + "]").find("truncated pickle"), std::string::npos);
@@ -165,7 +165,7 @@ TEST(PickleReader, BadInputGetsOneClearMessage) {
 }
 
 // {'keep': [1, 2], 'drop': [[big string], 3]}, the skipped list memoized and read back by the kept one.
-TEST(PickleReader, SkippedSubtreesAreNotBuiltAndMemoIndicesStayRight) {
+TEST(pickle_reader, SkippedSubtreesAreNotBuiltAndMemoIndicesStayRight) {
   const std::string long_text(100, 'x');
   const std::string data = proto4 + "}" + bytes({0x94}) + "(" +                        // memo 0: root
                            bytes({0x8c, 4}) + "drop" + bytes({0x94}) +                  // memo 1
@@ -185,7 +185,7 @@ TEST(PickleReader, SkippedSubtreesAreNotBuiltAndMemoIndicesStayRight) {
 }
 
 // A streamed list hands over each item once it is attached, and keeps none of them.
-TEST(PickleReader, StreamedItemsAreHandedOverInOrder) {
+TEST(pickle_reader, StreamedItemsAreHandedOverInOrder) {
   // An empty list right before a full one (the undecided case) and the single-item APPEND forms,
   // exactly as Python's pickler writes them:
   // pickle.dumps({'l': [[], [{'a': 1}, {'a': 2}]], 'm': [[{'a': 3}]]}, protocol=4)
@@ -209,4 +209,4 @@ TEST(PickleReader, StreamedItemsAreHandedOverInOrder) {
 }
 
 }  // namespace
-}  // namespace streampool::replay_detail
+}  // namespace streampool::replay_impl

@@ -49,21 +49,21 @@ void expect_base_trace(const trace_file& file) {
   EXPECT_EQ(file.allocator_settings, "expandable_segments:True,max_split_size_mb:256");
 }
 
-TEST(SnapshotTrace, ReadsEveryProtocolAndGzipByContent) {
+TEST(snapshot_trace, ReadsEveryProtocolAndGzipByContent) {
   expect_base_trace(read_trace_file(data("snapshot_p4.pickle")));
   expect_base_trace(read_trace_file(data("snapshot_p2.pickle")));
   expect_base_trace(read_trace_file(data("snapshot_p5.pickle.gz")));
   EXPECT_EQ(read_trace(data("snapshot_p4.pickle")).size(), 15u);
 }
 
-TEST(SnapshotTrace, ParsesFromMemoryToo) {
+TEST(snapshot_trace, ParsesFromMemoryToo) {
   std::ifstream in(data("snapshot_p4.pickle"), std::ios::binary);
   std::stringstream bytes;
   bytes << in.rdbuf();
   expect_base_trace(parse_snapshot(bytes.str(), "memory"));
 }
 
-TEST(SnapshotTrace, PicksTheDeviceAndRejectsAnAbsentOne) {
+TEST(snapshot_trace, PicksTheDeviceAndRejectsAnAbsentOne) {
   // Device 0 recorded nothing, device 1 the trace; the extension says nothing.
   const trace_file file = read_trace_file(data("snapshot_two_devices.snap"), {1});
   EXPECT_EQ(file.devices, 2);
@@ -75,7 +75,7 @@ TEST(SnapshotTrace, PicksTheDeviceAndRejectsAnAbsentOne) {
   EXPECT_NE(error_of("snapshot_p4.pickle", -1).find("negative"), std::string::npos);
 }
 
-TEST(SnapshotTrace, RebuildsTheConfigOfOlderSnapshots) {
+TEST(snapshot_trace, RebuildsTheConfigOfOlderSnapshots) {
   const trace_file file = read_trace_file(data("snapshot_old_settings.pickle"));
   EXPECT_TRUE(file.has_allocator_settings);
   EXPECT_EQ(file.allocator_settings,
@@ -85,7 +85,7 @@ TEST(SnapshotTrace, RebuildsTheConfigOfOlderSnapshots) {
   EXPECT_EQ(csv_like.size(), 15u);
 }
 
-TEST(SnapshotTrace, WarnsWhenTheRecordingStartsMidRun) {
+TEST(snapshot_trace, WarnsWhenTheRecordingStartsMidRun) {
   const trace_file file = read_trace_file(data("snapshot_wrapped.pickle"));
   ASSERT_EQ(file.warnings.size(), 1u);
   EXPECT_NE(file.warnings[0].find("1 of its 5 frees name blocks allocated before its first event"), std::string::npos);
@@ -94,7 +94,7 @@ TEST(SnapshotTrace, WarnsWhenTheRecordingStartsMidRun) {
   EXPECT_EQ(file.events.size(), 17u);
 }
 
-TEST(SnapshotTrace, BadSnapshotsGetOneClearMessage) {
+TEST(snapshot_trace, BadSnapshotsGetOneClearMessage) {
   EXPECT_NE(error_of("snapshot_truncated.pickle").find("truncated pickle"), std::string::npos);
   EXPECT_NE(error_of("snapshot_no_history.pickle").find("allocation trace is empty on every device: memory history recording was off"),
             std::string::npos);
@@ -114,7 +114,7 @@ TEST(SnapshotTrace, BadSnapshotsGetOneClearMessage) {
   }
 }
 
-TEST(SnapshotTrace, BinaryThatIsNotAPickleIsNamedAsSuch) {
+TEST(snapshot_trace, BinaryThatIsNotAPickleIsNamedAsSuch) {
   const std::string path = ::testing::TempDir() + "/not_a_trace.bin";
   {
     std::ofstream out(path, std::ios::binary);
@@ -129,7 +129,7 @@ TEST(SnapshotTrace, BinaryThatIsNotAPickleIsNamedAsSuch) {
   std::remove(path.c_str());
 }
 
-TEST(SnapshotTrace, CsvStillReadsByContent) {
+TEST(snapshot_trace, CsvStillReadsByContent) {
   const std::string path = ::testing::TempDir() + "/trace.pickle";  // a CSV with a misleading name
   {
     std::ofstream out(path);
@@ -144,7 +144,7 @@ TEST(SnapshotTrace, CsvStillReadsByContent) {
 
 // A snapshot of 4000 events, each with its own 20-frame stack: the reader streams the events and
 // skips the frames, so the containers alive after reading are a handful, not one per frame.
-TEST(SnapshotTrace, MemoryFollowsEventsNotFrames) {
+TEST(snapshot_trace, MemoryFollowsEventsNotFrames) {
   std::string p = std::string("\x80\x04}(", 4);
   const auto text = [&p](const std::string& s) {
     p += static_cast<char>(0x8c);
@@ -182,18 +182,18 @@ TEST(SnapshotTrace, MemoryFollowsEventsNotFrames) {
   }
   p += "ee";
   p += "u.";
-  const auto in = replay_detail::memory_source(p);
+  const auto in = replay_impl::memory_source(p);
   std::size_t seen = 0;
-  const replay_detail::pickle_document doc = replay_detail::parse_pickle(
-      *in, "big", [](const replay_detail::value_place& place) -> replay_detail::value_role {
-        using replay_detail::value_policy;
-        if (place.parent_tag == replay_detail::value_place::root_tag) return {value_policy::keep, 1};
+  const replay_impl::pickle_document doc = replay_impl::parse_pickle(
+      *in, "big", [](const replay_impl::value_place& place) -> replay_impl::value_role {
+        using replay_impl::value_policy;
+        if (place.parent_tag == replay_impl::value_place::root_tag) return {value_policy::keep, 1};
         if (place.parent_tag == 1) return {place.key == "device_traces" ? value_policy::keep : value_policy::skip, 2};
         if (place.parent_tag == 2) return {value_policy::stream, 3};
         if (place.parent_tag == 3) return {value_policy::keep, 4};
         return {place.key == "frames" ? value_policy::skip : value_policy::keep, 5};
       },
-      [&seen](const replay_detail::pickle_document&, int, std::size_t, const replay_detail::pickle_value&) { ++seen; });
+      [&seen](const replay_impl::pickle_document&, int, std::size_t, const replay_impl::pickle_value&) { ++seen; });
   EXPECT_EQ(seen, static_cast<std::size_t>(events));
   EXPECT_LE(doc.containers_in_use(), 8u);
   EXPECT_LE(doc.strings_kept(), 16u);  // keys and actions; the long file names were skipped

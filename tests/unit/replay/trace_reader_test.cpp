@@ -24,7 +24,7 @@ std::string error_of(const std::string& text) {
   return "no error";
 }
 
-TEST(trace_reader, parses_every_action) {
+TEST(trace_reader, ParsesEveryAction) {
   const auto events = parse(
       "action,addr,size,stream,time_us\r\n"
       "segment_alloc,4096,2097152,0,1\n"
@@ -41,7 +41,7 @@ TEST(trace_reader, parses_every_action) {
   EXPECT_EQ(events[3].time_us, 4u);
 }
 
-TEST(trace_reader, rejects_malformed_lines_with_the_line_number) {
+TEST(trace_reader, RejectsMalformedLinesWithTheLineNumber) {
   const std::string header = "action,addr,size,stream,time_us\n";
   EXPECT_NE(error_of("").find("line 1: empty trace"), std::string::npos);
   EXPECT_NE(error_of("a,b\n").find("line 1: header is 'a,b'"), std::string::npos);
@@ -53,7 +53,7 @@ TEST(trace_reader, rejects_malformed_lines_with_the_line_number) {
   EXPECT_NE(error_of(header + "alloc,1,2,,4\n").find("field 'stream' is ''"), std::string::npos);
 }
 
-TEST(trace_reader, missing_file_is_a_clear_error) {
+TEST(trace_reader, MissingFileIsAClearError) {
   try {
     (void)read_trace("/nonexistent/trace.csv");
     FAIL() << "expected an error";
@@ -63,7 +63,7 @@ TEST(trace_reader, missing_file_is_a_clear_error) {
   EXPECT_THROW((void)read_trace("/nonexistent/trace.csv.gz"), error);
 }
 
-TEST(trace_reader, reads_the_gzip_trace_of_the_test_data) {
+TEST(trace_reader, ReadsTheGzipTraceOfTheTestData) {
   const std::string path = std::string(STREAMPOOL_TEST_DATA_DIR) + "/encoder_varlen.trace.csv.gz";
   const std::vector<trace_event> events = read_trace(path);  // in the repository: never skipped
   EXPECT_EQ(events.size(), 82319u);  // tests/data/README.md: 82,319 events

@@ -12,7 +12,7 @@ namespace streampool::torch_ext {
 namespace {
 
 /// Sets (or unsets) the three variables for one test and restores them after.
-class EnvWatchTest : public ::testing::Test {
+class env_watch_test : public ::testing::Test {
  protected:
   void SetUp() override {
     for (std::size_t i = 0; i < config_variables.size(); ++i) {
@@ -30,7 +30,7 @@ class EnvWatchTest : public ::testing::Test {
   std::array<std::optional<std::string>, 3> saved_;
 };
 
-TEST_F(EnvWatchTest, RecordsTheVariablesAndTheConfigInEffect) {
+TEST_F(env_watch_test, RecordsTheVariablesAndTheConfigInEffect) {
   ::setenv("PYTORCH_CUDA_ALLOC_CONF", "backend:cudaMallocAsync", 1);
   const env_snapshot snap = read_env(config_from_env());
   EXPECT_FALSE(snap.values[0].has_value());
@@ -42,7 +42,7 @@ TEST_F(EnvWatchTest, RecordsTheVariablesAndTheConfigInEffect) {
   EXPECT_EQ(env_mismatch_warnings(snap), "");  // nothing changed
 }
 
-TEST_F(EnvWatchTest, AChangedVariableIsNamedOnceWithItsValueAndTheConfig) {
+TEST_F(env_watch_test, AChangedVariableIsNamedOnceWithItsValueAndTheConfig) {
   ::setenv("PYTORCH_CUDA_ALLOC_CONF", "backend:cudaMallocAsync", 1);
   const env_snapshot snap = read_env(config_from_env());
   ::setenv("PYTORCH_CUDA_ALLOC_CONF", "", 1);  // "resetting" it, the misconception
@@ -59,7 +59,7 @@ TEST_F(EnvWatchTest, AChangedVariableIsNamedOnceWithItsValueAndTheConfig) {
   EXPECT_EQ(second.find("PYTORCH_CUDA_ALLOC_CONF is now"), std::string::npos) << second;  // reported already
 }
 
-TEST_F(EnvWatchTest, ConfigFromTheApiIsNamedAsSuch) {
+TEST_F(env_watch_test, ConfigFromTheApiIsNamedAsSuch) {
   const env_snapshot snap = read_env(parse_config("max_split_size_mb:64", config_source::api));
   EXPECT_EQ(snap.source, "api");
   const env_snapshot defaults = read_env(parse_config("", config_source::api));

@@ -1,4 +1,4 @@
-// host_model.hpp — a reference model of the host allocator's reuse rule for the randomised and
+// host_model_test_support.hpp — a reference model of the host allocator's reuse rule for the randomised and
 // fault-injection tests: it remembers, per freed block, how much work each recorded stream had
 // been given before the free, and checks on every handout that the block is not live, does not
 // overlap a live block, and that those streams have completed that work. Live blocks carry a

@@ -1,4 +1,4 @@
-// native_test_util.hpp — helpers for the native backend's unit tests: an allocator over a fresh
+// native_test_support.hpp — helpers for the native backend's unit tests: an allocator over a fresh
 // sim_driver built from a config string, and short accessors for stats and snapshots.
 #pragma once
 

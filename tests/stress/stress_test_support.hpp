@@ -1,4 +1,4 @@
-// stress_support.hpp — shared helpers of the reliability suites (tests/stress): the backend
+// stress_test_support.hpp — shared helpers of the reliability suites (tests/stress): the backend
 // configurations they run, seeds and sequence counts from the environment, the work scale under
 // sanitizers, and small helpers to read statistics and classify exceptions.
 #pragma once

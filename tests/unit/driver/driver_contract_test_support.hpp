@@ -1,4 +1,4 @@
-// driver_contract.hpp — the fixture of the driver contract suite (driver_contract_test.cpp):
+// driver_contract_test_support.hpp — the fixture of the driver contract suite (driver_contract_test.cpp):
 // one driver per test from a factory, skipped with the driver's own reason when it reports no
 // device, plus helpers that report failures through describe().
 #pragma once

@@ -1,5 +1,5 @@
-// async_fixture.hpp — shared set-up of the cudaMallocAsync backend's unit tests: a sim_driver, an
-// allocator built with detail::make_async_allocator from a config string, and small helpers
+// async_test_support.hpp — shared set-up of the cudaMallocAsync backend's unit tests: a sim_driver, an
+// allocator built with async::make_async_allocator from a config string, and small helpers
 // (streams, the device's pool handle, pool attributes, stats as a flat map, the text of an expected
 // out_of_memory).
 #pragma once
@@ -28,7 +28,7 @@ class async_fixture : public ::testing::Test {
     sim_ = std::make_shared<sim_driver>(options);
     std::string text = "backend:cudaMallocAsync";
     if (!extra_config.empty()) text += "," + extra_config;
-    alloc_ = detail::make_async_allocator(parse_config(text), sim_);
+    alloc_ = async::make_async_allocator(parse_config(text), sim_);
   }
 
   void SetUp() override { make(); }
@@ -54,11 +54,11 @@ class async_fixture : public ::testing::Test {
     return stream;
   }
 
-  [[nodiscard]] detail::async_allocator& backend() { return dynamic_cast<detail::async_allocator&>(*alloc_); }
+  [[nodiscard]] async::async_allocator& backend() { return dynamic_cast<async::async_allocator&>(*alloc_); }
 
   /// The pool of `device` (the device must have been used).
   [[nodiscard]] mempool_t pool_of(int device = 0) {
-    const detail::async_device* state = backend().initialized_device(device);
+    const async::async_device* state = backend().initialized_device(device);
     EXPECT_NE(state, nullptr);
     return state == nullptr ? nullptr : state->pool();
   }

@@ -17,7 +17,7 @@ sim_options small_host() {
   return options;
 }
 
-TEST(SimHost, AllocIsWritablePageAlignedMemoryCountedAgainstTheHostCapacity) {
+TEST(sim_host, AllocIsWritablePageAlignedMemoryCountedAgainstTheHostCapacity) {
   sim_driver sim(small_host());
   void* ptr = nullptr;
   ASSERT_TRUE(sim.host_alloc(1000, &ptr).ok());
@@ -32,7 +32,7 @@ TEST(SimHost, AllocIsWritablePageAlignedMemoryCountedAgainstTheHostCapacity) {
   EXPECT_EQ(sim.calls(driver_call::host_free), 1u);
 }
 
-TEST(SimHost, BeyondTheCapacityIsOutOfMemoryAndSaysSo) {
+TEST(sim_host, BeyondTheCapacityIsOutOfMemoryAndSaysSo) {
   sim_driver sim(small_host());
   void* a = nullptr;
   void* b = nullptr;
@@ -47,7 +47,7 @@ TEST(SimHost, BeyondTheCapacityIsOutOfMemoryAndSaysSo) {
   ASSERT_TRUE(sim.host_free(a).ok());
 }
 
-TEST(SimHost, FreeOfAForeignOrFreedPointerIsInvalid) {
+TEST(sim_host, FreeOfAForeignOrFreedPointerIsInvalid) {
   sim_driver sim(small_host());
   void* ptr = nullptr;
   ASSERT_TRUE(sim.host_alloc(64, &ptr).ok());
@@ -59,7 +59,7 @@ TEST(SimHost, FreeOfAForeignOrFreedPointerIsInvalid) {
   EXPECT_TRUE(sim.host_free(nullptr).ok());
 }
 
-TEST(SimHost, RegisterRefusesOverlapsAndCountsAgainstTheCapacity) {
+TEST(sim_host, RegisterRefusesOverlapsAndCountsAgainstTheCapacity) {
   sim_driver sim(small_host());
   std::vector<char> memory(3 * 256 * kib);
   EXPECT_EQ(sim.host_register(memory.data(), 0).code, status::invalid_value);
@@ -76,7 +76,7 @@ TEST(SimHost, RegisterRefusesOverlapsAndCountsAgainstTheCapacity) {
   EXPECT_EQ(sim.host_bytes_pinned(), 0u);
 }
 
-TEST(SimHost, FaultsAreInjectedLikeDeviceFaults) {
+TEST(sim_host, FaultsAreInjectedLikeDeviceFaults) {
   sim_driver sim(small_host());
   sim.fail_next(driver_call::host_alloc, 2);
   void* ptr = nullptr;
@@ -93,7 +93,7 @@ TEST(SimHost, FaultsAreInjectedLikeDeviceFaults) {
   EXPECT_EQ(sim.host_bytes_pinned(), 0u);
 }
 
-TEST(SimHost, HostFreeWaitsForEveryStreamLikeCudaFreeHost) {
+TEST(sim_host, HostFreeWaitsForEveryStreamLikeCudaFreeHost) {
   sim_options options = small_host();
   options.eager_completion = false;
   sim_driver sim(options);
@@ -116,7 +116,7 @@ TEST(SimHost, HostFreeWaitsForEveryStreamLikeCudaFreeHost) {
   (void)sim.stream_destroy(0, stream);
 }
 
-TEST(SimHost, MemcpyChecksItsStreamAndPointers) {
+TEST(sim_host, MemcpyChecksItsStreamAndPointers) {
   sim_driver sim(small_host());
   int a = 0;
   int b = 0;
@@ -125,14 +125,14 @@ TEST(SimHost, MemcpyChecksItsStreamAndPointers) {
   EXPECT_TRUE(sim.memcpy_async(nullptr, nullptr, 0, nullptr).ok());
 }
 
-TEST(SimHost, MemoryLeftAtDestructionIsGivenBack) {
+TEST(sim_host, MemoryLeftAtDestructionIsGivenBack) {
   // ASan/LSan would report the heap memory of a sim destroyed with host allocations still live.
   sim_driver sim(small_host());
   void* ptr = nullptr;
   ASSERT_TRUE(sim.host_alloc(128, &ptr).ok());
 }
 
-TEST(DriverDefaults, HostCallsAreNotSupportedByADriverThatPredatesThem) {
+TEST(driver_defaults, HostCallsAreNotSupportedByADriverThatPredatesThem) {
   struct minimal : driver {
     std::string_view name() const noexcept override { return "minimal"; }
     std::string describe(drv_result) const override { return ""; }

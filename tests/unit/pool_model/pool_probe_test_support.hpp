@@ -1,4 +1,4 @@
-// pool_probe_support.hpp — the pool probe's data (tests/data/driver/pool/README.md) for tests:
+// pool_probe_test_support.hpp — the pool probe's data (tests/data/driver/pool/README.md) for tests:
 // reading an op file (gzip or plain) and the probe's growth lines, and replaying the ops through
 // any driver's stream-ordered pool while recording what the probe prints, so the sim (unit test)
 // and the real device (GPU test) are checked against the same measurement.

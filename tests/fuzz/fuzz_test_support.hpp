@@ -1,4 +1,4 @@
-// fuzz_support.hpp — helpers shared by the libFuzzer targets of tests/fuzz: a checked assertion
+// fuzz_test_support.hpp — helpers shared by the libFuzzer targets of tests/fuzz: a checked assertion
 // that aborts (libFuzzer and the corpus replay both report an abort as a failure, with the input),
 // and a reader that turns the fuzzer's bytes into numbers and choices.
 #pragma once

@@ -1,4 +1,4 @@
-// src/config/config_detail.hpp — internal interface shared by the files of the config parser.
+// src/config/config_impl.hpp — internal interface shared by the files of the config parser.
 //
 // Lexing and strict literals (tokenizer.cpp), the key table (key_table.cpp), error messages and
 // suggestions (diagnostics.cpp), per-key value parsers (key_parsers.cpp) and value rendering
@@ -15,7 +15,7 @@
 
 #include "streampool/config.hpp"
 
-namespace streampool::config_detail {
+namespace streampool::config_impl {
 
 // ---- tokens (tokenizer.cpp) -------------------------------------------------------------------
 
@@ -129,4 +129,4 @@ void apply_value(allocator_config& config, config_key key, const config_value& v
 /// The value of `key` in config-string syntax ("unlimited" for an unset max_split_size_mb).
 [[nodiscard]] std::string render_value(const allocator_config& config, config_key key);
 
-}  // namespace streampool::config_detail
+}  // namespace streampool::config_impl

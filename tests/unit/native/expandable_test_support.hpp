@@ -1,4 +1,4 @@
-// expandable_test_util.hpp — helpers for the expandable-segment tests: an allocator with
+// expandable_test_support.hpp — helpers for the expandable-segment tests: an allocator with
 // `expandable_segments:True` over a sim device of a given capacity, the page sizes, and checks
 // that the statistics agree with the driver and the snapshot.
 #pragma once
@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "unit/native/native_test_util.hpp"
+#include "unit/native/native_test_support.hpp"
 
 namespace streampool::test {
 
