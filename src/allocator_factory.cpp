@@ -13,7 +13,7 @@ namespace {
 std::unique_ptr<allocator> make_backend(allocator_config config, std::shared_ptr<driver> drv) {
   switch (config.backend) {
     case backend_kind::native:
-      return detail::make_native_allocator(std::move(config), std::move(drv));
+      return native::make_native_allocator(std::move(config), std::move(drv));
     case backend_kind::cuda_malloc_async:
       return async::make_async_allocator(std::move(config), std::move(drv));
   }

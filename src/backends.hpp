@@ -5,13 +5,13 @@
 
 #include "streampool/allocator.hpp"
 
-namespace streampool::detail {
+namespace streampool::native {
 
 /// The caching backend (src/native). @throws error when the config cannot run on `drv`.
 [[nodiscard]] std::unique_ptr<allocator> make_native_allocator(allocator_config config,
                                                                std::shared_ptr<driver> drv);
 
-}  // namespace streampool::detail
+}  // namespace streampool::native
 
 namespace streampool::async {
 

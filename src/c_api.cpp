@@ -17,7 +17,7 @@
 #include "core/address_table.hpp"
 #include "streampool/allocator.hpp"
 
-namespace streampool::detail {
+namespace streampool::c_api_impl {
 
 // Note [C API allocator lifetime]
 // Every C entry point works on one process-wide allocator, which streampool_shutdown destroys.
@@ -46,7 +46,7 @@ struct c_api_record {
 /// one lock; each shard is an address_table (Note [Address table]).
 struct record_shard {
   std::mutex mutex;
-  address_table<c_api_record> table;
+  core::address_table<c_api_record> table;
 };
 inline constexpr std::size_t record_shards = 16;
 
@@ -214,11 +214,11 @@ int c_api_with_allocator(const std::function<void(allocator&)>& body) noexcept {
   });
 }
 
-}  // namespace streampool::detail
+}  // namespace streampool::c_api_impl
 
 using namespace streampool;
-using streampool::detail::guarded;
-using streampool::detail::state;
+using streampool::c_api_impl::guarded;
+using streampool::c_api_impl::state;
 
 extern "C" {
 
@@ -227,11 +227,11 @@ int streampool_init(const char* config) {
     auto& s = state();
     const std::lock_guard lock(s.mutex);
     if (s.current.load() != nullptr) {
-      throw detail::state_error("streampool_init: the allocator already exists (initialise before the first "
+      throw c_api_impl::state_error("streampool_init: the allocator already exists (initialise before the first "
                                 "allocation, or call streampool_shutdown first)");
     }
     auto alloc = config != nullptr ? make_allocator(parse_config(config), make_cuda_driver()) : make_allocator();
-    s.current.store(new detail::c_api_instance(std::move(alloc)));
+    s.current.store(new c_api_impl::c_api_instance(std::move(alloc)));
   });
 }
 
@@ -240,7 +240,7 @@ int streampool_shutdown(void) {
     auto& s = state();
     const std::lock_guard lock(s.mutex);
     // Note [C API allocator lifetime]: no call uses it once detached, so the count is final.
-    std::unique_ptr<detail::c_api_instance> instance(detail::detach_locked(s));
+    std::unique_ptr<c_api_impl::c_api_instance> instance(c_api_impl::detach_locked(s));
     if (!instance) return;
     try {
       instance->alloc->empty_cache();
@@ -250,7 +250,7 @@ int streampool_shutdown(void) {
         for (int device = 0; device < count; ++device) live += instance->alloc->stats(device).allocation[0].current;
       }
       if (live != 0) {
-        throw detail::state_error("streampool_shutdown: " + std::to_string(live) +
+        throw c_api_impl::state_error("streampool_shutdown: " + std::to_string(live) +
                                   " allocation(s) are still live; free them first");
       }
     } catch (...) {
@@ -263,14 +263,14 @@ int streampool_shutdown(void) {
 void* streampool_alloc(size_t size, int device, void* stream) {
   void* ptr = nullptr;
   if (size == 0) {
-    detail::succeed();
+    c_api_impl::succeed();
     return nullptr;
   }
   guarded([&] {
-    const detail::allocator_lease alloc = detail::instance();
+    const c_api_impl::allocator_lease alloc = c_api_impl::instance();
     alloc.owner().captures.before_call(*alloc, device, stream);  // Note [Captures the C API was not told about]
     void* got = alloc->allocate(size, stream, device);
-    detail::record_shard& shard = alloc.owner().shard_of(got);
+    c_api_impl::record_shard& shard = alloc.owner().shard_of(got);
     {
       const std::lock_guard lock(shard.mutex);
       try {
@@ -294,14 +294,14 @@ void* streampool_alloc(size_t size, int device, void* stream) {
 // per allocator through the warning handler (not per call: a systematic mismatch would flood).
 void streampool_free(void* ptr, size_t size, int device, void* stream) {
   if (ptr == nullptr) {
-    detail::succeed();
+    c_api_impl::succeed();
     return;
   }
   guarded([&] {
-    const detail::allocator_lease alloc = detail::instance();
-    detail::record_shard& shard = alloc.owner().shard_of(ptr);
+    const c_api_impl::allocator_lease alloc = c_api_impl::instance();
+    c_api_impl::record_shard& shard = alloc.owner().shard_of(ptr);
     const auto key = reinterpret_cast<std::uintptr_t>(ptr);
-    std::optional<detail::c_api_record> rec;
+    std::optional<c_api_impl::c_api_record> rec;
     {
       // Note [Free erases its record first]: the record is taken out under the lock BEFORE the
       // memory goes back, so an allocation on another thread that gets the same address at once
@@ -310,15 +310,15 @@ void streampool_free(void* ptr, size_t size, int device, void* stream) {
       rec = shard.table.take(key);
     }
     if (!rec) {
-      throw error("streampool_free: " + detail::pointer_text(ptr) +
+      throw error("streampool_free: " + c_api_impl::pointer_text(ptr) +
                   " was not allocated by streampool_alloc (or was already freed)");
     }
     if ((rec->size != size || rec->device != device || rec->stream != stream) &&
         !alloc.owner().mismatch_reported.exchange(true)) {
-      warn("streampool_free(" + detail::pointer_text(ptr) + ", size " + std::to_string(size) + ", device " +
-           std::to_string(device) + ", stream " + detail::pointer_text(stream) +
+      warn("streampool_free(" + c_api_impl::pointer_text(ptr) + ", size " + std::to_string(size) + ", device " +
+           std::to_string(device) + ", stream " + c_api_impl::pointer_text(stream) +
            "): the allocation was made with size " + std::to_string(rec->size) + ", device " +
-           std::to_string(rec->device) + ", stream " + detail::pointer_text(rec->stream) +
+           std::to_string(rec->device) + ", stream " + c_api_impl::pointer_text(rec->stream) +
            "; freed anyway. The caller's records differ from streampool's; this is reported once.");
     }
     try {
@@ -340,40 +340,40 @@ void streampool_free(void* ptr, size_t size, int device, void* stream) {
 }
 
 int streampool_record_stream(void* ptr, void* stream) {
-  return guarded([&] { detail::instance()->record_stream(ptr, stream); });
+  return guarded([&] { c_api_impl::instance()->record_stream(ptr, stream); });
 }
 
 int streampool_empty_cache(void) {
   return guarded([&] {
-    const detail::allocator_lease alloc = detail::instance();
+    const c_api_impl::allocator_lease alloc = c_api_impl::instance();
     alloc.owner().captures.sweep_if_needed(*alloc);  // pools of destroyed graphs go too
     alloc->empty_cache();
   });
 }
 
 int streampool_set_memory_fraction(double fraction, int device) {
-  return guarded([&] { detail::instance()->set_memory_fraction(fraction, device); });
+  return guarded([&] { c_api_impl::instance()->set_memory_fraction(fraction, device); });
 }
 
 const char* streampool_stats_json(int device) {
   thread_local std::string text;
-  const int status = guarded([&] { text = detail::instance()->stats(device).to_json(); });
+  const int status = guarded([&] { text = c_api_impl::instance()->stats(device).to_json(); });
   return status == STREAMPOOL_OK ? text.c_str() : nullptr;
 }
 
 const char* streampool_snapshot_json(void) {
   thread_local std::string text;
-  const int status = guarded([&] { text = detail::instance()->snapshot().to_json(); });
+  const int status = guarded([&] { text = c_api_impl::instance()->snapshot().to_json(); });
   return status == STREAMPOOL_OK ? text.c_str() : nullptr;
 }
 
 const char* streampool_backend_name(void) {
   const char* name = nullptr;
-  guarded([&] { name = detail::instance()->backend_name().data(); });
+  guarded([&] { name = c_api_impl::instance()->backend_name().data(); });
   return name;
 }
 
-int streampool_last_status(void) { return detail::last_status; }
-const char* streampool_last_error(void) { return detail::last_message.c_str(); }
+int streampool_last_status(void) { return c_api_impl::last_status; }
+const char* streampool_last_error(void) { return c_api_impl::last_message.c_str(); }
 
 }  // extern "C"

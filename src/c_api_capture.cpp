@@ -10,7 +10,7 @@
 
 #include "streampool/errors.hpp"
 
-namespace streampool::detail {
+namespace streampool::c_api_impl {
 
 // Note [Captures the C API was not told about]
 // PyTorch tells a pluggable allocator nothing about a capture: torch.cuda.graph's
@@ -194,4 +194,4 @@ void capture_guard::sweep(allocator& alloc) {
   }
 }
 
-}  // namespace streampool::detail
+}  // namespace streampool::c_api_impl

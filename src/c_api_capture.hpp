@@ -14,7 +14,7 @@
 
 #include "streampool/allocator.hpp"
 
-namespace streampool::detail {
+namespace streampool::c_api_impl {
 
 struct unannounced_capture;  // c_api_capture.cpp
 
@@ -68,4 +68,4 @@ class capture_guard {
   std::vector<std::shared_ptr<unannounced_capture>> captures_;
 };
 
-}  // namespace streampool::detail
+}  // namespace streampool::c_api_impl

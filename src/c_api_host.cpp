@@ -9,7 +9,7 @@
 #include "c_api_internal.hpp"
 #include "streampool/c_api.h"
 
-namespace streampool::detail {
+namespace streampool::c_api_impl {
 namespace {
 
 struct host_api_state {
@@ -44,20 +44,20 @@ std::unique_ptr<host_allocator> c_api_host_uninstall() noexcept {
   return std::move(s.alloc);
 }
 
-}  // namespace streampool::detail
+}  // namespace streampool::c_api_impl
 
 using namespace streampool;
-using streampool::detail::c_api_guarded;
-using streampool::detail::host_instance;
+using streampool::c_api_impl::c_api_guarded;
+using streampool::c_api_impl::host_instance;
 
 extern "C" {
 
 int streampool_host_init(const char* config) {
   return c_api_guarded([&] {
-    auto& s = detail::host_state();
+    auto& s = c_api_impl::host_state();
     const std::lock_guard lock(s.mutex);
     if (s.alloc) {
-      throw detail::state_error("streampool_host_init: the host allocator already exists (initialise before "
+      throw c_api_impl::state_error("streampool_host_init: the host allocator already exists (initialise before "
                                 "the first streampool_host_alloc)");
     }
     s.alloc = config != nullptr ? make_host_allocator(parse_config(config), make_cuda_driver()) : make_host_allocator();

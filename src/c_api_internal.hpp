@@ -13,7 +13,7 @@
 #include "streampool/allocator.hpp"
 #include "streampool/host_allocator.hpp"
 
-namespace streampool::detail {
+namespace streampool::c_api_impl {
 
 struct c_api_instance;  // c_api.cpp: the allocator and its records of live allocations
 
@@ -82,4 +82,4 @@ void c_api_host_install(std::unique_ptr<host_allocator> alloc);
 /// Removes and returns it (nullptr if none), whatever is still live.
 std::unique_ptr<host_allocator> c_api_host_uninstall() noexcept;
 
-}  // namespace streampool::detail
+}  // namespace streampool::c_api_impl

@@ -13,8 +13,8 @@
 namespace {
 
 using streampool::allocator;
-using streampool::detail::c_api_guarded;
-using streampool::detail::c_api_with_allocator;
+using streampool::c_api_impl::c_api_guarded;
+using streampool::c_api_impl::c_api_with_allocator;
 
 /// Upper bound of streampool_init_sim's device_count (a sim device costs a few KiB of state).
 constexpr int max_sim_devices = 64;
@@ -72,7 +72,7 @@ int streampool_init_sim(const char* config, size_t capacity_bytes, int device_co
     auto settings = config != nullptr ? streampool::parse_config(config) : streampool::config_from_env();
     auto drv = std::make_shared<streampool::sim_driver>(options);
     // c_api_install refuses (STREAMPOOL_ERROR_STATE) when an allocator already exists.
-    streampool::detail::c_api_install(streampool::make_allocator(std::move(settings), std::move(drv)));
+    streampool::c_api_impl::c_api_install(streampool::make_allocator(std::move(settings), std::move(drv)));
   });
 }
 

@@ -44,7 +44,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "streampool-c-api-pair: cannot create a stream on device 0\n");
     return 1;
   }
-  streampool::detail::c_api_install(streampool::make_allocator(streampool::parse_config(config), drv));
+  streampool::c_api_impl::c_api_install(streampool::make_allocator(streampool::parse_config(config), drv));
   void* warm = streampool_alloc(size, 0, stream);  // the first pair obtains a segment
   streampool_free(warm, size, 0, stream);
   const auto start = std::chrono::steady_clock::now();

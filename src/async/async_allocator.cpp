@@ -40,12 +40,12 @@ async_device& async_allocator::device(int device) {
 }
 
 error async_allocator::bad_pointer(const char* operation, void* ptr) const {
-  const std::string head = "streampool: " + std::string(operation) + "(" + detail::format_pointer(ptr) + "): ";
+  const std::string head = "streampool: " + std::string(operation) + "(" + core::format_pointer(ptr) + "): ";
   const auto address = reinterpret_cast<std::uintptr_t>(ptr);
   if (const auto containing = pointers_.find_containing(address)) {
     const auto& [base, record] = *containing;
     return error(head + "the pointer is " + std::to_string(address - base) + " bytes inside the allocation at " +
-                 detail::format_pointer(base) + " (" + format_size(record.size) + " on device " +
+                 core::format_pointer(base) + " (" + format_size(record.size) + " on device " +
                  std::to_string(record.device) + "); pass the pointer that allocate() returned");
   }
   return error(head + "not a live allocation of this allocator (cudaMallocAsync backend): it was never "

@@ -29,7 +29,7 @@ class async_allocator final : public allocator {
     std::mutex init_mutex;
     std::atomic<async_device*> ready{nullptr};
     std::unique_ptr<async_device> owner;
-    detail::trace_ring trace;
+    core::trace_ring trace;
   };
 
   /// The device's state, set up on first use (Note [Pool setup]). @throws as async_device()

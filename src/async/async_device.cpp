@@ -31,7 +31,7 @@ void check_pool_call(driver& drv, drv_result result, int device, const char* wha
 }  // namespace
 
 async_device::async_device(driver& drv, int device, const allocator_config& config, pointer_map& pointers,
-                           detail::trace_ring& trace)
+                           core::trace_ring& trace)
     : driver_(&drv),
       device_(device),
       pointers_(&pointers),
@@ -274,7 +274,7 @@ void async_device::release_locked(void* ptr, const allocation_record& record) {
     for (int device = 0; device < count; ++device) {
       const drv_result result = driver_->device_synchronize(device);
       if (!result.ok()) {
-        throw cuda_error("streampool: ordering the free of " + detail::format_pointer(ptr) +
+        throw cuda_error("streampool: ordering the free of " + core::format_pointer(ptr) +
                              " after its record_stream streams failed (" + driver_->describe(failed_wait) +
                              "), and so did synchronising device " + std::to_string(device) + " instead: " +
                              driver_->describe(result),
@@ -289,7 +289,7 @@ void async_device::release_locked(void* ptr, const allocation_record& record) {
     return driver_->free_async(ptr, record.stream);
   }();
   if (!result.ok()) {
-    throw cuda_error("streampool: cudaFreeAsync of " + detail::format_pointer(ptr) + " on device " +
+    throw cuda_error("streampool: cudaFreeAsync of " + core::format_pointer(ptr) + " on device " +
                          std::to_string(device_) + " failed: " + driver_->describe(result),
                      result.native);
   }

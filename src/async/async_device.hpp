@@ -40,7 +40,7 @@ class async_device {
   /// Sets up the pool of `device` (Note [Pool setup]).
   /// @throws error when the device has no memory-pool support; cuda_error when a pool call fails
   async_device(driver& drv, int device, const allocator_config& config, pointer_map& pointers,
-               detail::trace_ring& trace);
+               core::trace_ring& trace);
   ~async_device();
   async_device(const async_device&) = delete;
   async_device& operator=(const async_device&) = delete;
@@ -112,7 +112,7 @@ class async_device {
   driver* driver_;
   int device_;
   pointer_map* pointers_;
-  detail::trace_ring* trace_;
+  core::trace_ring* trace_;
   mempool_t pool_ = nullptr;
   bool owns_pool_ = false;
   std::uint64_t previous_release_threshold_ = 0;  ///< of the default pool, restored at teardown
@@ -121,10 +121,10 @@ class async_device {
   bool last_malloc_retried_ = false;  ///< set by malloc_with_retry_locked, read by oom_locked
 
   /// Held across the driver call of an allocate / free (Note [Hot path of the cudaMallocAsync backend]).
-  mutable detail::hybrid_mutex mutex_;
+  mutable core::hybrid_mutex mutex_;
   async_accounting accounting_;
   capture_router captures_;
-  detail::event_pool events_;
+  core::event_pool events_;
 };
 
 }  // namespace streampool::async

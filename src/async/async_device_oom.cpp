@@ -32,7 +32,7 @@ out_of_memory async_device::oom_locked(std::size_t bytes, stream_t stream, mempo
     device_total = total_memory_;
   }
 
-  detail::oom_figures figures;
+  core::oom_figures figures;
   figures.device = device_;
   figures.requested = bytes;
   figures.alloc_size = bytes;  // cudaMallocAsync is asked for the exact request
@@ -58,11 +58,11 @@ out_of_memory async_device::oom_locked(std::size_t bytes, stream_t stream, mempo
   }
   figures.cap_refused = over_cap;
   if (cause == oom_cause::driver) {
-    if (captures_.underway()) figures.pool_trim_state = detail::pool_trim::skipped_for_capture;
-    else if (last_malloc_retried_) figures.pool_trim_state = detail::pool_trim::trimmed;
+    if (captures_.underway()) figures.pool_trim_state = core::pool_trim::skipped_for_capture;
+    else if (last_malloc_retried_) figures.pool_trim_state = core::pool_trim::trimmed;
   }
 
-  std::string message = detail::build_oom_message(figures);
+  std::string message = core::build_oom_message(figures);
   if (cause == oom_cause::device_size) {
     message += " The request is larger than device " + std::to_string(device_) + "'s total memory (" +
                format_size(total_memory_) + "), so it cannot succeed; the driver was not asked.";

@@ -57,8 +57,8 @@ class pointer_map {
 
  private:
   struct alignas(64) shard {
-    mutable detail::hybrid_mutex mutex;
-    detail::address_table<allocation_record> records;
+    mutable core::hybrid_mutex mutex;
+    core::address_table<allocation_record> records;
   };
 
   [[nodiscard]] static std::size_t shard_of(std::uintptr_t address) noexcept;

@@ -19,13 +19,13 @@ std::string byte_text(unsigned value) {
 
 std::string stream_text(stream_t stream) {
   if (stream == nullptr) return "0 (the legacy default stream)";
-  return detail::format_pointer(stream);
+  return core::format_pointer(stream);
 }
 
 /// "allocation #17 (1000 bytes at 0x..., device 0, stream 0x..., allocated at t = 17... us)".
 std::string allocation_text(const void* ptr, const checked_allocation& allocation) {
   return "allocation #" + std::to_string(allocation.serial) + " (" + std::to_string(allocation.requested) +
-         " bytes requested at " + detail::format_pointer(ptr) + ", device " + std::to_string(allocation.device) +
+         " bytes requested at " + core::format_pointer(ptr) + ", device " + std::to_string(allocation.device) +
          ", stream " + stream_text(allocation.stream) + ", allocated at time_us " +
          std::to_string(allocation.time_us) + ", the trace's 'alloc' entry of this address)";
 }

@@ -53,7 +53,7 @@ void* checking_allocator::do_allocate(int device, std::size_t bytes, stream_t st
   allocation.padded = padded_size(bytes);
   allocation.device = device;
   allocation.stream = stream;
-  allocation.time_us = detail::now_us();
+  allocation.time_us = core::now_us();
   try {
     if (not_capturing(stream)) {  // Note [Checking mode and capture]
       driver& drv = device_driver();

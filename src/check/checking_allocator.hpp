@@ -71,7 +71,7 @@ class checking_allocator final : public allocator {
 
   std::unique_ptr<allocator> inner_;
   mutable std::mutex mutex_;
-  detail::address_table<checked_allocation> live_;  ///< by address, under mutex_ (Note [Address table])
+  core::address_table<checked_allocation> live_;  ///< by address, under mutex_ (Note [Address table])
   std::uint64_t serial_ = 0;  ///< under mutex_
 };
 

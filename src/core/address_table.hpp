@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-namespace streampool::detail {
+namespace streampool::core {
 
 // Note [Address table]
 // Every deallocate() looks its pointer up, every allocate() adds one, so the table sits on the hot
@@ -120,4 +120,4 @@ class address_table {
   std::size_t used_ = 0;
 };
 
-}  // namespace streampool::detail
+}  // namespace streampool::core

@@ -5,7 +5,7 @@
 
 #include "streampool/errors.hpp"
 
-namespace streampool::detail {
+namespace streampool::core {
 
 event_pool::~event_pool() {
   for (const event_t event : idle_) {
@@ -50,4 +50,4 @@ std::size_t event_pool::created() const noexcept {
   return created_;
 }
 
-}  // namespace streampool::detail
+}  // namespace streampool::core

@@ -8,7 +8,7 @@
 
 #include "streampool/driver.hpp"
 
-namespace streampool::detail {
+namespace streampool::core {
 
 class event_pool {
  public:
@@ -32,4 +32,4 @@ class event_pool {
   std::size_t created_ = 0;
 };
 
-}  // namespace streampool::detail
+}  // namespace streampool::core

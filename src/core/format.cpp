@@ -22,7 +22,7 @@ std::string format_size(std::size_t bytes) {
   return buffer;
 }
 
-namespace detail {
+namespace core {
 
 std::string format_pointer(std::uintptr_t address) {
   char buffer[32];
@@ -54,7 +54,7 @@ std::uint64_t now_us() noexcept {
                                         .count());
 }
 
-}  // namespace detail
+}  // namespace core
 }  // namespace streampool
 
 namespace streampool {

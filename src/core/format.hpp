@@ -9,7 +9,7 @@
 
 #include "streampool/stats.hpp"  // json_quote is public (users build JSON around to_json output)
 
-namespace streampool::detail {
+namespace streampool::core {
 
 using streampool::json_quote;
 /// {"key":value,...} of a flat statistics map (to_map() of memory_stats and host_memory_stats).
@@ -23,4 +23,4 @@ void put_stat(std::map<std::string, std::int64_t>& out, const std::string& prefi
 /// Microseconds since the epoch (host clock), as in PyTorch's trace entries.
 [[nodiscard]] std::uint64_t now_us() noexcept;
 
-}  // namespace streampool::detail
+}  // namespace streampool::core

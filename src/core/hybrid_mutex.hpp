@@ -20,7 +20,7 @@
 #include <ctime>
 #endif
 
-namespace streampool::detail {
+namespace streampool::core {
 
 // Note [Hybrid mutex in core]
 // The classic three-state futex mutex (0 free, 1 locked, 2 locked with sleepers): a waiter spins
@@ -112,4 +112,4 @@ class hybrid_mutex {
   std::atomic<std::uint32_t> state_{0};
 };
 
-}  // namespace streampool::detail
+}  // namespace streampool::core

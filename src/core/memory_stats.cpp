@@ -9,7 +9,7 @@ namespace {
 
 constexpr const char* pool_names[stat_pool_count] = {"all", "small_pool", "large_pool"};
 
-using detail::put_stat;
+using core::put_stat;
 
 void put_array(std::map<std::string, std::int64_t>& out, const char* name, const stat_array& array) {
   for (std::size_t i = 0; i < stat_pool_count; ++i) {
@@ -57,7 +57,7 @@ std::map<std::string, std::int64_t> memory_stats::to_map() const {
   return out;
 }
 
-std::string memory_stats::to_json() const { return detail::json_object(to_map()); }
+std::string memory_stats::to_json() const { return core::json_object(to_map()); }
 
 void memory_stats::reset_peak() noexcept {
   for_each_array(*this, [](stat& s) { s.reset_peak(); });

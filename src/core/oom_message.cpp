@@ -46,7 +46,7 @@
 #include "core/format.hpp"
 #include "streampool/stats.hpp"
 
-namespace streampool::detail {
+namespace streampool::core {
 namespace {
 
 /// The device's capacity, or the per-process cap when it is lower.
@@ -107,7 +107,7 @@ void pool_advice(text_builder& out, const oom_figures& f) {
 }  // namespace
 
 std::string build_oom_message(const oom_figures& f) {
-  detail::text_builder out;
+  core::text_builder out;
   const std::size_t unallocated = f.reserved > f.allocated ? f.reserved - f.allocated : 0;
   out << "CUDA out of memory. Tried to allocate " << format_size(f.alloc_size);
   if (f.alloc_size != f.requested) out << " (request of " << format_size(f.requested) << ")";
@@ -185,4 +185,4 @@ std::string build_oom_message(const oom_figures& f) {
   return out.str();
 }
 
-}  // namespace streampool::detail
+}  // namespace streampool::core

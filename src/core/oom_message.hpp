@@ -9,7 +9,7 @@
 
 #include "streampool/driver.hpp"
 
-namespace streampool::detail {
+namespace streampool::core {
 
 /// What a stream-ordered pool backend did with its pool before giving up (oom_figures::pool_trim).
 enum class pool_trim : std::uint8_t {
@@ -47,4 +47,4 @@ struct oom_figures {
 /// the keys that help (for a stream-ordered pool: what its cache holds and how to release it).
 [[nodiscard]] std::string build_oom_message(const oom_figures& figures);
 
-}  // namespace streampool::detail
+}  // namespace streampool::core

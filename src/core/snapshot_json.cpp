@@ -21,8 +21,8 @@ std::string_view state_name(block_state state) {
 
 std::uintptr_t stream_number(stream_t stream) { return reinterpret_cast<std::uintptr_t>(stream); }
 
-void write_trace_entry(detail::text_builder& out, const trace_entry& entry) {
-  out << "{\"action\":" << detail::json_quote(to_string(entry.action))
+void write_trace_entry(core::text_builder& out, const trace_entry& entry) {
+  out << "{\"action\":" << core::json_quote(to_string(entry.action))
       << (entry.action == trace_action::oom ? ",\"device_free\":" : ",\"addr\":") << entry.address
       << ",\"size\":" << entry.size << ",\"stream\":" << stream_number(entry.stream)
       << ",\"segment_pool_id\":[" << entry.pool.first << ',' << entry.pool.second << ']'
@@ -47,7 +47,7 @@ std::string_view to_string(trace_action action) noexcept {
 }
 
 std::string memory_snapshot::to_json() const {
-  detail::text_builder out;
+  core::text_builder out;
   out << "{\"segments\":[";
   for (std::size_t i = 0; i < segments.size(); ++i) {
     const segment_info& s = segments[i];
@@ -91,7 +91,7 @@ std::string memory_snapshot::to_json() const {
     }
     out << ']';
   }
-  out << "],\"allocator_settings\":{\"PYTORCH_CUDA_ALLOC_CONF\":" << detail::json_quote(allocator_settings)
+  out << "],\"allocator_settings\":{\"PYTORCH_CUDA_ALLOC_CONF\":" << core::json_quote(allocator_settings)
       << "},\"external_annotations\":[]}";
   return out.str();
 }
@@ -113,7 +113,7 @@ std::size_t memory_snapshot::reserved_bytes(int device) const noexcept {
 }
 
 std::string trace_to_csv(const std::vector<trace_entry>& entries) {
-  detail::text_builder out;
+  core::text_builder out;
   out << "action,addr,size,stream,time_us\n";
   for (const trace_entry& entry : entries) {
     out << to_string(entry.action) << ',' << entry.address << ',' << entry.size << ','

@@ -14,7 +14,7 @@
 #include <string>
 #include <string_view>
 
-namespace streampool::detail {
+namespace streampool::core {
 
 class text_builder {
  public:
@@ -43,4 +43,4 @@ class text_builder {
   std::string out_;
 };
 
-}  // namespace streampool::detail
+}  // namespace streampool::core

@@ -10,7 +10,7 @@
 #include "core/format.hpp"
 #include "streampool/stats.hpp"
 
-namespace streampool::detail {
+namespace streampool::core {
 
 class trace_ring {
  public:
@@ -62,4 +62,4 @@ class trace_ring {
   bool wrapped_ = false;
 };
 
-}  // namespace streampool::detail
+}  // namespace streampool::core

@@ -28,7 +28,7 @@
 namespace streampool::host {
 namespace {
 
-std::string pointer_text(const void* ptr) { return detail::format_pointer(ptr); }
+std::string pointer_text(const void* ptr) { return core::format_pointer(ptr); }
 
 }  // namespace
 

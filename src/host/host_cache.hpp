@@ -63,7 +63,7 @@ class host_cache {
   /// Guards the tables below (and events_'s queues). A hybrid_mutex: the cache-hit path takes it
   /// twice per alloc+free pair with no call into pthreads when uncontended (Note [Hybrid mutex in
   /// core], src/core/hybrid_mutex.hpp).
-  mutable detail::hybrid_mutex mutex_;
+  mutable core::hybrid_mutex mutex_;
   std::array<std::vector<host_block*>, size_class_count> free_;  ///< cached blocks, LIFO per class
   std::unordered_map<const void*, std::unique_ptr<host_block>> blocks_;  ///< every block by address
   stat allocation_;

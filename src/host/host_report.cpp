@@ -9,7 +9,7 @@
 namespace streampool {
 namespace {
 
-using detail::put_stat;
+using core::put_stat;
 
 void put_duration(std::map<std::string, std::int64_t>& out, const std::string& name, const duration_stat& d) {
   out[name + ".total"] = d.total;
@@ -43,11 +43,11 @@ std::map<std::string, std::int64_t> host_memory_stats::to_map() const {
   return out;
 }
 
-std::string host_memory_stats::to_json() const { return detail::json_object(to_map()); }
+std::string host_memory_stats::to_json() const { return core::json_object(to_map()); }
 
 std::string host_snapshot::to_json() const {
-  detail::text_builder out;
-  out << "{\"allocator_settings\":" << detail::json_quote(allocator_settings) << ",\"segments\":[";
+  core::text_builder out;
+  out << "{\"allocator_settings\":" << core::json_quote(allocator_settings) << ",\"segments\":[";
   for (std::size_t i = 0; i < segments.size(); ++i) {
     const host_segment_info& s = segments[i];
     if (i > 0) out << ',';
@@ -60,7 +60,7 @@ std::string host_snapshot::to_json() const {
     const host_block_info& b = blocks[i];
     if (i > 0) out << ',';
     out << "{\"address\":" << b.address << ",\"size\":" << b.size << ",\"requested_size\":" << b.requested_size
-        << ",\"state\":" << detail::json_quote(state_name(b.state))
+        << ",\"state\":" << core::json_quote(state_name(b.state))
         << ",\"from_reserve\":" << (b.from_reserve ? "true" : "false") << ",\"pending_events\":" << b.pending_events
         << '}';
   }

@@ -18,18 +18,18 @@ stream_events::~stream_events() {
 }
 
 event_t stream_events::acquire(int device) {
-  detail::event_pool* pool = nullptr;
+  core::event_pool* pool = nullptr;
   {
     const std::lock_guard lock(pools_mutex_);
-    std::unique_ptr<detail::event_pool>& slot = pools_[device];
-    if (!slot) slot = std::make_unique<detail::event_pool>(driver_, device);
+    std::unique_ptr<core::event_pool>& slot = pools_[device];
+    if (!slot) slot = std::make_unique<core::event_pool>(driver_, device);
     pool = slot.get();
   }
   return pool->acquire();
 }
 
 void stream_events::release(int device, event_t event) noexcept {
-  detail::event_pool* pool = nullptr;
+  core::event_pool* pool = nullptr;
   {
     const std::lock_guard lock(pools_mutex_);
     const auto found = pools_.find(device);

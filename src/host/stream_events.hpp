@@ -74,7 +74,7 @@ class stream_events {
   /// linear search.
   std::vector<std::pair<std::pair<stream_t, int>, std::deque<pending_event>>> queues_;
   std::mutex pools_mutex_;
-  std::map<int, std::unique_ptr<detail::event_pool>> pools_;
+  std::map<int, std::unique_ptr<core::event_pool>> pools_;
 };
 
 }  // namespace streampool::host

@@ -55,8 +55,8 @@ struct device_context {
   int index;
   const allocator_config* config;
   const size_policy* policy;
-  detail::event_pool events;
-  detail::trace_ring trace;
+  core::event_pool events;
+  core::trace_ring trace;
   device_peaks peaks;
   std::atomic<std::uint64_t> pending_events{0};  ///< outstanding events of all arenas
   std::atomic<std::uint64_t> gc_clock{0};        ///< large-pool searches while GC is on (docs/pytorch-compatibility.md §2.11)

@@ -54,8 +54,8 @@ class device_state {
   device_state& operator=(const device_state&) = delete;
 
   [[nodiscard]] int index() const noexcept { return index_; }
-  [[nodiscard]] detail::event_pool& events() noexcept { return context_.events; }
-  [[nodiscard]] detail::trace_ring& trace() noexcept { return context_.trace; }
+  [[nodiscard]] core::event_pool& events() noexcept { return context_.events; }
+  [[nodiscard]] core::trace_ring& trace() noexcept { return context_.trace; }
   [[nodiscard]] std::mutex& mutex() const noexcept { return mutex_; }
   /// Outstanding events of all arenas (recorded at free time, not yet seen complete).
   [[nodiscard]] std::uint64_t pending_events() const noexcept {

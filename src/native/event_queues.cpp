@@ -36,7 +36,7 @@ void event_queues::record(block* b) {
   };
   const auto failed = [&](const std::string& why, int native) {
     give_back();
-    throw cuda_error("streampool: deallocate(" + detail::format_pointer(b->ptr) +
+    throw cuda_error("streampool: deallocate(" + core::format_pointer(b->ptr) +
                          "): could not order the reuse of a block after its streams: " + why +
                          "; the block is still allocated: retry deallocate() once the driver recovers",
                      native);
@@ -55,7 +55,7 @@ void event_queues::record(block* b) {
   }
   for (std::size_t i = 0; i < n; ++i) {
     const drv_result recorded = drv.event_record(events[i], b->uses[i].stream);
-    if (!recorded.ok()) failed("cudaEventRecord on stream " + detail::format_pointer(b->uses[i].stream) + ": " +
+    if (!recorded.ok()) failed("cudaEventRecord on stream " + core::format_pointer(b->uses[i].stream) + ": " +
                                    drv.describe(recorded),
                                recorded.native);
   }

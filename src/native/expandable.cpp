@@ -207,7 +207,7 @@ block* expandable_segments::map_pages(stream_arena& a, block* b, std::size_t byt
   if (!result.ok()) {
     if (result.code == status::out_of_memory) return nullptr;
     throw cuda_error("streampool: " + std::string(what) + " of " + format_size(count * page) + " at " +
-                         detail::format_pointer(lo) + " on device " + std::to_string(index_) +
+                         core::format_pointer(lo) + " on device " + std::to_string(index_) +
                          " failed: " + drv_->describe(result),
                      result.native);
   }
@@ -312,7 +312,7 @@ void expandable_segments::destroy(stream_arena& a, segment* seg) {
   const drv_result result = drv_->vmm_free(va_of(seg->base), seg->size);
   if (!result.ok()) {
     throw cuda_error("streampool: cuMemAddressFree of " + format_size(seg->size) + " at " +
-                         detail::format_pointer(seg->base) + " on device " + std::to_string(index_) +
+                         core::format_pointer(seg->base) + " on device " + std::to_string(index_) +
                          " failed: " + drv_->describe(result),
                      result.native);
   }

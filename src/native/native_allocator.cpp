@@ -82,8 +82,8 @@ void native_allocator::check_stream_device(const stream_arena& a, const block& b
   if (result.code == status::not_supported) return;
   const int owner = a.device().index;
   if (result.ok() && device == owner) [[likely]] return;
-  const std::string head = "streampool: record_stream(" + detail::format_pointer(b.ptr) + ", " +
-                           detail::format_pointer(stream) + "): ";
+  const std::string head = "streampool: record_stream(" + core::format_pointer(b.ptr) + ", " +
+                           core::format_pointer(stream) + "): ";
   if (!result.ok()) {
     throw error(head + "the stream is not a valid stream handle (" + device_driver().describe(result) +
                 "); pass a live stream of device " + std::to_string(owner) + "; nothing was recorded");
@@ -97,14 +97,14 @@ void native_allocator::check_stream_device(const stream_arena& a, const block& b
 
 void native_allocator::bad_pointer(const char* operation, const void* ptr) const {
   const auto address = reinterpret_cast<std::uintptr_t>(ptr);
-  const std::string head = std::string("streampool: ") + operation + "(" + detail::format_pointer(ptr) + "): ";
+  const std::string head = std::string("streampool: ") + operation + "(" + core::format_pointer(ptr) + "): ";
   memory_snapshot snap;
   for (const auto& d : devices_) d->append_segments(snap.segments);
   for (const segment_info& seg : snap.segments) {
     if (address < seg.address || address >= seg.address + seg.total_size) continue;
     for (const block_info& b : seg.blocks) {
       if (address < b.address || address >= b.address + b.size) continue;
-      const std::string where = detail::format_pointer(b.address) + " (" + format_size(b.size) + ", device " +
+      const std::string where = core::format_pointer(b.address) + " (" + format_size(b.size) + ", device " +
                                 std::to_string(seg.device) + ")";
       if (b.state != block_state::active_allocated) {
         throw error(head + "no allocation starts here: the address is in the free block at " + where +
@@ -190,12 +190,8 @@ std::size_t native_allocator::events_created(int device) const {
   return devices_.at(static_cast<std::size_t>(device))->events().created();
 }
 
-}  // namespace streampool::native
-
-namespace streampool::detail {
-
 std::unique_ptr<allocator> make_native_allocator(allocator_config config, std::shared_ptr<driver> drv) {
-  return std::make_unique<native::native_allocator>(std::move(config), std::move(drv));
+  return std::make_unique<native_allocator>(std::move(config), std::move(drv));
 }
 
-}  // namespace streampool::detail
+}  // namespace streampool::native

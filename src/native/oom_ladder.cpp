@@ -68,7 +68,7 @@ bool device_state::empty_cache() {
 }
 
 void device_state::throw_oom(stream_arena& a, std::size_t requested, std::size_t rounded, std::size_t alloc_size) {
-  detail::oom_figures f;
+  core::oom_figures f;
   driver& drv = *context_.drv;
   f.device = index_;
   f.requested = requested;
@@ -98,7 +98,7 @@ void device_state::throw_oom(stream_arena& a, std::size_t requested, std::size_t
   }
   context_.trace.record(trace_action::oom, index_, f.device_free, rounded, a.stream(), a.pool_id());
   ++counters_.num_ooms;
-  std::string message = detail::build_oom_message(f);
+  std::string message = core::build_oom_message(f);
   if (capture_underway()) message += capture_oom_note(a);
   throw out_of_memory(std::move(message), requested, index_);
 }
@@ -113,7 +113,7 @@ void device_state::throw_oom(stream_arena& a, std::size_t requested, std::size_t
 // it (tested on the sim, whose captures are invalidated by any illegal call). The note says so,
 // names the pool, and says what helps.
 std::string device_state::capture_oom_note(const stream_arena& a) const {
-  const std::string stream = detail::format_pointer(a.stream());
+  const std::string stream = core::format_pointer(a.stream());
   if (a.pool() != nullptr) {
     const mempool_id id = a.pool_id();
     return " This allocation was made during a CUDA graph capture, on stream " + stream + " into private pool {" +

@@ -101,7 +101,7 @@ void segment_source::release(stream_arena& a, block* b) {
   segment* seg = b->seg;
   const drv_result result = device_->drv->free(device_->index, reinterpret_cast<void*>(seg->base));
   if (!result.ok()) {
-    throw cuda_error("streampool: cudaFree of the segment at " + detail::format_pointer(seg->base) + " (" +
+    throw cuda_error("streampool: cudaFree of the segment at " + core::format_pointer(seg->base) + " (" +
                          format_size(seg->size) + ") failed: " + device_->drv->describe(result),
                      result.native);
   }

@@ -24,9 +24,9 @@ namespace streampool::native {
 
 // The arena lock (Note [Hybrid mutex in core]) and the live-block table (Note [Address table])
 // are core's, shared with the cudaMallocAsync backend.
-using detail::hybrid_mutex;
+using core::hybrid_mutex;
 /// Device pointer -> allocated block of one arena, under the arena lock (Note [Pointer lookup]).
-using block_map = detail::address_table<block*>;
+using block_map = core::address_table<block*>;
 
 class stream_arena {
  public:

@@ -27,7 +27,7 @@ bool stream_order::add(stream_t stream) {
 
 void stream_order::fail(const char* what, stream_t stream, const drv_result& result) const {
   throw cuda_error(std::string("streampool: cross_stream_reuse: ") + what + " on stream " +
-                       detail::format_pointer(stream) + " failed: " + device_->drv->describe(result) +
+                       core::format_pointer(stream) + " failed: " + device_->drv->describe(result) +
                        "; nothing was handed out (the allocation may be retried)",
                    result.native);
 }

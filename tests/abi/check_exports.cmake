@@ -17,7 +17,7 @@ string(REPLACE "\n" ";" lines "${symbols}")
 
 # 1. No internal namespace leaks. One per layer (docs/architecture.md "Namespaces"); `detail` is
 # core's until it becomes `core`.
-set(internal async capture check_impl config_impl core detail driver_impl host native replay_impl sim)
+set(internal async c_api_impl capture check_impl config_impl core detail driver_impl host native replay_impl sim)
 file(GLOB_RECURSE sources ${SRC_DIR}/*.cpp ${SRC_DIR}/*.hpp)
 foreach(source IN LISTS sources)
   # `namespace streampool::x {` and, inside `namespace streampool {`, `namespace x {`.

@@ -27,13 +27,13 @@ class c_api_capture : public backend_test {
   void SetUp() override {
     backend_test::SetUp();
     if (IsSkipped()) return;
-    (void)detail::c_api_uninstall();
-    detail::c_api_install(std::move(alloc_));
+    (void)c_api_impl::c_api_uninstall();
+    c_api_impl::c_api_install(std::move(alloc_));
   }
   void TearDown() override {
     for (graph_exec_t exec : execs_) (void)driver_->graph_exec_destroy(exec);
     for (graph_t graph : graphs_) (void)driver_->graph_destroy(graph);
-    (void)detail::c_api_uninstall();
+    (void)c_api_impl::c_api_uninstall();
     backend_test::TearDown();
   }
 
@@ -71,7 +71,7 @@ class c_api_capture : public backend_test {
   bool wait_until_untracked() {
     for (int i = 0; i < 5000; ++i) {
       EXPECT_EQ(streampool_empty_cache(), STREAMPOOL_OK) << streampool_last_error();
-      if (detail::c_api_unannounced_captures() == 0) return true;
+      if (c_api_impl::c_api_unannounced_captures() == 0) return true;
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
     return false;
@@ -80,11 +80,11 @@ class c_api_capture : public backend_test {
   /// everywhere (the pool's blocks); cudaMallocAsync on the real driver (graph memory has its own
   /// addresses for the graph's life), not on the sim, whose pool does not model graph memory.
   [[nodiscard]] bool graph_addresses_are_separate() const { return is_native() || sim_ == nullptr; }
-  std::int64_t reserved() { return detail::instance()->stats(0).reserved_bytes[0].current; }
+  std::int64_t reserved() { return c_api_impl::instance()->stats(0).reserved_bytes[0].current; }
   /// The pool of the segment holding `p` (native; default id when not found).
   mempool_id pool_of(const void* p) {
     const auto address = reinterpret_cast<std::uintptr_t>(p);
-    for (const segment_info& segment : detail::instance()->snapshot().segments) {
+    for (const segment_info& segment : c_api_impl::instance()->snapshot().segments) {
       if (segment.address <= address && address < segment.address + segment.total_size) return segment.pool;
     }
     return mempool_id{};
@@ -107,7 +107,7 @@ TEST_P(c_api_capture, AnUnannouncedCaptureGetsAPrivatePoolAndStaysValid) {
   release(warm_grad, 2 * mib, other);  // zero_grad(set_to_none=True): a free on a stream outside the capture, first
   release(before, 4 * mib, s);         // allocated before the capture, freed on its stream during it
   void* activation = alloc(mib, s);
-  EXPECT_EQ(detail::c_api_unannounced_captures(), 1u);
+  EXPECT_EQ(c_api_impl::c_api_unannounced_captures(), 1u);
   if (is_native()) {
     EXPECT_NE(activation, cached) << "a cache hit of the general pool would bake a reusable address into the graph";
     EXPECT_FALSE(pool_of(activation).is_default());
@@ -137,7 +137,7 @@ TEST_P(c_api_capture, AnUnannouncedCaptureGetsAPrivatePoolAndStaysValid) {
       eager.push_back(p);
     }
   }
-  EXPECT_EQ(detail::c_api_unannounced_captures(), 1u) << "the routing ended, the pool is kept for the graph";
+  EXPECT_EQ(c_api_impl::c_api_unannounced_captures(), 1u) << "the routing ended, the pool is kept for the graph";
   std::size_t i = 0;
   for (const stream_t stream : {s, other, s}) {
     for (const std::size_t bytes : {mib, 3 * mib, std::size_t{4096}}) release(eager[i++], bytes, stream);
@@ -166,7 +166,7 @@ TEST_P(c_api_capture, ACaptureWhoseTensorsAllDieInsideKeepsItsPoolUntilTheGraphG
   const graph_exec_t exec = end_and_instantiate(s);
   ASSERT_NE(exec, nullptr);
   ASSERT_EQ(streampool_empty_cache(), STREAMPOOL_OK);  // the capture is over: its routing ends here
-  EXPECT_EQ(detail::c_api_unannounced_captures(), 1u) << "every block is free, yet the graph replays into them";
+  EXPECT_EQ(c_api_impl::c_api_unannounced_captures(), 1u) << "every block is free, yet the graph replays into them";
   if (is_native()) {
     EXPECT_GT(reserved(), 0);
   }
@@ -199,7 +199,7 @@ TEST_P(c_api_capture, ACaptureForkedOntoASideStreamAndJoinedBackUsesOnePool) {
   check(*driver_, driver_->event_record(fork, s), "record fork");
   check(*driver_, driver_->stream_wait_event(side, fork), "side joins the capture");
   void* on_side = alloc(2 * mib, side);  // first allocation seen on the side stream: same capture
-  EXPECT_EQ(detail::c_api_unannounced_captures(), 1u) << "one capture, one pool, whatever the stream";
+  EXPECT_EQ(c_api_impl::c_api_unannounced_captures(), 1u) << "one capture, one pool, whatever the stream";
   if (is_native()) {
     EXPECT_FALSE(pool_of(on_side).is_default());
     EXPECT_EQ(pool_of(on_side), pool_of(on_origin));
@@ -236,7 +236,7 @@ TEST_P(c_api_capture, TwoCapturesAtOnceGetTwoPools) {
   begin(b);
   void* in_a = alloc(mib, a);
   void* in_b = alloc(mib, b);
-  EXPECT_EQ(detail::c_api_unannounced_captures(), 2u);
+  EXPECT_EQ(c_api_impl::c_api_unannounced_captures(), 2u);
   if (is_native()) {
     EXPECT_FALSE(pool_of(in_a).is_default());
     EXPECT_FALSE(pool_of(in_b).is_default());
@@ -288,7 +288,7 @@ TEST_P(c_api_capture, ACaptureFirstSeenInvalidatedGetsAPoolReleasedWhenItEnds) {
   void* p = alloc(mib, s);  // the first call of this capture: it is invalidated already
   EXPECT_FALSE(pool_of(p).is_default()) << "still kept out of the general pool";
   release(p, mib, s);
-  EXPECT_EQ(detail::c_api_unannounced_captures(), 1u);
+  EXPECT_EQ(c_api_impl::c_api_unannounced_captures(), 1u);
   graph_t graph = nullptr;
   EXPECT_FALSE(driver_->stream_end_capture(s, &graph).ok());
   EXPECT_TRUE(wait_until_untracked()) << "an invalidated capture never yields a graph";
@@ -309,7 +309,7 @@ TEST_P(c_api_capture, OutsideCapturesNothingIsTrackedAndTheLegacyStreamIsNotAske
     // One query per allocation on a created stream, and per free where a free is a driver call.
     EXPECT_EQ(sim_->calls(driver_call::stream_capture_info), is_native() ? 1u : 2u);
   }
-  EXPECT_EQ(detail::c_api_unannounced_captures(), 0u);
+  EXPECT_EQ(c_api_impl::c_api_unannounced_captures(), 0u);
 }
 
 TEST_P(c_api_capture, ARoutingThatCannotOpenFailsTheCallAndNamesTheRouteThatWorks) {
@@ -321,7 +321,7 @@ TEST_P(c_api_capture, ARoutingThatCannotOpenFailsTheCallAndNamesTheRouteThatWork
   EXPECT_NE(message.find("was not told about"), std::string::npos) << message;
   EXPECT_NE(message.find("streampool.install()"), std::string::npos) << message;
   EXPECT_NE(message.find("begin_allocate_to_pool"), std::string::npos) << message;
-  EXPECT_EQ(detail::c_api_unannounced_captures(), 0u) << "nothing half-opened";
+  EXPECT_EQ(c_api_impl::c_api_unannounced_captures(), 0u) << "nothing half-opened";
   void* p = alloc(mib, s);  // the right device still works, inside the same capture
   release(p, mib, s);
   ASSERT_NE(end_and_instantiate(s), nullptr) << "the refused call did not invalidate the capture";
@@ -367,7 +367,7 @@ TEST_P(c_api_capture, ThreadsAllocatingInOneCaptureAndEagerlyBesideItNeverShareA
     }
   });
   for (std::thread& thread : threads) thread.join();
-  EXPECT_EQ(detail::c_api_unannounced_captures(), 1u) << "one capture, whatever the thread or stream";
+  EXPECT_EQ(c_api_impl::c_api_unannounced_captures(), 1u) << "one capture, whatever the thread or stream";
   event_t join = nullptr;
   check(*driver_, driver_->event_create(0, &join), "event_create");
   for (const stream_t side : sides) {
@@ -408,7 +408,7 @@ TEST_P(c_api_capture_sim, WithoutGraphReleaseReportsThePoolIsKeptAndThatIsWarned
   EXPECT_EQ(warnings.containing("cannot tie a callback to a CUDA graph's destruction").size(), 1u);
   destroy_graphs();
   ASSERT_EQ(streampool_empty_cache(), STREAMPOOL_OK);
-  EXPECT_EQ(detail::c_api_unannounced_captures(), 1u) << "kept: nobody can say the graph is gone";
+  EXPECT_EQ(c_api_impl::c_api_unannounced_captures(), 1u) << "kept: nobody can say the graph is gone";
   if (is_native()) {
     EXPECT_GT(reserved(), 0);
   }

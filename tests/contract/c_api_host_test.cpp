@@ -16,14 +16,14 @@ namespace {
 class c_api_host : public ::testing::Test {
  protected:
   void SetUp() override {
-    (void)detail::c_api_host_uninstall();
+    (void)c_api_impl::c_api_host_uninstall();
     sim_options options;
     options.eager_completion = false;
     sim_ = std::make_shared<sim_driver>(options);
-    detail::c_api_host_install(make_host_allocator(parse_config("pinned_num_register_threads:2"), sim_));
+    c_api_impl::c_api_host_install(make_host_allocator(parse_config("pinned_num_register_threads:2"), sim_));
   }
   void TearDown() override {
-    (void)detail::c_api_host_uninstall();
+    (void)c_api_impl::c_api_host_uninstall();
     EXPECT_EQ(sim_->host_bytes_pinned(), 0u);
   }
   std::shared_ptr<sim_driver> sim_;
@@ -80,10 +80,10 @@ TEST_F(c_api_host, BadInputGivesCodesAndMessages) {
 }
 
 TEST_F(c_api_host, BadConfigIsAConfigError) {
-  (void)detail::c_api_host_uninstall();
+  (void)c_api_impl::c_api_host_uninstall();
   EXPECT_EQ(streampool_host_init("pinned_num_register_threads:3"), STREAMPOOL_ERROR_CONFIG);
   EXPECT_TRUE(contains(streampool_last_error(), "power of 2")) << streampool_last_error();
-  detail::c_api_host_install(make_host_allocator(allocator_config{}, sim_));
+  c_api_impl::c_api_host_install(make_host_allocator(allocator_config{}, sim_));
 }
 
 }  // namespace

@@ -24,16 +24,16 @@ namespace {
 class c_api_lifetime : public ::testing::Test {
  protected:
   void SetUp() override {
-    (void)detail::c_api_uninstall();
-    detail::c_api_set_factory([] {
+    (void)c_api_impl::c_api_uninstall();
+    c_api_impl::c_api_set_factory([] {
       sim_options o;
       o.capacity = 1 * gib;
       return make_allocator(parse_config("backend:native"), std::make_shared<sim_driver>(o));
     });
   }
   void TearDown() override {
-    (void)detail::c_api_uninstall();
-    detail::c_api_set_factory({});
+    (void)c_api_impl::c_api_uninstall();
+    c_api_impl::c_api_set_factory({});
   }
 };
 

@@ -15,10 +15,10 @@ namespace {
 class c_api : public ::testing::Test {
  protected:
   void SetUp() override {
-    (void)detail::c_api_uninstall();
-    detail::c_api_install(make_allocator(parse_config("backend:native"), std::make_shared<sim_driver>()));
+    (void)c_api_impl::c_api_uninstall();
+    c_api_impl::c_api_install(make_allocator(parse_config("backend:native"), std::make_shared<sim_driver>()));
   }
-  void TearDown() override { (void)detail::c_api_uninstall(); }
+  void TearDown() override { (void)c_api_impl::c_api_uninstall(); }
 };
 
 TEST_F(c_api, AllocFreeRoundTripWithPyTorchSignatures) {
@@ -76,11 +76,11 @@ TEST_F(c_api, InitTwiceAndShutdownWithLiveMemoryAreStateErrors) {
   streampool_free(p, 512, 0, nullptr);
   EXPECT_EQ(streampool_empty_cache(), STREAMPOOL_OK);
   EXPECT_EQ(streampool_shutdown(), STREAMPOOL_OK);
-  EXPECT_EQ(detail::c_api_uninstall(), nullptr);
+  EXPECT_EQ(c_api_impl::c_api_uninstall(), nullptr);
 }
 
 TEST_F(c_api, BadConfigIsAConfigError) {
-  (void)detail::c_api_uninstall();
+  (void)c_api_impl::c_api_uninstall();
   EXPECT_EQ(streampool_init("max_split_size_mb:2"), STREAMPOOL_ERROR_CONFIG);
   EXPECT_NE(std::string(streampool_last_error()).find("max_split_size_mb"), std::string::npos);
 }

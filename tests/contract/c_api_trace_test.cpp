@@ -19,10 +19,10 @@ bool contains(const char* text, const std::string& needle) {
 class c_api_trace : public ::testing::Test {
  protected:
   void SetUp() override {
-    (void)detail::c_api_uninstall();
+    (void)c_api_impl::c_api_uninstall();
     ASSERT_EQ(streampool_init_sim("backend:native", 0, 2), STREAMPOOL_OK) << streampool_last_error();
   }
-  void TearDown() override { (void)detail::c_api_uninstall(); }
+  void TearDown() override { (void)c_api_impl::c_api_uninstall(); }
 };
 
 TEST_F(c_api_trace, ResetPeakStatsLowersThePeakToTheCurrentValue) {
@@ -93,7 +93,7 @@ TEST_F(c_api_trace, DeviceCountIsTheSimulatedOne) {
 TEST_F(c_api_trace, InitSimRefusesASecondAllocatorAndBadArguments) {
   EXPECT_EQ(streampool_init_sim(nullptr, 0, 1), STREAMPOOL_ERROR_STATE);
   EXPECT_TRUE(contains(streampool_last_error(), "already installed"));
-  (void)detail::c_api_uninstall();
+  (void)c_api_impl::c_api_uninstall();
   EXPECT_EQ(streampool_init_sim(nullptr, 0, 0), STREAMPOOL_ERROR_INVALID_ARGUMENT);
   EXPECT_TRUE(contains(streampool_last_error(), "device_count 0 is out of range"));
   EXPECT_EQ(streampool_init_sim(nullptr, 0, 65), STREAMPOOL_ERROR_INVALID_ARGUMENT);
@@ -106,7 +106,7 @@ TEST_F(c_api_trace, InitSimRefusesASecondAllocatorAndBadArguments) {
 }
 
 TEST_F(c_api_trace, InitSimTakesTheAsyncBackend) {
-  (void)detail::c_api_uninstall();
+  (void)c_api_impl::c_api_uninstall();
   ASSERT_EQ(streampool_init_sim("backend:cudaMallocAsync", 0, 1), STREAMPOOL_OK) << streampool_last_error();
   EXPECT_STREQ(streampool_backend_name(), "cudaMallocAsync");
   void* p = streampool_alloc(4096, 0, nullptr);

@@ -2,7 +2,7 @@
 // then a sequence of streampool_alloc / free (right and wrong arguments, foreign, interior and
 // stale pointers) / record_stream / empty_cache / set_memory_fraction / stats / snapshot calls on
 // an allocator over the simulated driver (two devices, non-eager streams), installed with
-// detail::c_api_install. Nothing may crash, and every status must agree with a model of the live
+// c_api_impl::c_api_install. Nothing may crash, and every status must agree with a model of the live
 // allocations: NULL exactly when the status is not OK, a freed pointer with the arguments of its
 // allocation succeeds, anything else is STREAMPOOL_ERROR_INVALID_ARGUMENT and frees nothing, the
 // statistics count the model's live allocations; at the end nothing leaks.
@@ -50,11 +50,11 @@ class session {
     for (int d = 0; d < 2; ++d) {
       for (int i = 0; i < 2; ++i) fuzz::check(sim_->stream_create(d, &streams_[d][i]).ok(), "stream_create");
     }
-    (void)detail::c_api_uninstall();
-    detail::c_api_install(make_allocator(parse_config(configs[config]), sim_));
+    (void)c_api_impl::c_api_uninstall();
+    c_api_impl::c_api_install(make_allocator(parse_config(configs[config]), sim_));
   }
 
-  ~session() { (void)detail::c_api_uninstall(); }
+  ~session() { (void)c_api_impl::c_api_uninstall(); }
 
   void run() {
     for (int step = 0; step < 256 && !in_.empty(); ++step) {

@@ -78,9 +78,9 @@ TEST_P(gpu_checking, KernelWritingPastTheEndIsReported) {
   const std::vector<std::string> reports = overrun_reports();
   ASSERT_EQ(reports.size(), 1u) << ::testing::PrintToString(warnings_scope::messages());
   const std::string& report = reports.front();
-  EXPECT_NE(report.find("allocation #2 (1000 bytes requested at " + detail::format_pointer(p)), std::string::npos)
+  EXPECT_NE(report.find("allocation #2 (1000 bytes requested at " + core::format_pointer(p)), std::string::npos)
       << report;
-  EXPECT_NE(report.find("stream " + detail::format_pointer(a_)), std::string::npos) << report;
+  EXPECT_NE(report.find("stream " + core::format_pointer(a_)), std::string::npos) << report;
   // fill_pattern(seed 99) writes 0x7c 0x02 0x67 0xea 0x4e at bytes 1000..1004: none is 0xFD.
   EXPECT_NE(report.find("5 of the 536 canary bytes"), std::string::npos) << report;
   EXPECT_NE(report.find("at byte 1000 (0 past the end) holds 0x7c instead of 0xfd"), std::string::npos) << report;

@@ -323,11 +323,11 @@ INSTANTIATE_TEST_SUITE_P(both, bad_input_catalogue,
 class c_api_bad_input : public ::testing::TestWithParam<stress_case> {
  protected:
   void SetUp() override {
-    (void)detail::c_api_uninstall();
+    (void)c_api_impl::c_api_uninstall();
     sim_ = std::make_shared<sim_driver>();
-    detail::c_api_install(make_allocator(parse_config(GetParam().config), sim_));
+    c_api_impl::c_api_install(make_allocator(parse_config(GetParam().config), sim_));
   }
-  void TearDown() override { (void)detail::c_api_uninstall(); }
+  void TearDown() override { (void)c_api_impl::c_api_uninstall(); }
 
   /// `call` must set status `expected` with a message, and leave the statistics unchanged.
   template <class F>

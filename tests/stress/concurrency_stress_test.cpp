@@ -252,13 +252,13 @@ INSTANTIATE_TEST_SUITE_P(all, concurrency, ::testing::ValuesIn(stress_cases()), 
 class c_api_concurrency : public ::testing::TestWithParam<stress_case> {
  protected:
   void SetUp() override {
-    (void)detail::c_api_uninstall();
+    (void)c_api_impl::c_api_uninstall();
     sim_options options;
     options.capacity = 8 * gib;
     sim_ = std::make_shared<sim_driver>(options);
-    detail::c_api_install(make_allocator(parse_config(GetParam().config), sim_));
+    c_api_impl::c_api_install(make_allocator(parse_config(GetParam().config), sim_));
   }
-  void TearDown() override { (void)detail::c_api_uninstall(); }
+  void TearDown() override { (void)c_api_impl::c_api_uninstall(); }
   std::shared_ptr<sim_driver> sim_;
 };
 

@@ -57,11 +57,11 @@ class hooked_allocator final : public allocator {
 // Found by c_api_concurrency.ThreadsOnOneStreamAllocAndFree; fixed in 411ca58 (Note [Free erases
 // its record first]). The hook below puts the "other thread's" allocation exactly in that window.
 TEST(regressions, CApiFreeKeepsTheRecordOfAnAllocationMadeDuringIt) {
-  (void)detail::c_api_uninstall();
+  (void)c_api_impl::c_api_uninstall();
   auto sim = std::make_shared<sim_driver>();
   auto hooked = std::make_unique<hooked_allocator>(make_allocator(parse_config("backend:native"), sim), sim);
   hooked_allocator* hook = hooked.get();
-  detail::c_api_install(std::move(hooked));
+  c_api_impl::c_api_install(std::move(hooked));
   void* p = streampool_alloc(1000, 0, nullptr);
   ASSERT_NE(p, nullptr);
   void* q = nullptr;
@@ -73,7 +73,7 @@ TEST(regressions, CApiFreeKeepsTheRecordOfAnAllocationMadeDuringIt) {
   EXPECT_EQ(streampool_last_status(), STREAMPOOL_OK) << streampool_last_error();
   EXPECT_EQ(streampool_empty_cache(), STREAMPOOL_OK);
   EXPECT_EQ(sim->bytes_in_use(0), 0u) << "leak";
-  (void)detail::c_api_uninstall();
+  (void)c_api_impl::c_api_uninstall();
 }
 
 }  // namespace

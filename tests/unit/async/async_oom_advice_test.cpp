@@ -126,23 +126,23 @@ TEST_F(async_oom_advice, ACapRefusalIgnoresThePoolsCache) {
 // The shared builder keeps native's diagnosis for native's figures: the pool fields change only
 // the output of figures marked as a stream-ordered pool's.
 TEST(async_oom_message, NativeFiguresKeepTheFragmentationDiagnosis) {
-  detail::oom_figures f;
+  core::oom_figures f;
   f.requested = f.alloc_size = 8 * mib;
   f.device_total = 64 * mib;
   f.device_free = 0;
   f.allocated = 40 * mib;
   f.reserved = 64 * mib;
   f.largest_free_block = 4 * mib;
-  const std::string native = detail::build_oom_message(f);
+  const std::string native = core::build_oom_message(f);
   EXPECT_TRUE(native.find("Fragmentation is the cause") != std::string::npos) << native;
   EXPECT_TRUE(native.find("expandable_segments:True") != std::string::npos) << native;
 
-  detail::oom_figures pool = f;
+  core::oom_figures pool = f;
   pool.backend = "cudaMallocAsync";
   pool.stream_ordered_pool = true;
   pool.pool_unused = 24 * mib;
-  pool.pool_trim_state = detail::pool_trim::trimmed;
-  const std::string async = detail::build_oom_message(pool);
+  pool.pool_trim_state = core::pool_trim::trimmed;
+  const std::string async = core::build_oom_message(pool);
   EXPECT_TRUE(async.find("fragmentation of the pool") != std::string::npos) << async;
   EXPECT_TRUE(async.find("Fragmentation is the cause") == std::string::npos) << async;
   // The figures are the same text (apart from the backend's name), up to the largest free block,

@@ -46,7 +46,7 @@ TEST_P(checking_edges, OffByDefaultMakesExactlyTheBackendsDriverCalls) {
   }
   {
     const std::unique_ptr<allocator> alloc = GetParam().backend == "native"
-                                                 ? detail::make_native_allocator(config, bare)
+                                                 ? native::make_native_allocator(config, bare)
                                                  : async::make_async_allocator(config, bare);
     run_program(*alloc, *bare);
   }

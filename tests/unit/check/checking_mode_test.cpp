@@ -59,9 +59,9 @@ TEST_P(checking_mode, OverrunIsReportedNamingTheAllocation) {
   ASSERT_EQ(reports.size(), 1u) << ::testing::PrintToString(warnings_.messages());
   const std::string& report = reports.front();
   EXPECT_NE(report.find("allocation #2 "), std::string::npos) << report;
-  EXPECT_NE(report.find("1000 bytes requested at " + detail::format_pointer(p)), std::string::npos) << report;
+  EXPECT_NE(report.find("1000 bytes requested at " + core::format_pointer(p)), std::string::npos) << report;
   EXPECT_NE(report.find("device 0"), std::string::npos) << report;
-  EXPECT_NE(report.find("stream " + detail::format_pointer(s)), std::string::npos) << report;
+  EXPECT_NE(report.find("stream " + core::format_pointer(s)), std::string::npos) << report;
   EXPECT_NE(report.find("time_us "), std::string::npos) << report;
   EXPECT_NE(report.find("3 of the 536 canary bytes"), std::string::npos) << report;
   EXPECT_NE(report.find("at byte 1000 (0 past the end) holds 0x42 instead of 0xfd"), std::string::npos) << report;

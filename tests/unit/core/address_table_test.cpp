@@ -13,7 +13,7 @@
 
 #include "core/address_table.hpp"
 
-namespace streampool::detail {
+namespace streampool::core {
 namespace {
 
 // Fixed seeds: a failure reproduces as is (the seed is in the test name).
@@ -103,4 +103,4 @@ TEST(address_table, TakeReleasesOwnedValues) {
 }
 
 }  // namespace
-}  // namespace streampool::detail
+}  // namespace streampool::core

@@ -71,8 +71,8 @@ TEST(memory_stats, ResetAccumulatedClearsCountersButKeepsCurrent) {
   EXPECT_EQ(stats.num_alloc_retries, 0);
 }
 
-detail::oom_figures fragmented_figures() {
-  detail::oom_figures f;
+core::oom_figures fragmented_figures() {
+  core::oom_figures f;
   f.device = 0;
   f.requested = 30 * mib;
   f.alloc_size = 30 * mib;
@@ -86,7 +86,7 @@ detail::oom_figures fragmented_figures() {
 }
 
 TEST(oom_message, NamesTheFiguresAndFragmentation) {
-  const std::string message = detail::build_oom_message(fragmented_figures());
+  const std::string message = core::build_oom_message(fragmented_figures());
   EXPECT_NE(message.find("Tried to allocate 30.00 MiB"), std::string::npos) << message;
   EXPECT_NE(message.find("total capacity of 80.00 GiB of which 10.00 MiB is free"), std::string::npos) << message;
   EXPECT_NE(message.find("40.00 MiB is allocated by streampool"), std::string::npos) << message;
@@ -99,10 +99,10 @@ TEST(oom_message, NamesTheFiguresAndFragmentation) {
 }
 
 TEST(oom_message, SaysFullWhenTheRequestDoesNotFitInCachedMemory) {
-  detail::oom_figures f = fragmented_figures();
+  core::oom_figures f = fragmented_figures();
   f.alloc_size = f.requested = 200 * mib;
   f.allowed = 1 * gib;
-  const std::string message = detail::build_oom_message(f);
+  const std::string message = core::build_oom_message(f);
   EXPECT_EQ(message.find("Fragmentation"), std::string::npos) << message;
   EXPECT_NE(message.find("1024.00 MiB allowed"), std::string::npos) << message;
   EXPECT_NE(message.find("per_process_memory_fraction"), std::string::npos) << message;
@@ -113,9 +113,9 @@ TEST(oom_message, SaysFullWhenTheRequestDoesNotFitInCachedMemory) {
 bool says(const std::string& message, const char* text) { return message.find(text) != std::string::npos; }
 
 TEST(oom_message, ARequestLargerThanTheDeviceIsNotCalledFull) {
-  detail::oom_figures f = fragmented_figures();
+  core::oom_figures f = fragmented_figures();
   f.alloc_size = f.requested = 81 * gib;  // more than the 80 GiB device
-  const std::string message = detail::build_oom_message(f);
+  const std::string message = core::build_oom_message(f);
   EXPECT_TRUE(says(message, "The request is larger than the device's total capacity (80.00 GiB)")) << message;
   EXPECT_TRUE(says(message, "no amount of freed memory or allocator setting makes it fit")) << message;
   EXPECT_FALSE(says(message, "is full")) << message;
@@ -124,87 +124,87 @@ TEST(oom_message, ARequestLargerThanTheDeviceIsNotCalledFull) {
 }
 
 TEST(oom_message, ARequestLargerThanTheCapNamesTheCap) {
-  detail::oom_figures f = fragmented_figures();
+  core::oom_figures f = fragmented_figures();
   f.allowed = 1 * gib;
   f.alloc_size = f.requested = 2 * gib;  // fits the device, not the cap
-  const std::string message = detail::build_oom_message(f);
+  const std::string message = core::build_oom_message(f);
   EXPECT_TRUE(says(message, "The request is larger than the per-process cap (1024.00 MiB)")) << message;
   EXPECT_TRUE(says(message, "raise per_process_memory_fraction")) << message;
   EXPECT_FALSE(says(message, "is full")) << message;
 }
 
 TEST(oom_message, ARequestLargerThanTheDeviceOnAStreamOrderedPool) {
-  detail::oom_figures f = fragmented_figures();
+  core::oom_figures f = fragmented_figures();
   f.stream_ordered_pool = true;
   f.backend = "cudaMallocAsync";
   f.alloc_size = f.requested = 100 * gib;
-  const std::string message = detail::build_oom_message(f);
+  const std::string message = core::build_oom_message(f);
   EXPECT_TRUE(says(message, "larger than the device's total capacity (80.00 GiB)")) << message;
   EXPECT_FALSE(says(message, "is full")) << message;
 }
 
 TEST(oom_message, TheCapIsTheLimitWhenTheDeviceHasTheMemory) {
-  detail::oom_figures f = fragmented_figures();
+  core::oom_figures f = fragmented_figures();
   f.allowed = 120 * mib;     // reserved 100 MiB + 30 MiB > 120 MiB
   f.device_free = 40 * gib;  // the device has it
   f.largest_free_block = 10 * mib;
   f.reserved = 100 * mib;
   f.allocated = 90 * mib;           // 10 MiB unallocated: does not fit
-  const std::string message = detail::build_oom_message(f);
+  const std::string message = core::build_oom_message(f);
   EXPECT_TRUE(says(message, "The per-process cap is the limit, not the device: 40.00 GiB is free on the device")) << message;
   EXPECT_TRUE(says(message, "120.00 MiB allowed")) << message;
   EXPECT_FALSE(says(message, "is full")) << message;
 }
 
 TEST(oom_message, FreePlusCachedMemoryThatWouldFitIsNotFull) {
-  detail::oom_figures f = fragmented_figures();
+  core::oom_figures f = fragmented_figures();
   f.alloc_size = f.requested = 64 * mib;
   f.device_free = 30 * mib;   // alone too small
   f.reserved = 100 * mib;
   f.allocated = 60 * mib;     // 40 MiB unallocated: alone too small, together 70 MiB >= 64 MiB
   f.largest_free_block = 20 * mib;
-  const std::string message = detail::build_oom_message(f);
+  const std::string message = core::build_oom_message(f);
   EXPECT_TRUE(says(message, "The device is not full: its 30.00 MiB free and the 40.00 MiB reserved but unallocated "
                             "would hold the request together")) << message;
   EXPECT_TRUE(says(message, "expandable_segments:True")) << message;
   EXPECT_FALSE(says(message, "is full")) << message;
   f.expandable_segments = true;
-  const std::string with_expandable = detail::build_oom_message(f);
+  const std::string with_expandable = core::build_oom_message(f);
   EXPECT_TRUE(says(with_expandable, "Free long-lived allocations")) << with_expandable;
   EXPECT_FALSE(says(with_expandable, "Set STREAMPOOL_ALLOC_CONF=expandable_segments")) << with_expandable;
 }
 
 TEST(oom_message, ABlockCachedForAnotherStreamIsNotFull) {
-  detail::oom_figures f = fragmented_figures();
+  core::oom_figures f = fragmented_figures();
   f.largest_free_block = 60 * mib;  // >= the 30 MiB request, but on another stream
-  const std::string message = detail::build_oom_message(f);
+  const std::string message = core::build_oom_message(f);
   EXPECT_TRUE(says(message, "The device is not full: a free block of 60.00 MiB is cached, but for another stream"))
       << message;
   EXPECT_TRUE(says(message, "call empty_cache()")) << message;
   EXPECT_FALSE(says(message, "private pool")) << "no private pool holds memory: " << message;
   EXPECT_FALSE(says(message, "is full")) << message;
   f.private_pool_free = 60 * mib;
-  EXPECT_TRUE(says(detail::build_oom_message(f), "or in a private pool"));
+  EXPECT_TRUE(says(core::build_oom_message(f), "or in a private pool"));
 }
 
 TEST(oom_message, FullOnlyWhenNothingWouldHoldIt) {
-  detail::oom_figures f = fragmented_figures();
+  core::oom_figures f = fragmented_figures();
   f.alloc_size = f.requested = 1 * gib;
   f.device_free = 100 * mib;       // + 60 MiB unallocated < 1 GiB
-  const std::string message = detail::build_oom_message(f);
+  const std::string message = core::build_oom_message(f);
   EXPECT_TRUE(says(message, "The device is full: free memory or lower the batch size.")) << message;
   // 80 GiB - 100 MiB used, of which streampool reserved 100 MiB: the rest is held elsewhere.
   EXPECT_TRUE(says(message, "79.80 GiB of the device's memory is used outside streampool")) << message;
   f.device_total = 2 * gib;  // 2048 MiB: 100 free, 1536 reserved (50 unallocated), 412 elsewhere < 1 GiB
   f.reserved = 1536 * mib;
   f.allocated = 1486 * mib;
-  const std::string small_elsewhere = detail::build_oom_message(f);
+  const std::string small_elsewhere = core::build_oom_message(f);
   EXPECT_TRUE(says(small_elsewhere, "The device is full")) << small_elsewhere;
   EXPECT_FALSE(says(small_elsewhere, "used outside streampool")) << small_elsewhere;
 }
 
 TEST(trace_ring, OffByDefaultKeepsLastEntriesOldestFirst) {
-  detail::trace_ring ring;
+  core::trace_ring ring;
   ring.record(trace_action::alloc, 0, 1, 1, nullptr);
   EXPECT_TRUE(ring.entries().empty());
   ring.configure(true, 3);

@@ -12,7 +12,7 @@ namespace {
 TEST(event_pool, RecyclesEvents) {
   sim_driver sim;
   {
-    detail::event_pool pool(sim, 0);
+    core::event_pool pool(sim, 0);
     const event_t a = pool.acquire();
     pool.release(a);
     const event_t b = pool.acquire();
@@ -26,7 +26,7 @@ TEST(event_pool, RecyclesEvents) {
 
 TEST(event_pool, CreationFailureThrowsCudaError) {
   sim_driver sim;
-  detail::event_pool pool(sim, 0);
+  core::event_pool pool(sim, 0);
   sim.fail_next(driver_call::event_create, 1, status::other);
   EXPECT_THROW((void)pool.acquire(), cuda_error);
   EXPECT_EQ(pool.created(), 0u);

@@ -12,7 +12,7 @@
 
 #include "core/hybrid_mutex.hpp"
 
-namespace streampool::detail {
+namespace streampool::core {
 namespace {
 
 TEST(hybrid_mutex, ExcludesUnderContention) {
@@ -57,4 +57,4 @@ TEST(hybrid_mutex, SleepersBehindALongHoldAllGetTheLock) {
 }
 
 }  // namespace
-}  // namespace streampool::detail
+}  // namespace streampool::core

@@ -24,7 +24,7 @@ struct native_env {
 
   explicit native_env(std::string_view conf = "", sim_options options = {})
       : sim(std::make_shared<sim_driver>(options)),
-        alloc(detail::make_native_allocator(parse_config(conf), sim)) {}
+        alloc(native::make_native_allocator(parse_config(conf), sim)) {}
 
   [[nodiscard]] native::native_allocator& native() const { return dynamic_cast<native::native_allocator&>(*alloc); }
   [[nodiscard]] memory_stats stats(int device = 0) const { return alloc->stats(device); }
