@@ -195,56 +195,6 @@ TEST_P(capture_safety, graph_objects_live_exactly_as_long_as_the_captured_graph)
   EXPECT_THROW(moved.launch(s), error);
 }
 
-// Both backends: an allocation made into a capture's private pool is memory the graph merely
-// uses. Freed after the capture and before any replay (PyTorch's cudagraph trees do this, e.g.
-// with the cuBLAS workspace), it raises no error and no warning, eager code never gets its address
-// while the pool lives, the graph replays, a second capture sharing the pool reuses it, and
-// release + empty_cache gives the memory back. (This replaced a cudaMallocAsync-only test that
-// pinned the old graph-owned behaviour: a warning and a cudaFreeAsync of graph memory.)
-TEST_P(capture_safety, a_captured_allocation_freed_before_replay_stays_with_its_pool) {
-  const stream_t s = new_stream();
-  const stream_t other = new_stream();
-  const std::int64_t reserved_before = alloc_->stats().reserved_bytes[0].current;
-  void* outlives = nullptr;
-  captured_graph graph;
-  {
-    capture_scope scope(*alloc_, s);  // global mode: the sim refuses anything illegal
-    outlives = alloc_->allocate(mib, s);
-    { buffer scratch(*alloc_, 2 * mib, s); }
-    graph = scope.end();
-  }
-  std::vector<std::string> warnings;
-  {
-    const warnings_scope collecting;
-    alloc_->deallocate(outlives);  // before any replay
-    warnings = warnings_scope::messages();
-  }
-  EXPECT_TRUE(warnings.empty()) << warnings.front();
-  {
-    buffer eager_same(*alloc_, mib, s);
-    buffer eager_other(*alloc_, mib, other);
-    EXPECT_NE(eager_same.ptr, outlives) << "handed to eager code while the pool lives";
-    EXPECT_NE(eager_other.ptr, outlives) << "handed to eager code while the pool lives";
-  }
-  for (int replay = 0; replay < 3; ++replay) EXPECT_NO_THROW(graph.launch(s));
-
-  captured_graph second;
-  {
-    capture_scope scope(*alloc_, s, graph.pool());  // sharing the pool
-    void* reused = alloc_->allocate(mib, s);
-    EXPECT_EQ(reused, outlives) << "the pool's freed block serves the next capture into it";
-    second = scope.end();
-    alloc_->deallocate(reused);  // after the capture, before its replay
-  }
-  EXPECT_NO_THROW(graph.launch(s));
-  EXPECT_NO_THROW(second.launch(s));
-  graph.reset();
-  second.reset();
-  alloc_->empty_cache();
-  EXPECT_EQ(alloc_->stats().reserved_bytes[0].current, reserved_before) << "the pool's memory went back";
-  EXPECT_TRUE(alloc_->snapshot().segments.empty());
-}
-
 INSTANTIATE_TEST_SUITE_P(sim, capture_safety, ::testing::ValuesIn(backend_cases(false)), backend_case_name);
 
 }  // namespace
