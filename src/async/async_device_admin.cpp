@@ -62,10 +62,17 @@ void async_device::collect_segments(std::vector<segment_info>& out) const {
   std::lock_guard lock(mutex_);
   for (const auto& [address, record] : pointers_->live_on(device_)) {
     out.push_back(one_block_segment(device_, address, record, block_state::active_allocated));
-    if (record.captured) {  // a private block: its segment is the whole block
+    if (record.captured) {
+      // A private block: its segment is the whole block; the part beyond the request's footprint
+      // (a reused larger block, or the rest of a 2 MiB page) is an inactive block, so allocated
+      // and active bytes agree with the statistics.
+      segment_info& segment = out.back();
       const std::size_t size = private_block_size(record.pool, address);
-      if (size != 0) out.back().total_size = out.back().active_size = out.back().allocated_size = size;
-      if (size != 0) out.back().blocks.back().size = size;
+      if (size > segment.total_size) {
+        segment.blocks.push_back(
+            block_info{address + segment.total_size, size - segment.total_size, 0, block_state::inactive, record.stream});
+        segment.total_size = size;
+      }
     }
   }
   // Idle blocks of private pools: segments of the pool with one inactive block.
@@ -79,7 +86,7 @@ void async_device::collect_segments(std::vector<segment_info>& out) const {
       segment.stream = block.stream;
       segment.is_large = block.size > async_small_limit;
       segment.pool = pool.id;
-      segment.blocks.push_back(block_info{address, block.size, 0, block_state::inactive});
+      segment.blocks.push_back(block_info{address, block.size, 0, block_state::inactive, block.stream});
       out.push_back(std::move(segment));
     }
   });

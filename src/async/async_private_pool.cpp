@@ -11,8 +11,10 @@
 // (the cuBLAS workspace, dead intermediates) right after each capture, before the first replay,
 // and keep private-pool addresses across several graphs of one tree. So the backend does what the
 // native backend and PyTorch's private pools do: the graph merely *uses* memory of the pool.
-//  - Where the memory comes from: cudaMalloc of the request rounded up to 512 bytes, with the
-//    thread in relaxed capture mode (relaxed_thread_scope: a global capture would otherwise
+//  - Where the memory comes from: cudaMalloc of the request rounded up to 512 bytes (below
+//    2 MiB) or to 2 MiB (from 2 MiB: cudaMalloc aligns such blocks to 2 MiB pages and the device
+//    is charged whole pages, so the block's size is what it really occupies, and reserved_bytes
+//    equals the device memory held), with the thread in relaxed capture mode (relaxed_thread_scope: a global capture would otherwise
 //    refuse it and be invalidated; the native backend makes its capture-time segments the same
 //    way, which the H200 runs). cudaMalloc memory is valid as soon as the call returns, so no
 //    stream ordering is needed between obtaining it and the graph's first replay, and nothing of
@@ -49,6 +51,17 @@
 #include "core/format.hpp"
 
 namespace streampool::detail {
+namespace {
+
+constexpr std::size_t cuda_malloc_page = std::size_t{2} << 20;
+
+/// The bytes a new block for a request of footprint `need` gets (Note [Private pools of the
+/// cudaMallocAsync backend]: what cudaMalloc charges).
+constexpr std::size_t new_block_size(std::size_t need) noexcept {
+  return need < cuda_malloc_page ? need : (need + cuda_malloc_page - 1) / cuda_malloc_page * cuda_malloc_page;
+}
+
+}  // namespace
 
 void* async_device::allocate_private_locked(capture_router::pool_type& pool, std::size_t bytes, stream_t stream) {
   private_memory& memory = pool.memory;
@@ -79,7 +92,8 @@ void* async_device::allocate_private_locked(capture_router::pool_type& pool, std
   // A new block. Note [Impossible requests] and Note [Memory fraction] as for the stream-ordered
   // pool; idle private blocks are held memory too.
   if (bytes > total_memory_) throw oom_locked(bytes, stream, pool.id, oom_cause::device_size);
-  if (accounting_.held_bytes() + private_idle_bytes_ + need > limit_locked()) {
+  const std::size_t size = new_block_size(need);
+  if (accounting_.held_bytes() + private_idle_bytes_ + size > limit_locked()) {
     throw oom_locked(bytes, stream, pool.id, oom_cause::cap);
   }
   // Host bookkeeping first, so that nothing can fail once the device memory exists: a placeholder
@@ -89,12 +103,12 @@ void* async_device::allocate_private_locked(capture_router::pool_type& pool, std
   const drv_result result = [&] {
     const relaxed_thread_scope relaxed(*driver_, true);  // Note [Relaxed capture mode]
     if (!relaxed.refusal().ok()) return relaxed.refusal();  // a cudaMalloc would break the capture
-    return driver_->malloc(device_, need, &ptr);
+    return driver_->malloc(device_, size, &ptr);
   }();
   if (!result.ok()) {
     memory.blocks.erase(0);
     if (result.code == status::out_of_memory) throw oom_locked(bytes, stream, pool.id, oom_cause::driver);
-    throw cuda_error("streampool: cudaMalloc of " + format_size(need) + " for private pool {" +
+    throw cuda_error("streampool: cudaMalloc of " + format_size(size) + " for private pool {" +
                          std::to_string(pool.id.first) + "," + std::to_string(pool.id.second) + "} on device " +
                          std::to_string(device_) + " (cudaMallocAsync backend, during a capture) failed: " +
                          driver_->describe(result),
@@ -103,11 +117,11 @@ void* async_device::allocate_private_locked(capture_router::pool_type& pool, std
   const auto address = reinterpret_cast<std::uintptr_t>(ptr);
   auto node = memory.blocks.extract(0);
   node.key() = address;
-  node.mapped() = private_block{need, stream, false};
+  node.mapped() = private_block{size, stream, false};
   memory.blocks.insert(std::move(node));
-  memory.bytes += need;
+  memory.bytes += size;
   ++memory.live;
-  private_bytes_ += need;
+  private_bytes_ += size;
   accounting_.on_alloc(bytes);
   sample_reserved_locked();  // the reserve grew: fold it into the peak now
   try {
@@ -116,17 +130,17 @@ void* async_device::allocate_private_locked(capture_router::pool_type& pool, std
     // Host memory exhausted: the block stays with the pool, idle (or, failing that, live until
     // the pool's memory is given back at teardown).
     try {
-      memory.idle.emplace(std::pair{stream, need}, address);
+      memory.idle.emplace(std::pair{stream, size}, address);
       memory.blocks.at(address).idle = true;
       --memory.live;
-      private_idle_bytes_ += need;
+      private_idle_bytes_ += size;
       accounting_.on_free_requested(bytes);
       accounting_.on_idle(bytes);
     } catch (...) {
     }
     throw;
   }
-  trace(trace_action::segment_alloc, address, need, stream, pool.id);
+  trace(trace_action::segment_alloc, address, size, stream, pool.id);
   trace(trace_action::alloc, address, bytes, stream, pool.id);
   return ptr;
 }

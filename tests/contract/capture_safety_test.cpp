@@ -6,11 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <string>
-#include <vector>
 
 #include "streampool/graph.hpp"
 #include "support/backend_fixture.hpp"
-#include "support/warnings_scope.hpp"
 
 namespace streampool::testing {
 namespace {
@@ -140,7 +138,7 @@ TEST_P(capture_safety, an_invalidated_capture_fails_at_end_and_undoes_everything
   EXPECT_FALSE(driver_->device_synchronize(0).ok()) << "someone else's illegal call invalidates the capture";
   EXPECT_EQ(status_of(s), capture_status::invalidated);
   const auto frees = sim_->calls(driver_call::free_async);
-  alloc_->deallocate(captured);  // cudaMallocAsync: dropped with its graph, no driver call
+  alloc_->deallocate(captured);  // cudaMallocAsync: back to its private pool, no driver call
   if (!is_native()) {
     EXPECT_EQ(sim_->calls(driver_call::free_async), frees);
   }

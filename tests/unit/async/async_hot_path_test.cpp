@@ -105,9 +105,6 @@ TEST_F(async_hot_path, record_stream_adds_one_event_record_and_one_wait_per_stre
   EXPECT_EQ(total_calls(), 4u) << describe_calls();
 }
 
-// Note [Frees of captured allocations] needs the capture status of the allocation's stream at
-// the free (graph free node, uncaptured free, or a capture that was invalidated): one query, and
-// only for allocations made while a recording routed them.
 // Changed with Note [Private pools of the cudaMallocAsync backend]: a captured allocation used to
 // cost a malloc_async, and its free a capture query and a free_async (graph memory nodes). Now a
 // block of the private pool, freed back to it, is reused with no driver call at all.
