@@ -213,6 +213,48 @@ TEST_F(async_private_pool, idle_private_blocks_count_against_the_memory_fraction
   alloc_->release_pool(pool);
 }
 
+TEST_F(async_private_pool, a_reused_larger_block_shows_its_slack_as_inactive_and_stats_agree) {
+  const mempool_id pool = allocator::create_pool_id();
+  begin(pool);
+  alloc_->deallocate(alloc_->allocate(mib, capturing_));
+  void* p = alloc_->allocate(mib - 4096, capturing_);  // reuses the 1 MiB block
+  const memory_stats s = alloc_->stats(0);
+  EXPECT_EQ(s.allocated_bytes[0].current, static_cast<std::int64_t>(mib - 4096));
+  const memory_snapshot snap = alloc_->snapshot();
+  ASSERT_EQ(snap.segments.size(), 1u);
+  const segment_info& segment = snap.segments[0];
+  EXPECT_EQ(segment.total_size, mib);
+  EXPECT_EQ(segment.allocated_size, mib - 4096);
+  ASSERT_EQ(segment.blocks.size(), 2u);
+  EXPECT_EQ(segment.blocks[0].state, block_state::active_allocated);
+  EXPECT_EQ(segment.blocks[1].state, block_state::inactive);
+  EXPECT_EQ(segment.blocks[1].address, reinterpret_cast<std::uintptr_t>(p) + mib - 4096);
+  EXPECT_EQ(segment.blocks[1].size, 4096u);
+  alloc_->deallocate(p);
+  (void)end(pool);
+  destroy_graphs();
+  alloc_->release_pool(pool);
+}
+
+TEST_F(async_private_pool, an_allocation_that_runs_out_of_memory_first_frees_released_private_pools) {
+  sim_options options;
+  options.capacity = 256 * mib;
+  make(options);
+  capturing_ = new_stream();
+  eager_ = new_stream();
+  const mempool_id pool = allocator::create_pool_id();
+  begin(pool);
+  alloc_->deallocate(alloc_->allocate(160 * mib, capturing_));
+  (void)end(pool);
+  destroy_graphs();
+  alloc_->release_pool(pool);  // released, its idle block not yet given back
+  EXPECT_EQ(sim_->calls(driver_call::free), 0u);
+  void* big = alloc_->allocate(160 * mib, eager_);  // fits only once the private block is gone
+  EXPECT_EQ(sim_->calls(driver_call::free), 1u);
+  EXPECT_EQ(alloc_->stats(0).num_alloc_retries, 1);
+  alloc_->deallocate(big);
+}
+
 TEST_F(async_private_pool, teardown_gives_private_blocks_back) {
   const mempool_id pool = allocator::create_pool_id();
   begin(pool);
