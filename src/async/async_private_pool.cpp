@@ -110,7 +110,7 @@ void* async_device::allocate_private_locked(capture_router::pool_type& pool, std
     if (result.code == status::out_of_memory) throw oom_locked(bytes, stream, pool.id, oom_cause::driver);
     throw cuda_error("streampool: cudaMalloc of " + format_size(size) + " for private pool {" +
                          std::to_string(pool.id.first) + "," + std::to_string(pool.id.second) + "} on device " +
-                         std::to_string(device_) + " (cudaMallocAsync backend, during a capture) failed: " +
+                         std::to_string(device_) + " (cudaMallocAsync backend) failed: " +
                          driver_->describe(result),
                      result.native);
   }
