@@ -189,7 +189,7 @@ TEST_F(async_private_pool, a_failed_private_allocation_changes_nothing_and_the_c
     (void)alloc_->allocate(mib, capturing_);
     ADD_FAILURE() << "expected cuda_error";
   } catch (const cuda_error& e) {
-    EXPECT_TRUE(contains(e.what(), "cudaMalloc of 1.00 MiB for private pool")) << e.what();
+    EXPECT_TRUE(contains(e.what(), "cudaMalloc of 1024.00 KiB for private pool {")) << e.what();
   }
   EXPECT_EQ(alloc_->stats(0).segment[0].current, 0);
   void* p = alloc_->allocate(mib, capturing_);
