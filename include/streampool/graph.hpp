@@ -38,7 +38,8 @@ struct STREAMPOOL_API capture_options {
   /// call during the capture an error; the allocators never make one while a capture is underway.
   capture_mode mode = capture_mode::global;
   /// Instantiate with cudaGraphInstantiateFlagAutoFreeOnLaunch: needed to relaunch a graph whose
-  /// graph-owned allocations (cudaMallocAsync backend) outlive a launch. See docs/graph-capture.md.
+  /// graph-owned allocations (cudaMallocAsync called directly in the captured work; streampool's
+  /// backends make none) outlive a launch. See docs/graph-capture.md.
   bool auto_free_on_launch = false;
   /// Device of the stream and of the pool; -1 = the calling thread's current device.
   int device = -1;

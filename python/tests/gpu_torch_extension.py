@@ -186,8 +186,9 @@ def check_shared_pool(torch, sp, out: Path) -> str:
     torch.cuda.synchronize()
     torch.cuda.empty_cache()
     kept = [seg for seg in private_pool_segments(torch) if tuple(seg["segment_pool_id"]) == tuple(pool)]
-    if sp.backend_name() == "native":  # cudaMallocAsync: the graphs own their memory in the driver
-        expect(kept, "empty_cache() released the pool while its graphs can still replay")
+    # Both backends: the private pool owns its memory (cudaMallocAsync: Note [Private pools of the
+    # cudaMallocAsync backend]), kept while a graph can replay.
+    expect(kept, "empty_cache() released the pool while its graphs can still replay")
     g1.replay()
     g2.replay()
     del g1, g2

@@ -21,6 +21,9 @@
 //    allocated/freed, and peak includes ReservedMemHigh, so peaks between readings are not lost.
 //    The pool has no small/large split: its reserve counts as large_pool (it reserves in chunks of
 //    tens of MiB). With the device's default pool, other users of that pool are included.
+//  - Private pools' blocks (Note [Private pools of the cudaMallocAsync backend]) are segments from
+//    their cudaMalloc to their cudaFree at release; freeing one (on_idle) or reusing it (on_reuse)
+//    leaves the segment, and their bytes are added to the pool's reserve.
 //  - inactive_split*, oversize_* and max_split_size are 0: nothing is split and max_split_size_mb
 //    is ignored by this backend. num_sync_all_streams counts device synchronisations (empty_cache
 //    and the OOM retry).
@@ -71,6 +74,28 @@ void async_accounting::on_free_completed(std::size_t requested) noexcept {
   decrease(stats_.segment, kind, 1);
   decrease(stats_.active_bytes, kind, static_cast<std::int64_t>(async_footprint(requested)));
   decrease(stats_.requested_bytes, kind, static_cast<std::int64_t>(requested));
+  ++stats_.num_device_free;
+}
+
+void async_accounting::on_reuse(std::size_t requested) noexcept {
+  const std::size_t kind = kind_index(requested);
+  const auto footprint = static_cast<std::int64_t>(async_footprint(requested));
+  increase(stats_.allocation, kind, 1);
+  increase(stats_.active, kind, 1);
+  increase(stats_.allocated_bytes, kind, footprint);
+  increase(stats_.active_bytes, kind, footprint);
+  increase(stats_.requested_bytes, kind, static_cast<std::int64_t>(requested));
+}
+
+void async_accounting::on_idle(std::size_t requested) noexcept {
+  const std::size_t kind = kind_index(requested);
+  decrease(stats_.active, kind, 1);
+  decrease(stats_.active_bytes, kind, static_cast<std::int64_t>(async_footprint(requested)));
+  decrease(stats_.requested_bytes, kind, static_cast<std::int64_t>(requested));
+}
+
+void async_accounting::on_segment_release(std::size_t block_size) noexcept {
+  decrease(stats_.segment, kind_index(block_size), 1);
   ++stats_.num_device_free;
 }
 

@@ -30,6 +30,13 @@ class async_accounting {
   void on_free_requested(std::size_t requested) noexcept;
   /// free_async was issued: the memory is the pool's again.
   void on_free_completed(std::size_t requested) noexcept;
+  // Private pools (Note [Private pools of the cudaMallocAsync backend]): a new block is on_alloc.
+  /// An idle private block handed out again: allocation and active, no segment, no device call.
+  void on_reuse(std::size_t requested) noexcept;
+  /// A private block back in its pool (after on_free_requested): active drops, the segment stays.
+  void on_idle(std::size_t requested) noexcept;
+  /// An idle private block of `block_size` bytes given back to the device: the segment drops.
+  void on_segment_release(std::size_t block_size) noexcept;
   void on_retry() noexcept { ++stats_.num_alloc_retries; }
   void on_oom() noexcept { ++stats_.num_ooms; }
   void on_device_synchronize() noexcept { ++stats_.num_sync_all_streams; }

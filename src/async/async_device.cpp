@@ -86,12 +86,19 @@ async_device::~async_device() {
     (void)driver_->device_synchronize(device_);
     try {
       for (const auto& [address, record] : pointers_->live_on(device_)) {
+        if (record.captured) continue;  // a private pool's block: given back below
         void* ptr = reinterpret_cast<void*>(address);
         if (!driver_->free_async(ptr, record.stream).ok()) (void)driver_->free_async(ptr, nullptr);
       }
     } catch (...) {
       // Host memory exhausted while listing them: the live allocations stay with the pool.
     }
+    // Private pools' blocks, live or idle (Note [Private pools of the cudaMallocAsync backend]).
+    captures_.for_each_pool([&](capture_router::pool_type& pool) {
+      for (const auto& [address, block] : pool.memory.blocks) {
+        (void)driver_->free(device_, reinterpret_cast<void*>(address));
+      }
+    });
     if (!owns_pool_) (void)driver_->pool_set_attr(pool_, pool_attr::release_threshold, previous_release_threshold_);
     (void)driver_->device_synchronize(device_);
     (void)driver_->pool_trim_to(pool_, 0);
@@ -107,8 +114,9 @@ async_device::~async_device() {
 //    the fraction cap is checked against our own accounting (no mem_get_info); malloc_async; the
 //    pointer-map insert (one shard lock, a slot of a flat table: no host allocation); the
 //    accounting; trace calls that are one inline test while history is off.
-//  - deallocate: the pointer-map take, a capture query only for an allocation a recording routed
-//    (Note [Frees of captured allocations]), the device lock, free_async, the accounting.
+//  - deallocate: the pointer-map take, the device lock, free_async, the accounting. An
+//    allocation a recording routed goes back to its private pool with no driver call at all
+//    (Note [Private pools of the cudaMallocAsync backend]).
 //  - reserved_bytes is read from the pool lazily: at stats(), reset_peak_stats(), empty_cache()
 //    and OOM, never per call; its peak includes the pool's ReservedMemHigh, so a peak reached
 //    between readings is not lost (Note [Statistics of the cudaMallocAsync backend]).
@@ -116,8 +124,7 @@ async_device::~async_device() {
 //    deferred, by the recordings of begin_allocate_to_pool, which the capture protocol (spec
 //    §3.2) opens before the stream begins capturing. A capture status cached per stream would
 //    not be safe: a stream may begin a new capture between two calls without the backend seeing
-//    it. The one status query left is at the free of a routed allocation, where the answer (graph
-//    free node, uncaptured free after the capture, or an invalidated capture) changes what to do.
+//    it.
 // The device lock is held across the driver call: that keeps a free that was decided before a
 // recording began ahead of the recording in the driver's order too (so it cannot land inside
 // the capture), and it costs nothing on one thread. Threads allocating on one device do
@@ -125,24 +132,22 @@ async_device::~async_device() {
 void* async_device::allocate(std::size_t bytes, stream_t stream) {
   std::lock_guard lock(mutex_);
   if (!captures_.underway() && captures_.has_deferred()) flush_deferred_locked();
+  if (captures_.underway()) {
+    // Note [Private pools of the cudaMallocAsync backend]: not a graph allocation node.
+    if (capture_router::pool_type* pool = captures_.route(stream)) return allocate_private_locked(*pool, bytes, stream);
+  }
   allocation_record record;
   record.device = device_;
   record.size = bytes;
   record.stream = stream;
-  if (captures_.underway()) {
-    if (const capture_router::pool_type* pool = captures_.route(stream)) {
-      record.pool = pool->id;
-      record.captured = true;
-    }
-  }
   // Note [Impossible requests]: a request larger than the device's memory cannot succeed, and
   // asking the pool anyway is not free: on the H200 a cudaMallocAsync of twice the device took
   // ~11 s and, while it tried, took so much of the device that another process's
   // cudaStreamCreate failed with out of memory. So it is refused here, without a driver call.
   if (bytes > total_memory_) throw oom_locked(bytes, stream, record.pool, oom_cause::device_size);
   // See Note [Memory fraction]: checked before the driver is asked, so a capped request never
-  // grows the pool.
-  if (accounting_.held_bytes() + async_footprint(bytes) > limit_locked()) {
+  // grows the pool. Idle blocks of private pools are held memory too.
+  if (accounting_.held_bytes() + private_idle_bytes_ + async_footprint(bytes) > limit_locked()) {
     throw oom_locked(bytes, stream, record.pool, oom_cause::cap);
   }
   void* ptr = nullptr;
@@ -187,6 +192,11 @@ bool async_device::synchronize_and_trim_locked() noexcept {
   if (!driver_->device_synchronize(device_).ok()) return false;
   accounting_.on_device_synchronize();
   (void)driver_->pool_trim_to(pool_, 0);
+  try {
+    forget_released_pools_locked();  // released private pools' idle blocks, as native's OOM ladder does
+  } catch (...) {
+    // Host memory exhausted: the retry goes ahead without them.
+  }
   sample_reserved_locked();
   return true;
 }
@@ -195,24 +205,25 @@ bool async_device::synchronize_and_trim_locked() noexcept {
 // While any capture is underway on a device, freeing an allocation that was NOT made during a
 // capture must not reach cudaFreeAsync: on a capturing stream it would become a free node of the
 // graph for memory the graph does not own (illegal), and on another stream it could let the pool
-// hand the memory to a captured allocation while work the graph will replay still reads it. Such a
+// hand the memory to another allocation while work the graph will replay still reads it. Such a
 // free is accounted as requested (allocation -1, free_requested trace) and parked; the memory stays
 // "active" (active_pending_free in the snapshot). The router hands parked frees back once no
 // capture is underway on the device (Note [Parked frees] in src/capture/capture_router.hpp); they
 // are issued then — at end_allocate_to_pool of the last capture, or at the next allocate,
 // deallocate or empty_cache — and only when none of the streams involved reports an active
 // capture (a user may end the routing before ending the stream capture). Frees of captured
-// allocations go to cudaFreeAsync at once: they become graph free nodes. No event is queried at
+// allocations go back to their private pool at once, with no cudaFreeAsync (Note [Private pools
+// of the cudaMallocAsync backend]). No event is queried at
 // any point: the record_stream handling needs only event_record and stream_wait_event, which are
 // legal under capture.
 void async_device::free(void* ptr, allocation_record& record) {
-  // Note [Frees of captured allocations] (async_device_admin.cpp). Decided before locking: warn()
-  // runs the user's handler, which must not run under the device mutex.
-  const capture_status capture = record.captured ? capture_state(record.stream) : capture_status::active;
-  if (capture == capture_status::none) warn_uncaptured_free();
   std::lock_guard lock(mutex_);
   const bool underway = captures_.underway();
   if (!underway && captures_.has_deferred()) flush_deferred_locked();
+  if (record.captured) {
+    free_private_locked(ptr, record);  // back to its private pool, during the capture or after it
+    return;
+  }
   const auto address = reinterpret_cast<std::uintptr_t>(ptr);
   if (underway && !record.captured) {
     // Note [Deferred frees during capture]. Parked first: on bad_alloc nothing changed, and the
@@ -223,10 +234,6 @@ void async_device::free(void* ptr, allocation_record& record) {
     captures_.defer(ptr, std::move(record));
     accounting_.on_free_requested(size);
     trace(trace_action::free_requested, address, size, stream, pool);
-    return;
-  }
-  if (capture == capture_status::invalidated) {
-    drop_captured_locked(ptr, record);
     return;
   }
   release_locked(ptr, record);  // throws before changing anything
@@ -255,6 +262,23 @@ void async_device::free(void* ptr, allocation_record& record) {
 // free — a dependency PyTorch does not add. In record_stream's common uses (a side stream consumes a
 // tensor of A and A later joins it) that order exists anyway; docs/async-backend.md says so.
 void async_device::release_locked(void* ptr, const allocation_record& record) {
+  const bool host_synchronised = order_after_stream_uses_locked(ptr, record);
+  const drv_result result = [&] {
+    // Note [Relaxed uncaptured calls] (docs/graph-capture.md): while a capture is underway, a free
+    // on a stream outside it would break it in global mode; relaxed, it does not.
+    const relaxed_thread_scope relaxed(*driver_, captures_.underway());
+    return driver_->free_async(ptr, record.stream);
+  }();
+  if (!result.ok()) {
+    throw cuda_error("streampool: cudaFreeAsync of " + core::format_pointer(ptr) + " on device " +
+                         std::to_string(device_) + " failed: " + driver_->describe(result),
+                     result.native);
+  }
+  if (host_synchronised) accounting_.on_device_synchronize();
+  accounting_.on_free_completed(record.size);
+}
+
+bool async_device::order_after_stream_uses_locked(void* ptr, const allocation_record& record) {
   drv_result failed_wait;
   for (const stream_t use : record.stream_uses) {
     const event_t event = events_.acquire();
@@ -282,19 +306,7 @@ void async_device::release_locked(void* ptr, const allocation_record& record) {
       }
     }
   }
-  const drv_result result = [&] {
-    // Note [Relaxed uncaptured calls] (docs/graph-capture.md): while a capture is underway, a free
-    // on a stream outside it would break it in global mode; relaxed, it does not.
-    const relaxed_thread_scope relaxed(*driver_, captures_.underway());
-    return driver_->free_async(ptr, record.stream);
-  }();
-  if (!result.ok()) {
-    throw cuda_error("streampool: cudaFreeAsync of " + core::format_pointer(ptr) + " on device " +
-                         std::to_string(device_) + " failed: " + driver_->describe(result),
-                     result.native);
-  }
-  if (host_synchronised) accounting_.on_device_synchronize();
-  accounting_.on_free_completed(record.size);
+  return host_synchronised;
 }
 
 void async_device::flush_deferred_locked() noexcept {

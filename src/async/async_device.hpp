@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <mutex>
 #include <utility>
 #include <vector>
@@ -31,9 +32,27 @@ struct deferred_free {
   allocation_record record;
 };
 
-/// The device's capture bookkeeping: private pools own no memory here (Note [Captures in the
-/// cudaMallocAsync backend]); parked frees are pointers with their records.
-using capture_router = capture::capture_router<capture::no_memory, deferred_free>;
+/// One block of a private pool: device memory of its own (cudaMalloc), never part of the
+/// stream-ordered pool (Note [Private pools of the cudaMallocAsync backend] in
+/// async_private_pool.cpp).
+struct private_block {
+  std::size_t size = 0;      ///< bytes obtained (the first request's footprint)
+  stream_t stream = nullptr; ///< the stream it was allocated on: it is reused only on that stream
+  bool idle = false;         ///< freed, waiting in the pool for a later allocation into the pool
+};
+
+/// The memory of one private pool: every block it owns, live or idle, and the idle ones by
+/// (stream, size) for best fit.
+struct private_memory {
+  std::map<std::uintptr_t, private_block> blocks;
+  std::multimap<std::pair<stream_t, std::size_t>, std::uintptr_t> idle;
+  std::size_t bytes = 0;  ///< sum of blocks' sizes
+  std::size_t live = 0;   ///< blocks handed out and not freed
+};
+
+/// The device's capture bookkeeping: private pools own blocks of their own (Note [Private pools of
+/// the cudaMallocAsync backend]); parked frees are pointers with their records.
+using capture_router = capture::capture_router<private_memory, deferred_free>;
 
 class async_device {
  public:
@@ -51,8 +70,9 @@ class async_device {
   /// Frees an allocation already taken out of the pointer map. On an exception nothing changed and
   /// the caller puts the record back. @throws cuda_error
   void free(void* ptr, allocation_record& record);
-  /// Device synchronise + trim the pool to 0, then forgets released pools none of whose allocations
-  /// is live (Note [Released pools]). Skipped while a capture is underway on the device.
+  /// Device synchronise + trim the pool to 0, then gives back the idle blocks of released private
+  /// pools and forgets those left empty (Note [Released pools]). Skipped while a capture is
+  /// underway on the device.
   void empty_cache();
 
   [[nodiscard]] memory_stats stats();
@@ -79,14 +99,22 @@ class async_device {
   void release_locked(void* ptr, const allocation_record& record);
   /// Issues the deferred frees whose streams are no longer capturing (no capture underway).
   void flush_deferred_locked() noexcept;
-  /// Forgets the released pools that no live allocation was routed to (Note [Released pools]).
+  /// Gives back the idle blocks of released private pools and forgets the pools left without
+  /// blocks (Note [Released pools]). The device must be synchronised and no capture underway.
   void forget_released_pools_locked();
-  // Note [Frees of captured allocations] (async_device_admin.cpp):
-  /// The capture status of `stream` (active when it cannot be read: the free then goes ahead).
-  [[nodiscard]] capture_status capture_state(stream_t stream) const noexcept;
-  static void warn_uncaptured_free() noexcept;
-  /// Accounts and traces the free of a captured allocation whose capture was invalidated.
-  void drop_captured_locked(void* ptr, const allocation_record& record) noexcept;
+  /// Makes `record.stream` wait for the work of its record_stream streams (Note [record_stream by
+  /// stream wait]); returns true when the host had to synchronise instead. @throws cuda_error
+  bool order_after_stream_uses_locked(void* ptr, const allocation_record& record);
+  // Private pools (async_private_pool.cpp, Note [Private pools of the cudaMallocAsync backend]):
+  /// An allocation of `bytes` on `stream` into `pool`: an idle block of the pool, else a new one.
+  /// @throws out_of_memory, cuda_error, bad_alloc (nothing changed)
+  [[nodiscard]] void* allocate_private_locked(capture_router::pool_type& pool, std::size_t bytes, stream_t stream);
+  /// Takes `record`'s block back into its pool (idle). @throws cuda_error, bad_alloc (nothing changed)
+  void free_private_locked(void* ptr, const allocation_record& record);
+  /// The size of the private block at `address` of `pool` (0 when unknown).
+  [[nodiscard]] std::size_t private_block_size(mempool_id pool, std::uintptr_t address) const noexcept;
+  /// Gives the idle blocks of `pool` back to the device (cudaFree; no capture may be underway).
+  void release_idle_blocks_locked(capture_router::pool_type& pool) noexcept;
   /// malloc_async; on out_of_memory (and no capture underway) synchronise, trim and retry once.
   [[nodiscard]] drv_result malloc_with_retry_locked(std::size_t bytes, stream_t stream, void** out);
   /// Device synchronise + pool_trim_to(0). False when the synchronise failed.
@@ -119,6 +147,8 @@ class async_device {
   std::size_t total_memory_ = 0;
   double fraction_ = 1.0;
   bool last_malloc_retried_ = false;  ///< set by malloc_with_retry_locked, read by oom_locked
+  std::size_t private_bytes_ = 0;       ///< device memory held by private pools (live + idle blocks)
+  std::size_t private_idle_bytes_ = 0;  ///< of which idle
 
   /// Held across the driver call of an allocate / free (Note [Hot path of the cudaMallocAsync backend]).
   mutable core::hybrid_mutex mutex_;

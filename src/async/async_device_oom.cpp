@@ -41,7 +41,7 @@ out_of_memory async_device::oom_locked(std::size_t bytes, stream_t stream, mempo
   figures.allowed = fraction_ < 1.0 ? limit_locked() : 0;
   figures.allocated = accounting_.allocated_bytes();
   figures.reserved = accounting_.reserved_bytes();
-  const std::size_t held = accounting_.held_bytes();
+  const std::size_t held = accounting_.held_bytes() + private_idle_bytes_;  // Note [Memory fraction]
   figures.largest_free_block = figures.reserved > held ? figures.reserved - held : 0;
   std::map<stream_t, std::size_t> deferred_per_stream;
   captures_.for_each_deferred([&](const deferred_free& item) {
@@ -51,8 +51,11 @@ out_of_memory async_device::oom_locked(std::size_t bytes, stream_t stream, mempo
   figures.backend = "cudaMallocAsync";
   figures.stream_ordered_pool = true;
   std::uint64_t used = 0;
-  if (driver_->pool_get_attr(pool_, pool_attr::used_mem_current, &used).ok() && used <= figures.reserved) {
-    figures.pool_unused = figures.reserved - static_cast<std::size_t>(used);
+  // The pool's own reserve: reserved less the private pools' blocks (Note [Private pools of the
+  // cudaMallocAsync backend]), whose idle bytes are listed separately.
+  const std::size_t pool_reserved = figures.reserved > private_bytes_ ? figures.reserved - private_bytes_ : 0;
+  if (driver_->pool_get_attr(pool_, pool_attr::used_mem_current, &used).ok() && used <= pool_reserved) {
+    figures.pool_unused = pool_reserved - static_cast<std::size_t>(used);
   } else {
     figures.pool_unused = figures.largest_free_block;  // unreadable: our own upper bound
   }

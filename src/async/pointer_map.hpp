@@ -24,7 +24,7 @@ struct allocation_record {
   std::size_t size = 0;            ///< bytes asked of cudaMallocAsync (= the request; no rounding)
   stream_t stream = nullptr;       ///< allocation stream: the free is ordered on it
   mempool_id pool;                 ///< private pool when allocated under begin_allocate_to_pool
-  bool captured = false;           ///< allocated while a begin_allocate_to_pool filter matched
+  bool captured = false;           ///< a private pool's block: routed by a begin_allocate_to_pool filter
   std::vector<stream_t> stream_uses;  ///< streams given to record_stream (never the allocation stream)
 };
 

@@ -2,7 +2,7 @@
 // private pools (use counts), the active recordings of begin_allocate_to_pool with their stream
 // filters, newest-first routing of an allocation to a pool, the capture-underway count the hot
 // paths read, and the frees parked until no capture is underway. What a pool's memory is (native:
-// arenas; cudaMallocAsync: nothing of its own) and what a parked free is (native: a block;
+// arenas; cudaMallocAsync: its own blocks, Note [Private pools of the cudaMallocAsync backend]) and what a parked free is (native: a block;
 // cudaMallocAsync: a pointer and its record) are the backend's: the two template parameters.
 // See Note [Capture router] and Note [Released pools].
 #pragma once
@@ -52,9 +52,6 @@ struct private_pool {
   /// Released by every user (use count 0): the backend may free its memory (Note [Released pools]).
   [[nodiscard]] bool freeable() const noexcept { return use_count == 0; }
 };
-
-/// A backend whose pools hold no memory of their own.
-struct no_memory {};
 
 // The error messages, out of line (capture_router.cpp).
 [[noreturn]] void throw_already_recording(int device, mempool_id pool);
@@ -125,6 +122,19 @@ class capture_router {
       if (it->filter(stream)) return it->pool;
     }
     return nullptr;
+  }
+
+  /// The pool `pool` names (in use, or released and not yet forgotten), or nullptr.
+  [[nodiscard]] pool_type* find(mempool_id pool) const noexcept {
+    const auto found = pools_.find(pool);
+    return found == pools_.end() ? nullptr : found->second.get();
+  }
+
+  /// Calls `f(pool_type&)` for every pool the router knows (in use, or released and not yet
+  /// forgotten), in id order.
+  template <typename F>
+  void for_each_pool(F&& f) const {
+    for (const auto& entry : pools_) f(*entry.second);
   }
 
   [[nodiscard]] bool recording(mempool_id pool) const noexcept {

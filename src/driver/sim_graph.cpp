@@ -113,6 +113,7 @@ drv_result sim_driver::graph_launch(graph_exec_t exec, stream_t stream) noexcept
     if (rec == nullptr || index == sim::no_stream || state_->streams_[index].device != rec->device) {
       return sim::fail(status::invalid_value);
     }
+    state_->graphs_.mark_launched(*rec);
     state_->streams_.submit(index);
     return drv_result{};
   });

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <map>
+#include <set>
 #include <utility>
 #include <vector>
 
@@ -27,6 +28,7 @@ class graph_book {
     bool alive = true;
     std::vector<release_hook> hooks;  ///< run once the graph and its executables are destroyed
     std::uint32_t live_execs = 0;
+    std::uint64_t capture_id = 0;  ///< the capture it came from
   };
   struct exec_rec {
     int device = 0;
@@ -37,7 +39,7 @@ class graph_book {
 
   /// A new graph of `device`, taking the hooks registered for capture `capture_id`.
   [[nodiscard]] graph_t add_graph(int device, std::uint64_t capture_id) {
-    graphs_.push_back(graph_rec{device, true, take_capture_hooks(capture_id), 0});
+    graphs_.push_back(graph_rec{device, true, take_capture_hooks(capture_id), 0, capture_id});
     return static_cast<graph_t>(make_handle(graph_handle_base, static_cast<std::uint32_t>(graphs_.size() - 1)));
   }
   [[nodiscard]] graph_exec_t add_exec(graph_t graph, instantiate_flags flags) {
@@ -63,6 +65,10 @@ class graph_book {
     --source.live_execs;
     release_graph_hooks(source);
   }
+  /// A launch of `exec`: the graph-owned memory of its capture now exists (Note [Sim graph memory]).
+  void mark_launched(const exec_rec& exec) { launched_captures_.insert(graphs_[exec.graph].capture_id); }
+  /// True once some executable of the graph of capture `capture_id` was launched.
+  [[nodiscard]] bool launched(std::uint64_t capture_id) const noexcept { return launched_captures_.count(capture_id) != 0; }
   /// The live graph / executable `handle` names, or nullptr.
   [[nodiscard]] graph_rec* find_graph(const void* handle) noexcept { return find_live(graphs_, handle, graph_handle_base); }
   [[nodiscard]] exec_rec* find_exec(const void* handle) noexcept { return find_live(execs_, handle, exec_handle_base); }
@@ -99,6 +105,7 @@ class graph_book {
   std::vector<exec_rec> execs_;
   /// capture_on_graph_release hooks of captures not yet ended, by capture id.
   std::map<std::uint64_t, std::vector<release_hook>> capture_hooks_;
+  std::set<std::uint64_t> launched_captures_;  ///< captures whose graph was launched at least once
 };
 
 }  // namespace streampool::sim

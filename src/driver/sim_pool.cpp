@@ -392,6 +392,7 @@ drv_result pool_space::allocate(pool_rec& pool, std::size_t bytes, std::uint32_t
     device.bytes += grow;
   }
   block->requested = bytes;
+  block->graph_capture = 0;
   block->free = false;
   block->settled = true;
   block->stream = no_stream;

@@ -155,9 +155,26 @@ drv_result sim_driver::malloc_async(mempool_t pool, std::size_t bytes, stream_t 
     if (bytes == 0) {
       return drv_result{};
     }
-    return state_->pools_.allocate(*rec, bytes, stream_index, state_->streams_, state_->available(rec->device), out);
+    const drv_result result =
+        state_->pools_.allocate(*rec, bytes, stream_index, state_->streams_, state_->available(rec->device), out);
+    const sim::stream_rec& on = state_->streams_[stream_index];
+    if (result.ok() && on.capture == capture_status::active && on.begun) {
+      state_->pools_.find_live(*out)->graph_capture = on.capture_id;  // Note [Sim graph memory]
+    }
+    return result;
   });
 }
+
+// Note [Sim graph memory]
+// Under a capture begun with stream_begin_capture, cudaMallocAsync on a capturing stream is a
+// graph allocation node: the memory belongs to the graph, and exists only once a launch of the
+// graph has allocated it. CUDA refuses (cudaErrorInvalidValue) a cudaFreeAsync of it from outside
+// the capture before any launch of the graph: seen on the H200 when PyTorch's cudagraph trees
+// freed capture-time memory before the first replay. The sim serves such an allocation from the
+// pool as usual (it keeps no graph memory) but tags the block with its capture and refuses, the
+// same way, a free_async from a stream that is not in that capture while no executable of its
+// graph has been launched (invalid_value; the capture itself is not affected). A free inside the
+// capture (a graph free node) and a free after a launch succeed, as on CUDA.
 
 drv_result sim_driver::free_async(void* ptr, stream_t stream) noexcept {
   return state_->run(counters_, driver_call::free_async, [&] {
@@ -174,6 +191,13 @@ drv_result sim_driver::free_async(void* ptr, stream_t stream) noexcept {
     sim::block_rec* block = state_->pools_.find_live(ptr);
     if (block == nullptr) {
       return sim::fail(status::invalid_value);
+    }
+    if (block->graph_capture != 0) {  // Note [Sim graph memory]
+      const sim::stream_rec& freeing = state_->streams_[stream_index];
+      const bool in_capture = freeing.capture == capture_status::active && freeing.capture_id == block->graph_capture;
+      if (!in_capture && !state_->graphs_.launched(block->graph_capture)) {
+        return sim::fail(status::invalid_value);
+      }
     }
     state_->pools_.release(block, stream_index, state_->streams_.submit(stream_index), state_->streams_);
     return drv_result{};

@@ -37,6 +37,7 @@ struct block_rec {
   bool settled = true;
   std::uint32_t stream = no_stream;  ///< the freeing stream, while pending
   std::uint64_t target = 0;          ///< its item that must complete
+  std::uint64_t graph_capture = 0;   ///< allocated by a begun capture: graph-owned (Note [Sim graph memory])
 };
 
 /// A pool's address range (one per pool, made at its first allocation; Note [Sim pool model]):

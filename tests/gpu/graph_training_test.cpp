@@ -106,9 +106,9 @@ TEST_P(graph_training, CapturedStepReplaysBitIdenticalLossesWithoutAllocating) {
   EXPECT_EQ(captured.allocation[0].current, before.allocation[0].current) << "the step frees what it allocates";
   EXPECT_EQ(captured.allocation[0].allocated - before.allocation[0].allocated,
             kernels::mlp_trainer::allocations_per_step());
-  if (is_native()) {
-    EXPECT_GT(captured.reserved_bytes[0].current, before.reserved_bytes[0].current) << "the private pool's segments";
-  }
+  // Both backends: the private pool's own memory (cudaMallocAsync: Note [Private pools of the
+  // cudaMallocAsync backend]).
+  EXPECT_GT(captured.reserved_bytes[0].current, before.reserved_bytes[0].current) << "the private pool's segments";
 
   std::vector<float> replayed;
   for (int i = 0; i < steps; ++i) {
@@ -144,9 +144,7 @@ TEST_P(graph_training, TwoGraphsSharingAPoolReplayInCaptureOrder) {
   const std::int64_t with_first = reserved();
   captured_graph second = capture_step(*alloc_, trainer, s, first.pool());
   EXPECT_EQ(second.pool(), first.pool());
-  if (is_native()) {
-    EXPECT_EQ(reserved(), with_first) << "the second capture reuses the blocks the first one freed";
-  }
+  EXPECT_EQ(reserved(), with_first) << "the second capture reuses the blocks the first one freed";
   std::vector<float> replayed;
   for (int i = 0; i < pairs; ++i) {  // capture order, on one stream: never concurrently
     first.launch(s);

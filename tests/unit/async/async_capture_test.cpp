@@ -1,7 +1,9 @@
 // async_capture_test.cpp — capture in the cudaMallocAsync backend (Note [Captures in the
-// cudaMallocAsync backend], Note [Deferred frees during capture]): routing by filter, deferred
-// frees of uncaptured memory, immediate frees of captured memory, several captures at once, no
-// event query or synchronisation during capture, and the errors of the pool calls.
+// cudaMallocAsync backend], Note [Private pools of the cudaMallocAsync backend], Note [Deferred
+// frees during capture]): routing by filter, deferred frees of uncaptured memory, private-pool
+// blocks (freed during or after the capture, reused only by the same pool, given back at
+// release + empty_cache), several captures at once, no event query or synchronisation during
+// capture, and the errors of the pool calls.
 #include "async_test_support.hpp"
 
 namespace streampool::testing {
@@ -61,7 +63,10 @@ TEST_F(async_capture, UncapturedFreeIsDeferredUntilTheCaptureEnds) {
   EXPECT_EQ(sim_->calls(driver_call::event_query), 0u);
 }
 
-TEST_F(async_capture, CapturedAllocationsAreTaggedAndFreedAtOnce) {
+// Changed with Note [Private pools of the cudaMallocAsync backend]: a captured allocation used to
+// be a graph allocation node, freed with cudaFreeAsync (a graph free node); it is now a block of
+// the private pool (cudaMalloc), and its free goes back to the pool with no driver call.
+TEST_F(async_capture, CapturedAllocationsAreTaggedAndGoBackToTheirPool) {
   alloc_->record_history(true);
   const mempool_id pool = allocator::create_pool_id();
   const stream_t capturing = start_capture(pool, 11);
@@ -73,15 +78,18 @@ TEST_F(async_capture, CapturedAllocationsAreTaggedAndFreedAtOnce) {
     const bool is_captured = segment.address == reinterpret_cast<std::uintptr_t>(captured);
     EXPECT_EQ(segment.pool, is_captured ? pool : mempool_id{});
   }
+  EXPECT_EQ(sim_->calls(driver_call::malloc), 1u) << "the private block is the pool's own memory";
+  EXPECT_EQ(sim_->calls(driver_call::malloc_async), 1u) << "only the uncaptured allocation uses the stream-ordered pool";
   const auto frees = sim_->calls(driver_call::free_async);
-  alloc_->deallocate(captured);  // a graph free node
-  EXPECT_EQ(sim_->calls(driver_call::free_async), frees + 1);
+  alloc_->deallocate(captured);  // back to the private pool
+  EXPECT_EQ(sim_->calls(driver_call::free_async), frees);
+  EXPECT_EQ(sim_->calls(driver_call::free), 0u);
   alloc_->deallocate(outside);  // parked
-  EXPECT_EQ(sim_->calls(driver_call::free_async), frees + 1);
+  EXPECT_EQ(sim_->calls(driver_call::free_async), frees);
   EXPECT_EQ(sim_->calls(driver_call::event_query), 0u);
   EXPECT_EQ(sim_->calls(driver_call::device_synchronize), 0u);
   stop_capture(capturing, pool);
-  EXPECT_EQ(sim_->calls(driver_call::free_async), frees + 2);
+  EXPECT_EQ(sim_->calls(driver_call::free_async), frees + 1);
   bool saw_pool_in_trace = false;
   for (const trace_entry& entry : alloc_->trace(0)) saw_pool_in_trace |= entry.pool == pool;
   EXPECT_TRUE(saw_pool_in_trace);
@@ -150,15 +158,21 @@ TEST_F(async_capture, RoutingEndedBeforeTheStreamCaptureKeepsTheFreeParked) {
 TEST_F(async_capture, OomDuringCaptureIsNotRetried) {
   const mempool_id pool = allocator::create_pool_id();
   const stream_t capturing = start_capture(pool, 9);
-  sim_->fail_next(driver_call::malloc_async, 1);
+  // Captured allocations are private-pool blocks (cudaMalloc); uncaptured ones come from the
+  // stream-ordered pool. Neither is retried while the capture is underway.
+  sim_->fail_next(driver_call::malloc, 1, status::out_of_memory);
   try {
     (void)alloc_->allocate(mib, capturing);
     FAIL() << "expected out_of_memory";
   } catch (const out_of_memory& e) {
     EXPECT_NE(std::string(e.what()).find("capture is underway"), std::string::npos) << e.what();
   }
+  sim_->fail_next(driver_call::malloc_async, 1);
+  EXPECT_THROW((void)alloc_->allocate(mib, other_), out_of_memory);
   EXPECT_EQ(sim_->calls(driver_call::device_synchronize), 0u);
+  EXPECT_EQ(sim_->calls(driver_call::malloc), 1u);
   EXPECT_EQ(sim_->calls(driver_call::malloc_async), 1u);
+  EXPECT_EQ(alloc_->stats(0).allocation[0].current, 0) << "nothing half-made";
   alloc_->empty_cache();  // a no-op while capturing: no illegal synchronisation
   EXPECT_EQ(sim_->calls(driver_call::device_synchronize), 0u);
   stop_capture(capturing, pool);

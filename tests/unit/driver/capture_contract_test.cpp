@@ -135,6 +135,32 @@ TEST_P(capture_contract, AutoFreeOnLaunchAllowsRelaunchWithUnfreedAllocations) {
   EXPECT_TRUE(ok(drv_->graph_mem_trim(0)));
 }
 
+// Note [Sim graph memory] (src/driver/sim_pool_attrs.cpp): memory a capture allocated with
+// cudaMallocAsync belongs to the graph; freeing it from outside the capture before any launch is
+// refused (seen on the H200 with PyTorch's cudagraph trees), and the capture stays usable. After
+// a launch the same free succeeds. This is why the cudaMallocAsync backend gives private pools
+// memory of their own (Note [Private pools of the cudaMallocAsync backend]).
+TEST_P(capture_contract, GraphOwnedMemoryCannotBeFreedOutsideTheGraphBeforeALaunch) {
+  if (!pools()) GTEST_SKIP() << "device 0 has no memory pools";
+  const stream_t s = stream();
+  const stream_t other = stream();
+  void* owned = nullptr;
+  ASSERT_TRUE(ok(drv_->stream_begin_capture(s, capture_mode::global)));
+  ASSERT_TRUE(ok(drv_->malloc_async(default_pool(), 2 * mib, s, &owned)));
+  graph_t graph = nullptr;
+  ASSERT_TRUE(ok(drv_->stream_end_capture(s, &graph)));
+  graph_exec_t exec = nullptr;
+  ASSERT_TRUE(ok(drv_->graph_instantiate(graph, &exec, instantiate_flags::auto_free_on_launch)));
+  EXPECT_FALSE(drv_->free_async(owned, s).ok()) << "graph memory freed before any launch";
+  EXPECT_FALSE(drv_->free_async(owned, other).ok()) << "on any stream";
+  ASSERT_TRUE(ok(drv_->graph_launch(exec, s)));
+  ASSERT_TRUE(ok(drv_->stream_synchronize(0, s)));
+  EXPECT_TRUE(ok(drv_->free_async(owned, s))) << "after a launch it may be freed outside the graph";
+  ASSERT_TRUE(ok(drv_->stream_synchronize(0, s)));
+  EXPECT_TRUE(ok(drv_->graph_exec_destroy(exec)));
+  EXPECT_TRUE(ok(drv_->graph_destroy(graph)));
+}
+
 TEST_P(capture_contract, SideStreamJoinsThroughAnEventAndMustBeJoinedBack) {
   const stream_t origin = stream();
   const stream_t side = stream();
