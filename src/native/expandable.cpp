@@ -145,7 +145,7 @@ block* expandable_segments::map_pages(stream_arena& a, block* b, std::size_t byt
   const std::size_t wanted = (bytes + page - 1) / page;
   const std::uintptr_t lo = b->ptr;
   if (!leftovers_.empty()) {
-    release_leftovers();
+    release_leftovers(/*spares_too=*/false);  // spare pages are for this growth
     if (leftover_in(lo, wanted * page)) return nullptr;  // still mapped there: not now (Note [Leftover pages])
   }
   // What may throw std::bad_alloc, before the first driver call.
@@ -215,10 +215,10 @@ block* expandable_segments::map_pages(stream_arena& a, block* b, std::size_t byt
 }
 
 void expandable_segments::count_mapping(const stream_arena& a, const segment& seg, std::uintptr_t lo,
-                                        std::size_t bytes, bool mapped) {
+                                        std::size_t bytes, bool mapped, bool reserved_changes) {
   // docs/pytorch-compatibility.md §2.13: a map is a device alloc and an unmap a device free; `segment` does not change.
   const auto amount = static_cast<std::int64_t>(bytes);
-  counters_->change_reserved(seg.small, mapped ? amount : -amount);
+  if (reserved_changes) counters_->change_reserved(seg.small, mapped ? amount : -amount);
   ++(mapped ? counters_->num_device_alloc : counters_->num_device_free);
   device_->trace.record(mapped ? trace_action::segment_map : trace_action::segment_unmap, index_, lo, bytes,
                         a.stream(), a.pool_id());
@@ -268,13 +268,13 @@ void expandable_segments::unmap_free_pages(stream_arena& a) {
   }
 }
 
-void expandable_segments::unmap_block(stream_arena& a, segment& seg, block* b, std::size_t max_pages) {
+void expandable_segments::unmap_block(stream_arena& a, segment& seg, block* b) {
   // Per page: release the handle (legal while mapped: the memory goes with the mapping), then
   // unmap. A refused call leaves that page and the ones after it mapped, as they were; a page
   // whose handle is already released is marked so the next attempt only unmaps it.
   const std::size_t page = seg.page;
+  const std::size_t first = (b->ptr - seg.base + page - 1) / page;
   const std::size_t last = (b->ptr + b->size - seg.base) / page;
-  const std::size_t first = std::max((b->ptr - seg.base + page - 1) / page, last > max_pages ? last - max_pages : 0);
   a.reserve_blocks();
   std::size_t done = 0;
   drv_result result{};
@@ -363,9 +363,9 @@ void expandable_segments::keep_leftover(const leftover_page& page) noexcept {
   counters_->change_reserved(page.small, static_cast<std::int64_t>(page.bytes));
 }
 
-void expandable_segments::release_leftovers() noexcept {
-  std::erase_if(leftovers_, [this](leftover_page& page) {
-    if (!retire(page)) return false;
+void expandable_segments::release_leftovers(bool spares_too) noexcept {
+  std::erase_if(leftovers_, [this, spares_too](leftover_page& page) {
+    if ((page.spare && !spares_too) || !retire(page)) return false;
     counters_->change_reserved(page.small, -static_cast<std::int64_t>(page.bytes));
     return true;
   });

@@ -83,6 +83,9 @@ struct leftover_page {
   bool small = false;
   std::uintptr_t va = 0;  ///< still mapped at va; 0 when not mapped
   bool released = false;  ///< the handle is released; only the unmap is missing
+  /// Unmapped on purpose by a page move, kept for the next growth (Note [Moving free pages]);
+  /// only release_cached gives it back.
+  bool spare = false;
 };
 
 /// Page sizes and reservation size of one device's expandable segments.
@@ -128,8 +131,9 @@ class expandable_segments {
   /// Gives back every wholly free page of the arena's expandable segments (release_cached) and
   /// frees reservations left with nothing mapped. @throws cuda_error (the page stays mapped)
   void unmap_free_pages(stream_arena& a);
-  /// Gives back the leftover pages the driver takes now (Note [Leftover pages]).
-  void release_leftovers() noexcept;
+  /// Gives back the leftover pages the driver takes now (Note [Leftover pages]); `spares_too`:
+  /// also the pages a move kept for the next growth (Note [Moving free pages]).
+  void release_leftovers(bool spares_too = true) noexcept;
   /// Allocator teardown: unmaps, releases and frees a reservation (status form).
   void release_at_exit(const segment& seg) noexcept;
   /// The leftover pages, for a snapshot.
@@ -142,12 +146,16 @@ class expandable_segments {
   [[nodiscard]] block* reserve_segment(stream_arena& a, bool small, std::size_t rounded);
   [[nodiscard]] block* map_pages(stream_arena& a, block* b, std::size_t bytes);
   /// Unmaps the whole pages inside free block `b` (at most `max_pages`, the highest ones).
-  void unmap_block(stream_arena& a, segment& seg, block* b, std::size_t max_pages = SIZE_MAX);
+  void unmap_block(stream_arena& a, segment& seg, block* b);
+  /// Unmaps at most `max_pages` whole pages (the highest) inside free block `b`, keeping their
+  /// handles as spare pages for the next growth; returns how many (Note [Moving free pages]).
+  std::size_t move_out(stream_arena& a, segment& seg, block* b, std::size_t max_pages);
   /// Before a growth of a shared arena: unmaps free pages so that reserved memory does not pass
   /// its peak (Note [Moving free pages], page_moves.cpp).
   void reclaim_pages(stream_arena& a, std::size_t rounded, bool small);
   void destroy(stream_arena& a, segment* seg);
-  void count_mapping(const stream_arena& a, const segment& seg, std::uintptr_t lo, std::size_t bytes, bool mapped);
+  void count_mapping(const stream_arena& a, const segment& seg, std::uintptr_t lo, std::size_t bytes, bool mapped,
+                     bool reserved_changes = true);
   // leftover pages (Note [Leftover pages])
   void give_back(segment& seg, std::size_t first, std::size_t mapped, std::size_t count) noexcept;
   [[nodiscard]] bool retire(leftover_page& page) noexcept;

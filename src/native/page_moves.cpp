@@ -4,7 +4,10 @@
 #include <algorithm>
 #include <vector>
 
+#include <string>
+
 #include "native/expandable.hpp"
+#include "streampool/errors.hpp"
 #include "native/stream_arena.hpp"
 
 namespace streampool::native {
@@ -61,10 +64,15 @@ void expandable_segments::reclaim_pages(stream_arena& a, std::size_t rounded, bo
   const std::size_t page = geometry_.page(small);
   const std::size_t growth = (rounded + page - 1) / page * page;
   const auto& reserved = counters_->reserved_bytes[0];
-  const auto current = static_cast<std::size_t>(reserved.current);
+  const auto current = static_cast<std::size_t>(reserved.current);  // spare pages included
   const auto peak = static_cast<std::size_t>(reserved.peak);
-  if (current + growth <= peak) return;
-  std::size_t excess = current + growth - peak;
+  std::size_t spare = 0;
+  for (const leftover_page& p : leftovers_) {
+    if (p.spare && p.va == 0 && !p.released && p.bytes == page) spare += p.bytes;
+  }
+  const std::size_t fresh = growth > spare ? growth - spare : 0;  // what the growth would create
+  if (current + fresh <= peak) return;
+  std::size_t excess = current + fresh - peak;
 
   struct candidate {
     block* b;
@@ -85,12 +93,46 @@ void expandable_segments::reclaim_pages(stream_arena& a, std::size_t rounded, bo
     if (excess == 0) break;
     const std::size_t wanted = (excess + c.seg->page - 1) / c.seg->page;
     a.order()->complete(c.b->hazard_streams, c.b->hazard_ticket);
-    const std::size_t before = c.seg->mapped_pages;
-    unmap_block(a, *c.seg, c.b, wanted);
-    a.order()->note_moved_pages(before - c.seg->mapped_pages);
-    const std::size_t freed = (before - c.seg->mapped_pages) * c.seg->page;
+    const std::size_t moved = move_out(a, *c.seg, c.b, wanted);
+    a.order()->note_moved_pages(moved);
+    const std::size_t freed = moved * c.seg->page;
     excess = freed >= excess ? 0 : excess - freed;
   }
+}
+
+std::size_t expandable_segments::move_out(stream_arena& a, segment& seg, block* b, std::size_t max_pages) {
+  // As unmap_block, but the handle is kept (a spare page, still counted in reserved_bytes) for
+  // the growth that follows, which maps it where it is needed: no cuMemRelease / cuMemCreate.
+  const std::size_t page = seg.page;
+  const std::size_t last = (b->ptr + b->size - seg.base) / page;
+  const std::size_t first = std::max((b->ptr - seg.base + page - 1) / page, last > max_pages ? last - max_pages : 0);
+  if (first >= last) return 0;
+  a.reserve_blocks();
+  leftovers_.reserve(leftovers_.size() + (last - first));
+  std::size_t done = 0;
+  drv_result result{};
+  for (std::size_t i = first; i < last; ++i, ++done) {
+    if (seg.handles[i] == released_handle) break;  // an earlier failed release: leave it to unmap_block
+    result = drv_->vmm_unmap(reinterpret_cast<void*>(seg.base + i * page), page);
+    if (!result.ok()) break;
+    leftovers_.push_back(leftover_page{seg.handles[i], page, seg.small, 0, false, true});
+    seg.handles[i] = 0;
+  }
+  if (done > 0) {
+    const std::uintptr_t lo = seg.base + first * page;
+    const std::size_t len = done * page;
+    segments_->erase(lo, len);
+    seg.mapped_pages -= done;
+    while (!seg.handles.empty() && seg.handles.back() == 0) seg.handles.pop_back();
+    count_mapping(a, seg, lo, len, false, /*reserved_changes=*/false);
+    (void)a.mark_unmapped(b, lo, len);
+  }
+  if (!result.ok()) {
+    throw cuda_error("streampool: cuMemUnmap of a free page on device " + std::to_string(index_) +
+                         " failed: " + drv_->describe(result) + "; the page stays mapped",
+                     result.native);
+  }
+  return done;
 }
 
 }  // namespace streampool::native
