@@ -56,8 +56,13 @@ block* stream_arena::partial_page_fit(block* small_fit, std::size_t rounded) con
 // block edges) does, and the pages are 2 MiB in both kinds to keep those edges small.
 // Unmapping needs the work on the pages done, not merely ordered (cuMemUnmap does not wait): the
 // fences of the streams that last used the block are waited for on the host (stream_order::
-// complete; an event synchronize, never the whole device). This happens only when a new peak
-// would be set, i.e. while a program's memory is still growing, not in its steady state.
+// complete; an event synchronize, never the whole device). Moved pages keep their physical
+// handle (a spare page, still counted in reserved_bytes) and the growth maps them again: no
+// cuMemRelease / cuMemCreate. This runs whenever a growth would set a new peak, which with
+// varying shapes keeps happening at the peak's edge in the steady state too (about 50 pages per
+// step in a small two-stream CNN: docs/benchmarks.md, its step time cost).
+// Every decision depends only on the sequence of calls, never on timing (which fences happen to be
+// complete changes waits, not placement), so the sim predicts the device's figures exactly.
 // Pages are not moved while a capture is underway (unmapping is illegal then).
 void expandable_segments::reclaim_pages(stream_arena& a, std::size_t rounded, bool small) {
   if (device_->capture_underway() || !enabled()) return;
