@@ -61,7 +61,7 @@ block* stream_arena::partial_page_fit(block* small_fit, std::size_t rounded) con
 // cuMemRelease / cuMemCreate. This runs whenever a growth would set a new peak, which with
 // varying shapes keeps happening at the peak's edge in the steady state too (about 50 pages per
 // step in a small two-stream CNN: docs/benchmarks.md, its step time cost).
-// Every decision depends only on the sequence of calls, never on timing (which fences happen to be
+// Outside a capture, every decision depends only on the sequence of calls, never on timing (which fences happen to be
 // complete changes waits, not placement), so the sim predicts the device's figures exactly.
 // Pages are not moved while a capture is underway (unmapping is illegal then).
 void expandable_segments::reclaim_pages(stream_arena& a, std::size_t rounded, bool small) {
