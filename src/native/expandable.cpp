@@ -292,20 +292,24 @@ void expandable_segments::unmap_block(stream_arena& a, segment& seg, block* b) {
     }
     seg.handles[i] = 0;
   }
-  if (done > 0) {
-    const std::uintptr_t lo = seg.base + first * page;
-    const std::size_t len = done * page;
-    segments_->erase(lo, len);
-    seg.mapped_pages -= done;
-    while (!seg.handles.empty() && seg.handles.back() == 0) seg.handles.pop_back();
-    count_mapping(a, seg, lo, len, false);
-    (void)a.mark_unmapped(b, lo, len);
-  }
+  forget_pages(a, seg, b, first, done, /*reserved_changes=*/true);
   if (!result.ok()) {
     throw cuda_error(std::string("streampool: ") + what + " of a free page on device " + std::to_string(index_) +
                          " failed: " + drv_->describe(result) + "; the page stays mapped until an empty_cache succeeds",
                      result.native);
   }
+}
+
+void expandable_segments::forget_pages(stream_arena& a, segment& seg, block* b, std::size_t first, std::size_t count,
+                                       bool reserved_changes) {
+  if (count == 0) return;
+  const std::uintptr_t lo = seg.base + first * seg.page;
+  const std::size_t len = count * seg.page;
+  segments_->erase(lo, len);
+  seg.mapped_pages -= count;
+  while (!seg.handles.empty() && seg.handles.back() == 0) seg.handles.pop_back();
+  count_mapping(a, seg, lo, len, false, reserved_changes);
+  (void)a.mark_unmapped(b, lo, len);
 }
 
 void expandable_segments::destroy(stream_arena& a, segment* seg) {

@@ -156,6 +156,10 @@ class expandable_segments {
   void destroy(stream_arena& a, segment* seg);
   void count_mapping(const stream_arena& a, const segment& seg, std::uintptr_t lo, std::size_t bytes, bool mapped,
                      bool reserved_changes = true);
+  /// After `count` pages from page `first` inside free block `b` were unmapped: segment map,
+  /// page count, statistics and trace, and the block side (the hole).
+  void forget_pages(stream_arena& a, segment& seg, block* b, std::size_t first, std::size_t count,
+                    bool reserved_changes);
   // leftover pages (Note [Leftover pages])
   void give_back(segment& seg, std::size_t first, std::size_t mapped, std::size_t count) noexcept;
   [[nodiscard]] bool retire(leftover_page& page) noexcept;

@@ -123,15 +123,7 @@ std::size_t expandable_segments::move_out(stream_arena& a, segment& seg, block* 
     leftovers_.push_back(leftover_page{seg.handles[i], page, seg.small, 0, false, true});
     seg.handles[i] = 0;
   }
-  if (done > 0) {
-    const std::uintptr_t lo = seg.base + first * page;
-    const std::size_t len = done * page;
-    segments_->erase(lo, len);
-    seg.mapped_pages -= done;
-    while (!seg.handles.empty() && seg.handles.back() == 0) seg.handles.pop_back();
-    count_mapping(a, seg, lo, len, false, /*reserved_changes=*/false);
-    (void)a.mark_unmapped(b, lo, len);
-  }
+  forget_pages(a, seg, b, first, done, /*reserved_changes=*/false);  // the pages stay ours: spares
   if (!result.ok()) {
     throw cuda_error("streampool: cuMemUnmap of a free page on device " + std::to_string(index_) +
                          " failed: " + drv_->describe(result) + "; the page stays mapped",

@@ -222,30 +222,37 @@ TEST(cross_stream, FreePagesMoveInsteadOfRaisingReserved) {
   EXPECT_EQ(env.stats().reserved_bytes[all].current, 0);
 }
 
+/// Stream a holds 3 MiB of two 2 MiB pages and freed the last MiB: a free block at the edge of
+/// the mapped range, last used on a, that the next growth merges.
+struct free_edge {
+  native_env env{policy_expandable, lazy()};
+  stream_t a = env.new_stream();
+  stream_t b = env.new_stream();
+  void* x = env.alloc->allocate(3 * MiB, a);
+  void* y = env.alloc->allocate(1 * MiB, a);
+  free_edge() { env.alloc->deallocate(y); }
+};
+
 TEST(cross_stream, GrowthNextToAnotherStreamsFreeBytesIsOrdered) {
-  native_env env(policy_expandable, lazy());
-  const stream_t a = env.new_stream();
-  const stream_t b = env.new_stream();
-  void* x = env.alloc->allocate(3 * MiB, a);  // two 2 MiB pages: x, then 1 MiB free
-  void* y = env.alloc->allocate(1 * MiB, a);  // the last MiB
-  ASSERT_EQ(addr(y), addr(x) + 3 * MiB);
-  env.alloc->deallocate(y);  // a free MiB at the end of the mapped range, last used on a
+  free_edge f;
+  native_env& env = f.env;
+  ASSERT_EQ(addr(f.y), addr(f.x) + 3 * MiB);
   env.sim->reset_counters();
-  void* z = env.alloc->allocate(2 * MiB, b);  // no fit: the growth starts at y's free MiB
-  EXPECT_EQ(z, y) << "the growable run begins with the free block before the unmapped range";
+  void* z = env.alloc->allocate(2 * MiB, f.b);  // no fit: the growth starts at y's free MiB
+  EXPECT_EQ(z, f.y) << "the growable run begins with the free block before the unmapped range";
   EXPECT_EQ(env.calls(driver_call::stream_wait_event), 1u) << "b waits for a: y's bytes are in z";
   EXPECT_EQ(env.stats().num_cross_stream_reuses, 1);
   env.alloc->deallocate(z);
-  env.alloc->deallocate(x);
+  env.alloc->deallocate(f.x);
 }
 
 TEST(cross_stream, DuringACaptureSuchAGrowthTakesAFreshReservation) {
-  native_env env(policy_expandable, lazy());
-  const stream_t a = env.new_stream();
-  const stream_t b = env.new_stream();
-  void* x = env.alloc->allocate(3 * MiB, a);
-  void* y = env.alloc->allocate(1 * MiB, a);
-  env.alloc->deallocate(y);
+  free_edge f;
+  native_env& env = f.env;
+  const stream_t a = f.a;
+  const stream_t b = f.b;
+  void* x = f.x;
+  void* y = f.y;
   env.alloc->begin_allocate_to_pool(mempool_id{1, 0}, [a](stream_t s) { return s == a; }, 0);
   env.sim->reset_counters();
   void* z = env.alloc->allocate(2 * MiB, b);  // b is not captured: the shared arena
