@@ -37,8 +37,8 @@ void churn(allocator& a, stream_t stream, stream_t other, unsigned seed, int ste
   for (auto& [p, size] : live) a.deallocate(p);
 }
 
-TEST(multi_thread, ThreadsOnOwnStreamsLoseNothing) {
-  native_env env;
+void own_streams_lose_nothing(const char* conf) {
+  native_env env(conf);
   constexpr int threads = 8;
   std::vector<stream_t> streams;
   for (int i = 0; i < threads; ++i) streams.push_back(env.new_stream());
@@ -73,6 +73,15 @@ TEST(multi_thread, ThreadsOnOwnStreamsLoseNothing) {
   EXPECT_EQ(s.segment[0].current, 0);
   EXPECT_EQ(env.sim->bytes_in_use(0), 0u);
   EXPECT_EQ(s.allocation[0].allocated, s.allocation[0].freed);
+}
+
+TEST(multi_thread, ThreadsOnOwnStreamsLoseNothing) { own_streams_lose_nothing(""); }
+
+// One arena for every stream, its order keeper, fences and page moves, under the same churn
+// (Note [Cross-stream reuse]; TSan checks the locking).
+TEST(multi_thread, ThreadsOnOwnStreamsLoseNothingWithCrossStreamReuse) {
+  own_streams_lose_nothing("cross_stream_reuse:True");
+  own_streams_lose_nothing("cross_stream_reuse:True,expandable_segments:True");
 }
 
 TEST(multi_thread, ThreadsSharingAStream) {
