@@ -4,6 +4,8 @@
 // §2.15). Frees parked by a capture are completed in capture_arenas.cpp.
 #include "native/device_state.hpp"
 
+#include "native/native_report.hpp"
+
 namespace streampool::native {
 
 device_state::device_state(driver& drv, const allocator_config& config, const size_policy& policy,
@@ -135,45 +137,6 @@ void device_state::reset_accumulated() {
   if (order_ != nullptr) order_->reset_counters();
 }
 
-// --- snapshot ---------------------------------------------------------------------------------------
-
-namespace {
-
-segment_info start_segment(int device, const stream_arena& a, const segment& seg, const block* first) {
-  segment_info info;
-  info.device = device;
-  info.address = first->ptr;
-  info.stream = a.stream();
-  info.is_large = !seg.small;
-  info.pool = a.pool_id();
-  info.is_expandable = seg.expandable;
-  return info;
-}
-
-void add_block(segment_info& info, const block* b) {
-  block_info bi;
-  bi.address = b->ptr;
-  bi.size = b->size;
-  bi.requested_size = b->requested_size;
-  bi.stream = b->stream != nullptr ? b->stream : info.stream;  // never allocated yet: the segment's
-  if (b->allocated) {
-    bi.state = block_state::active_allocated;
-    info.allocated_size += b->size;
-  } else if (!b->in_free_list) {
-    bi.state = block_state::active_pending_free;  // events pending or deferred by a capture
-  } else {
-    bi.state = block_state::inactive;
-  }
-  if (bi.state != block_state::inactive) {
-    info.active_size += b->size;
-    info.requested_size += b->requested_size;
-  }
-  info.total_size += b->size;
-  info.blocks.push_back(bi);
-}
-
-}  // namespace
-
 void device_state::append_segments(std::vector<segment_info>& out) {
   std::lock_guard lock(mutex_);
   append_segments_locked(out);
@@ -186,23 +149,10 @@ void device_state::append_snapshot(memory_snapshot& out) {
 }
 
 void device_state::append_segments_locked(std::vector<segment_info>& out) {
-  // Taken under every arena lock so they agree with stats() (docs/pytorch-compatibility.md §2.14: current values equal sums
-  // over the snapshot). An expandable segment is one segment per contiguous mapped range, with
-  // is_expandable set (docs/pytorch-compatibility.md §2.13); a malloc'd segment is one run of blocks that are all mapped.
+  // Taken under every arena lock so they agree with stats() (docs/pytorch-compatibility.md §2.14:
+  // current values equal sums over the snapshot).
   auto locks = lock_arenas(nullptr);
-  for (auto& a : arenas_) {
-    for (const segment* seg = a->segments(); seg != nullptr; seg = seg->next) {
-      for (const block* b = seg->head; b != nullptr;) {
-        if (!b->mapped) {
-          b = b->next;
-          continue;
-        }
-        segment_info info = start_segment(index_, *a, *seg, b);
-        for (; b != nullptr && b->mapped; b = b->next) add_block(info, b);
-        out.push_back(std::move(info));
-      }
-    }
-  }
+  for (auto& a : arenas_) append_arena_segments(index_, *a, out);
 }
 
 }  // namespace streampool::native

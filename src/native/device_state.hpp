@@ -3,7 +3,8 @@
 // and the capture router (src/capture) whose private pools hold arenas. Memory comes from its
 // segment source; what the arenas share is its device_context. Definitions: device_state.cpp
 // (arenas, statistics, snapshot), oom_ladder.cpp (the slow allocation path, docs/pytorch-compatibility.md §2.3, and
-// empty_cache) and capture_arenas.cpp (graph capture: the native side of the capture router).
+// empty_cache) and capture_arenas.cpp (graph capture: the native side of the capture router); what
+// it reports about its arenas (snapshot segments, OOM figures) is native_report.cpp's.
 #pragma once
 
 #include <atomic>
@@ -117,8 +118,6 @@ class device_state {
   void synchronize_all_events(const stream_arena* held);
   void delete_dead_pools();
   [[noreturn]] void throw_oom(stream_arena& a, std::size_t requested, std::size_t rounded, std::size_t alloc_size);
-  /// The sentences an OOM message gets while a capture is underway (Note [OOM during capture]).
-  [[nodiscard]] std::string capture_oom_note(const stream_arena& a) const;
   [[nodiscard]] stream_arena& pool_arena(private_pool& pool, stream_t stream);
   void append_segments_locked(std::vector<segment_info>& out);
 
