@@ -64,7 +64,8 @@ expandable_segments::expandable_segments(device_context& device, segment_map& se
       segments_(&segments),
       counters_(&counters),
       vmm_warned_(&vmm_warned),
-      mode_(device.config->expandable_segments ? vmm_mode::unknown : vmm_mode::off) {}
+      mode_(device.config->expandable_segments ? vmm_mode::unknown : vmm_mode::off),
+      leftovers_(device, counters) {}
 
 bool expandable_segments::enabled() {
   if (mode_ == vmm_mode::unknown) {
@@ -145,19 +146,19 @@ block* expandable_segments::map_pages(stream_arena& a, block* b, std::size_t byt
   const std::size_t wanted = (bytes + page - 1) / page;
   const std::uintptr_t lo = b->ptr;
   if (!leftovers_.empty()) {
-    release_leftovers(/*spares_too=*/false);  // spare pages are for this growth
-    if (leftover_in(lo, wanted * page)) return nullptr;  // still mapped there: not now (Note [Leftover pages])
+    leftovers_.release(/*spares_too=*/false);  // spare pages are for this growth
+    if (leftovers_.mapped_in(lo, wanted * page)) return nullptr;  // still mapped there: not now (Note [Leftover pages])
   }
   // What may throw std::bad_alloc, before the first driver call.
   a.reserve_blocks();
   if (seg.handles.size() < first + wanted) seg.handles.resize(first + wanted, 0);
-  leftovers_.reserve(leftovers_.size() + wanted);
+  leftovers_.reserve(wanted);
 
   // 1. One physical handle per page: leftover pages first, then new ones. On out-of-memory the
   // pages of this call go back and the ladder goes on (docs/pytorch-compatibility.md §2.13) — except during a capture,
   // where giving back is illegal: what was obtained is mapped and kept as free memory.
   const bool capture = device_->capture_underway();
-  std::size_t count = take_leftovers(&seg.handles[first], wanted, page);
+  std::size_t count = leftovers_.take(&seg.handles[first], wanted, page);
   drv_result result{};
   while (count < wanted && (result = drv_->vmm_create(index_, page, &seg.handles[first + count])).ok()) ++count;
   if (count < wanted && !(result.code == status::out_of_memory && capture && count > 0)) {
@@ -262,7 +263,7 @@ void expandable_segments::unmap_free_pages(stream_arena& a) {
         synchronized = true;
       }
       for (block* b : frees) unmap_block(a, *seg, b);
-      if (seg->mapped_pages == 0 && !leftover_in(seg->base, seg->size)) destroy(a, seg);
+      if (seg->mapped_pages == 0 && !leftovers_.mapped_in(seg->base, seg->size)) destroy(a, seg);
     }
     seg = next;
   }
@@ -332,60 +333,9 @@ void expandable_segments::give_back(segment& seg, std::size_t first, std::size_t
     const std::uintptr_t va = i < mapped ? seg.base + (first + i) * seg.page : 0;
     leftover_page page{seg.handles[first + i], seg.page, seg.small, va, false};
     seg.handles[first + i] = 0;
-    if (!retire(page)) keep_leftover(page);
+    if (!leftovers_.retire(page)) leftovers_.keep(page);
   }
   while (!seg.handles.empty() && seg.handles.back() == 0) seg.handles.pop_back();
-}
-
-bool expandable_segments::retire(leftover_page& page) noexcept {
-  // Unmap and release are illegal while a capture is underway (they could invalidate it).
-  if (device_->capture_underway()) return false;
-  if (!page.released) {
-    if (!drv_->vmm_release(page.handle).ok()) return false;
-    page.released = true;  // a mapped page's memory goes with its mapping
-  }
-  if (page.va != 0) {
-    if (!drv_->vmm_unmap(va_of(page.va), page.bytes).ok()) return false;
-    page.va = 0;
-  }
-  return true;
-}
-
-std::size_t expandable_segments::take_leftovers(vmm_handle_t* handles, std::size_t wanted, std::size_t page) noexcept {
-  std::size_t taken = 0;
-  std::erase_if(leftovers_, [&](const leftover_page& p) {
-    if (taken == wanted || p.va != 0 || p.released || p.bytes != page) return false;
-    handles[taken++] = p.handle;
-    counters_->change_reserved(p.small, -static_cast<std::int64_t>(p.bytes));  // counted again when mapped
-    return true;
-  });
-  return taken;
-}
-
-void expandable_segments::keep_leftover(const leftover_page& page) noexcept {
-  leftovers_.push_back(page);  // the caller reserved the room
-  counters_->change_reserved(page.small, static_cast<std::int64_t>(page.bytes));
-}
-
-void expandable_segments::release_leftovers(bool spares_too) noexcept {
-  std::erase_if(leftovers_, [this, spares_too](leftover_page& page) {
-    if ((page.spare && !spares_too) || !retire(page)) return false;
-    counters_->change_reserved(page.small, -static_cast<std::int64_t>(page.bytes));
-    return true;
-  });
-}
-
-bool expandable_segments::leftover_in(std::uintptr_t lo, std::size_t bytes) const noexcept {
-  return std::any_of(leftovers_.begin(), leftovers_.end(), [&](const leftover_page& page) {
-    return page.va != 0 && page.va < lo + bytes && lo < page.va + page.bytes;
-  });
-}
-
-void expandable_segments::append_leftovers(std::vector<leftover_page_info>& out) const {
-  // Pages counted in reserved_bytes that no segment lists (Note [Leftover pages]).
-  for (const leftover_page& page : leftovers_) {
-    out.push_back({index_, page.va, page.bytes, !page.small});
-  }
 }
 
 // --- teardown ---------------------------------------------------------------------------------------

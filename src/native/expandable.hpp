@@ -13,6 +13,7 @@
 #include "native/block.hpp"
 #include "native/device_context.hpp"
 #include "native/segment_counters.hpp"
+#include "native/leftover_pages.hpp"
 #include "native/segment_map.hpp"
 #include "streampool/config.hpp"
 #include "streampool/driver.hpp"
@@ -49,44 +50,6 @@ namespace streampool::native {
 //   * A cache hit never touches any of this: the hot path differs only by one flag test.
 // If the device has no VMM (device_info.vmm_supported) or vmm_reserve answers not_supported, the
 // device falls back to normal segments for good, with one warning per allocator.
-
-// Note [Leftover pages]
-// Shrinking releases a page's handle first (legal while it is mapped) and then unmaps it; when the
-// driver refuses either call the page simply stays mapped, in its free block, for the next
-// empty_cache (a page whose handle is already released is marked `released_handle`). A failed
-// growth cannot always do that: it must give back what it obtained (release every handle, unmap
-// what it mapped), and during a capture on the device it may not (unmap and release are illegal
-// then — the sim also refuses them while another device captures). So during a capture a failed
-// growth keeps the pages it mapped with access (as free memory, like any growth), and whatever
-// else it cannot give back becomes a *leftover*: kept with its handle (and its address while
-// still mapped), counted in reserved_bytes (the memory is still ours: reserved_bytes keeps
-// matching what the driver handed out), reused first by the next growth when unmapped, and given
-// back by the next release_cached (empty_cache, OOM release-all), growth, or the allocator's
-// destructor. A growth never maps over a leftover that is still mapped, and a reservation holding
-// one is not freed. Leftovers are not trace events and not device allocs/frees. They exist only
-// while the driver refuses a give-back.
-// Accounting: a leftover belongs to no segment (it holds no block, and a still-mapped one is not
-// in the segment map), so snapshots list leftovers on their own (memory_snapshot::leftover_pages,
-// "leftover_pages" in the JSON: device, address or 0, size, pool kind) rather than as segments —
-// a block-less segment would break the "blocks tile the segment" reading of every snapshot
-// consumer, and PyTorch-shaped tools would draw it. The invariant, per device and pool kind:
-//   reserved_bytes = sum of the segments' total_size + sum of the leftover pages' size
-// (memory_snapshot::reserved_bytes(device)); the stress suites check it after every operation.
-
-/// Marks a mapped page whose handle was released already (only the unmap is missing).
-inline constexpr vmm_handle_t released_handle = ~vmm_handle_t{0};
-
-/// A physical page the driver has not taken back yet (Note [Leftover pages]).
-struct leftover_page {
-  vmm_handle_t handle = 0;
-  std::size_t bytes = 0;
-  bool small = false;
-  std::uintptr_t va = 0;  ///< still mapped at va; 0 when not mapped
-  bool released = false;  ///< the handle is released; only the unmap is missing
-  /// Unmapped on purpose by a page move, kept for the next growth (Note [Moving free pages]);
-  /// only release_cached gives it back.
-  bool spare = false;
-};
 
 /// Page sizes and reservation size of one device's expandable segments.
 struct vmm_geometry {
@@ -133,11 +96,11 @@ class expandable_segments {
   void unmap_free_pages(stream_arena& a);
   /// Gives back the leftover pages the driver takes now (Note [Leftover pages]); `spares_too`:
   /// also the pages a move kept for the next growth (Note [Moving free pages]).
-  void release_leftovers(bool spares_too = true) noexcept;
+  void release_leftovers(bool spares_too = true) noexcept { leftovers_.release(spares_too); }
   /// Allocator teardown: unmaps, releases and frees a reservation (status form).
   void release_at_exit(const segment& seg) noexcept;
   /// The leftover pages, for a snapshot.
-  void append_leftovers(std::vector<leftover_page_info>& out) const;
+  void append_leftovers(std::vector<leftover_page_info>& out) const { leftovers_.append(index_, out); }
 
  private:
   enum class vmm_mode : std::uint8_t { unknown, on, off };
@@ -145,7 +108,7 @@ class expandable_segments {
   void fall_back_to_normal_segments(const std::string& reason);
   [[nodiscard]] block* reserve_segment(stream_arena& a, bool small, std::size_t rounded);
   [[nodiscard]] block* map_pages(stream_arena& a, block* b, std::size_t bytes);
-  /// Unmaps the whole pages inside free block `b` (at most `max_pages`, the highest ones).
+  /// Unmaps the whole pages inside free block `b`.
   void unmap_block(stream_arena& a, segment& seg, block* b);
   /// Unmaps at most `max_pages` whole pages (the highest) inside free block `b`, keeping their
   /// handles as spare pages for the next growth; returns how many (Note [Moving free pages]).
@@ -160,12 +123,9 @@ class expandable_segments {
   /// page count, statistics and trace, and the block side (the hole).
   void forget_pages(stream_arena& a, segment& seg, block* b, std::size_t first, std::size_t count,
                     bool reserved_changes);
-  // leftover pages (Note [Leftover pages])
+  /// The pages [first, first + count) of `seg` (the first `mapped` of them mapped) go back to the
+  /// driver, or become leftovers where it refuses (Note [Leftover pages]).
   void give_back(segment& seg, std::size_t first, std::size_t mapped, std::size_t count) noexcept;
-  [[nodiscard]] bool retire(leftover_page& page) noexcept;
-  [[nodiscard]] std::size_t take_leftovers(vmm_handle_t* handles, std::size_t wanted, std::size_t page) noexcept;
-  void keep_leftover(const leftover_page& page) noexcept;
-  [[nodiscard]] bool leftover_in(std::uintptr_t lo, std::size_t bytes) const noexcept;
 
   device_context* device_;
   driver* drv_;
@@ -175,7 +135,7 @@ class expandable_segments {
   std::atomic<bool>* vmm_warned_;
   vmm_mode mode_;
   vmm_geometry geometry_;
-  std::vector<leftover_page> leftovers_;
+  leftover_pages leftovers_;
 };
 
 }  // namespace streampool::native

@@ -71,10 +71,7 @@ void expandable_segments::reclaim_pages(stream_arena& a, std::size_t rounded, bo
   const auto& reserved = counters_->reserved_bytes[0];
   const auto current = static_cast<std::size_t>(reserved.current);  // spare pages included
   const auto peak = static_cast<std::size_t>(reserved.peak);
-  std::size_t spare = 0;
-  for (const leftover_page& p : leftovers_) {
-    if (p.spare && p.va == 0 && !p.released && p.bytes == page) spare += p.bytes;
-  }
+  const std::size_t spare = leftovers_.spare_bytes(page);
   const std::size_t fresh = growth > spare ? growth - spare : 0;  // what the growth would create
   if (current + fresh <= peak) return;
   std::size_t excess = current + fresh - peak;
@@ -113,14 +110,14 @@ std::size_t expandable_segments::move_out(stream_arena& a, segment& seg, block* 
   const std::size_t first = std::max((b->ptr - seg.base + page - 1) / page, last > max_pages ? last - max_pages : 0);
   if (first >= last) return 0;
   a.reserve_blocks();
-  leftovers_.reserve(leftovers_.size() + (last - first));
+  leftovers_.reserve(last - first);
   std::size_t done = 0;
   drv_result result{};
   for (std::size_t i = first; i < last; ++i, ++done) {
     if (seg.handles[i] == released_handle) break;  // an earlier failed release: leave it to unmap_block
     result = drv_->vmm_unmap(reinterpret_cast<void*>(seg.base + i * page), page);
     if (!result.ok()) break;
-    leftovers_.push_back(leftover_page{seg.handles[i], page, seg.small, 0, false, true});
+    leftovers_.keep_spare(seg.handles[i], page, seg.small);
     seg.handles[i] = 0;
   }
   forget_pages(a, seg, b, first, done, /*reserved_changes=*/false);  // the pages stay ours: spares
