@@ -107,7 +107,7 @@ struct STREAMPOOL_API segment_info {
 
 /// A physical page of an expandable segment that the native backend holds outside every segment:
 /// a failed growth could not give it back yet (the driver refused, or a capture was underway;
-/// Note [Leftover pages] in src/native/expandable.hpp). It is counted in reserved_bytes (of the
+/// Note [Leftover pages] in src/native/leftover_pages.hpp). It is counted in reserved_bytes (of the
 /// pool kind given by is_large) and given back by a later growth, empty_cache or the allocator's
 /// destructor. Per device: reserved_bytes = sum of segments' total_size + sum of leftover pages'
 /// size.

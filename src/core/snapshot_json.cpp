@@ -67,7 +67,7 @@ std::string memory_snapshot::to_json() const {
     }
     out << "]}";
   }
-  // streampool's addition (Note [Leftover pages] in src/native/expandable.hpp): consumers of the
+  // streampool's addition (Note [Leftover pages] in src/native/leftover_pages.hpp): consumers of the
   // PyTorch shape ignore the key; segments + leftover pages = reserved_bytes per device.
   out << "],\"leftover_pages\":[";
   for (std::size_t i = 0; i < leftover_pages.size(); ++i) {

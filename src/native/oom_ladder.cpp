@@ -49,7 +49,7 @@ block* device_state::allocate_slow(stream_arena& a, std::size_t rounded, std::si
 void device_state::release_cached(const stream_arena* held) {
   process_deferred(held);
   synchronize_all_events(held);
-  source_.release_leftovers();  // Note [Leftover pages] in expandable.hpp
+  source_.release_leftovers();  // Note [Leftover pages] in leftover_pages.hpp
   for (auto& a : arenas_) {
     std::unique_lock<hybrid_mutex> lock;
     if (a.get() != held) lock = std::unique_lock(a->mutex());

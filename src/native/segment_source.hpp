@@ -46,7 +46,7 @@ class segment_source {
   bool release_available(stream_arena& a, std::size_t rounded);
   /// Everything `a` holds free: its whole free segments and the free pages of its expandable ones.
   void release_free(stream_arena& a);
-  /// The leftover pages the driver takes back now (Note [Leftover pages] in expandable.hpp).
+  /// The leftover pages the driver takes back now (Note [Leftover pages] in leftover_pages.hpp).
   void release_leftovers() noexcept { expandable_.release_leftovers(); }
   /// Allocator teardown: every segment of `a` goes back to the driver, live blocks included
   /// (status form).

@@ -1,5 +1,5 @@
 // expandable_leftover_test.cpp — pages of expandable segments that a failed growth could not give
-// back (Note [Leftover pages] in src/native/expandable.hpp): nothing leaks once the driver
+// back (Note [Leftover pages] in src/native/leftover_pages.hpp): nothing leaks once the driver
 // cooperates, and while they are held the snapshot lists them (memory_snapshot::leftover_pages,
 // "leftover_pages" in the JSON), so that segments + leftover pages = reserved_bytes per pool kind.
 // The first two tests were known_bugs.NativeExpandable* in tests/stress (fixed by 74f4a29).
