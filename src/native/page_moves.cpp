@@ -89,8 +89,11 @@ void expandable_segments::reclaim_pages(stream_arena& a, std::size_t rounded, bo
       if (b->mapped && b->in_free_list && first < last) frees.push_back({b, seg});
     }
   }
-  std::stable_sort(frees.begin(), frees.end(),
-                   [](const candidate& x, const candidate& y) { return x.b->hazard_ticket < y.b->hazard_ticket; });
+  // Oldest free first; address breaks ties, so the order is total (and std::sort allocates no
+  // temporary buffer, as std::stable_sort would, on this path).
+  std::sort(frees.begin(), frees.end(), [](const candidate& x, const candidate& y) {
+    return x.b->hazard_ticket != y.b->hazard_ticket ? x.b->hazard_ticket < y.b->hazard_ticket : x.b->ptr < y.b->ptr;
+  });
   for (const candidate& c : frees) {
     if (excess == 0) break;
     const std::size_t wanted = (excess + c.seg->page - 1) / c.seg->page;
