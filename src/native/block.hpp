@@ -116,6 +116,25 @@ struct segment {
 
 inline bool block::whole_segment() const noexcept { return !is_split() && !seg->expandable; }
 
+/// Pages [first, last) of an expandable segment, counted from its base.
+struct page_span {
+  std::size_t first = 0;
+  std::size_t last = 0;
+  [[nodiscard]] bool empty() const noexcept { return first >= last; }
+};
+
+/// The pages lying entirely inside block `b` of an expandable segment (the ones an unmap can give
+/// back; the partial pages at its ends also hold other blocks).
+[[nodiscard]] inline page_span whole_pages(const block* b) noexcept {
+  const segment& seg = *b->seg;
+  return {(b->ptr - seg.base + seg.page - 1) / seg.page, (b->ptr + b->size - seg.base) / seg.page};
+}
+
+/// A free, mapped block of an expandable segment with at least one whole page to give back.
+[[nodiscard]] inline bool has_free_pages(const block* b) noexcept {
+  return b->mapped && b->in_free_list && !whole_pages(b).empty();
+}
+
 // Note [Block recycling]
 // Block objects are created on split and dropped on merge, i.e. on almost every hot-path call.
 // Each arena keeps dropped objects on an intrusive list (linked through block::left) and refills

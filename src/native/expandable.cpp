@@ -235,9 +235,7 @@ void expandable_segments::unmap_free_pages(stream_arena& a) {
     if (seg->expandable) {
       frees.clear();
       for (block* b = seg->head; b != nullptr; b = b->next) {
-        const std::size_t first = (b->ptr - seg->base + seg->page - 1) / seg->page;
-        const std::size_t last = (b->ptr + b->size - seg->base) / seg->page;
-        if (b->mapped && b->in_free_list && first < last) frees.push_back(b);
+        if (has_free_pages(b)) frees.push_back(b);
       }
       if (!frees.empty() && !synchronized && a.order() != nullptr) {
         a.order()->complete_all();  // a shared arena: every stream's uses (Note [Cross-stream reuse])
@@ -274,8 +272,7 @@ void expandable_segments::unmap_block(stream_arena& a, segment& seg, block* b) {
   // unmap. A refused call leaves that page and the ones after it mapped, as they were; a page
   // whose handle is already released is marked so the next attempt only unmaps it.
   const std::size_t page = seg.page;
-  const std::size_t first = (b->ptr - seg.base + page - 1) / page;
-  const std::size_t last = (b->ptr + b->size - seg.base) / page;
+  const auto [first, last] = whole_pages(b);
   a.reserve_blocks();
   std::size_t done = 0;
   drv_result result{};

@@ -107,7 +107,7 @@ inline block* stream_arena::try_allocate_inline(std::size_t rounded, std::size_t
   if (size_policy::is_small(rounded)) {
     b = small_.find(rounded);
     if (b != nullptr && b->seg->expandable) b = prefer_without_tail(b, true);
-    if (b == nullptr && order_ != nullptr) [[unlikely]] b = partial_page_fit(b, rounded);
+    if (b == nullptr && order_ != nullptr) [[unlikely]] b = partial_page_fit(rounded);
   } else {
     if (device_->gc_enabled.load(std::memory_order_relaxed)) {
       device_->gc_clock.fetch_add(1, std::memory_order_relaxed);  // docs/pytorch-compatibility.md §2.6

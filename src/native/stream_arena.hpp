@@ -169,9 +169,9 @@ class stream_arena {
   void unlink_segment(segment* seg) noexcept;
   /// The expandable best-fit rule of docs/pytorch-compatibility.md §2.6 (Note [Expandable segments]).
   [[nodiscard]] block* prefer_without_tail(block* b, bool small) const noexcept;
-  /// A shared arena's small request: a free piece of a partly used large-kind page that fits,
-  /// else `small_fit` (Note [Filling partial pages], page_moves.cpp).
-  [[nodiscard]] block* partial_page_fit(block* small_fit, std::size_t rounded) const noexcept;
+  /// A shared arena's small request that the small pool cannot serve: a free piece of a partly
+  /// used large-kind page that fits, or nullptr (Note [Filling partial pages], page_moves.cpp).
+  [[nodiscard]] block* partial_page_fit(std::size_t rounded) const noexcept;
   // Defined in hot_path.cpp and inlined into their callers there (Note [Hot path layout]);
   // callers elsewhere use allocate_block and complete_pending.
   [[gnu::always_inline]] inline void free_block(block* b);
