@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 import torch_extension_build
+from cmake_cache import cache_value
 
 NAME = "streampool"
 PYTHON_DIR = Path(__file__).resolve().parents[1]  # python/
@@ -90,10 +91,6 @@ def _run(cmd: List[str], what: str) -> None:
         raise BuildError(f"streampool: {what} failed (exit {result.returncode}); the output above says why")
 
 
-def _cache_value(build_dir: Path, name: str) -> Optional[str]:
-    cache = build_dir / "CMakeCache.txt"
-    if not cache.is_file():
-        return None
     for line in cache.read_text(errors="replace").splitlines():
         if line.startswith(name + ":"):
             return line.split("=", 1)[1]
@@ -128,7 +125,7 @@ def _build(config_settings: Optional[Dict[str, str]], static_too: bool = False) 
     if not shutil.which("cmake"):
         raise BuildError("streampool: cmake is not on PATH; install CMake >= 3.25 (Debian: apt-get install cmake)")
 
-    configured = _cache_value(build_dir, "CMAKE_HOME_DIRECTORY")
+    configured = cache_value(build_dir, "CMAKE_HOME_DIRECTORY")
     if configured is not None and Path(configured).resolve() != root:
         raise BuildError(f"streampool: {build_dir} is the build folder of {configured}, not of {root}; "
                          "set STREAMPOOL_BUILD_DIR to another folder")
@@ -148,7 +145,7 @@ def _build(config_settings: Optional[Dict[str, str]], static_too: bool = False) 
                      f"-DSTREAMPOOL_BUILD_KERNELS={'ON' if _have_nvcc() else 'OFF'}"]
         _run(args + extra, "CMake configure")
 
-    has_perf = (_cache_value(build_dir, "STREAMPOOL_BUILD_PERF") or "OFF").upper() in ("ON", "TRUE", "1", "YES")
+    has_perf = (cache_value(build_dir, "STREAMPOOL_BUILD_PERF") or "OFF").upper() in ("ON", "TRUE", "1", "YES")
     if bench == "on" and not has_perf:
         raise BuildError(f"streampool: STREAMPOOL_BENCH=on, but {build_dir} is configured with "
                          "STREAMPOOL_BUILD_PERF=OFF; pass STREAMPOOL_CMAKE_ARGS=-DSTREAMPOOL_BUILD_PERF=ON "

@@ -22,6 +22,8 @@ import tempfile
 from pathlib import Path
 from typing import List, Optional, Tuple
 
+from cmake_cache import cache_value
+
 PYTHON_DIR = Path(__file__).resolve().parents[1]
 CSRC = PYTHON_DIR / "csrc"
 MODULE = "streampool._C10"
@@ -63,10 +65,6 @@ def plan(setting: str, torch_version: Optional[str]) -> Tuple[bool, str]:
     return True, f"torch {torch_version}"
 
 
-def _cache_value(build_dir: Path, name: str) -> Optional[str]:
-    cache = build_dir / "CMakeCache.txt"
-    if not cache.is_file():
-        return None
     for line in cache.read_text(errors="replace").splitlines():
         if line.startswith(name + ":"):
             return line.split("=", 1)[1]
@@ -77,7 +75,7 @@ def link_inputs(build_dir: Path) -> List[str]:
     """libstreampool.a and what it needs beyond cudart (which CUDAExtension links): zlib when the
     build found it (the trace reader of the replay layer uses it)."""
     inputs = [str(build_dir / "libstreampool.a")]
-    zlib = _cache_value(build_dir, "ZLIB_LIBRARY_RELEASE") or _cache_value(build_dir, "ZLIB_LIBRARY")
+    zlib = cache_value(build_dir, "ZLIB_LIBRARY_RELEASE") or cache_value(build_dir, "ZLIB_LIBRARY")
     if zlib and not zlib.endswith("NOTFOUND"):
         inputs.append(zlib)
     return inputs

@@ -28,7 +28,9 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Callable, Dict, List
+from typing import Callable, Dict
+
+from gpu_checks import Checks  # beside this script
 
 HERE = Path(__file__).resolve().parent
 MEMORY_VIZ = ("stats", "trace", "trace_plot", "trace_plot_segments", "segment_plot")
@@ -41,18 +43,6 @@ def import_streampool():
         sys.path.insert(0, str(HERE.parent))
         import streampool
     return streampool
-
-
-class Checks:
-    def __init__(self, scenario: str):
-        self.scenario = scenario
-        self.failures: List[str] = []
-
-    def __call__(self, name: str, ok: bool, detail: str = "") -> bool:
-        print(f"{'PASS' if ok else 'FAIL'} {self.scenario}: {name}{' — ' + detail if detail else ''}", flush=True)
-        if not ok:
-            self.failures.append(name)
-        return ok
 
 
 def memory_viz(check: Checks, pickle_path: str, out: Path, tag: str) -> None:

@@ -30,7 +30,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import List
+
+from gpu_checks import Checks  # beside this script
 
 HERE = Path(__file__).resolve().parent
 STEPS = 20
@@ -47,18 +48,6 @@ def library_path() -> str:
         sys.path.insert(0, str(HERE.parent))
         from streampool import find_library
     return find_library(explicit)
-
-
-class Checks:
-    def __init__(self, scenario: str):
-        self.scenario = scenario
-        self.failures: List[str] = []
-
-    def __call__(self, name: str, ok: bool, detail: str = "") -> bool:
-        print(f"{'PASS' if ok else 'FAIL'} {self.scenario}: {name}{' — ' + detail if detail else ''}", flush=True)
-        if not ok:
-            self.failures.append(name)
-        return ok
 
 
 def open_library(path: str):
