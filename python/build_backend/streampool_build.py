@@ -91,12 +91,6 @@ def _run(cmd: List[str], what: str) -> None:
         raise BuildError(f"streampool: {what} failed (exit {result.returncode}); the output above says why")
 
 
-    for line in cache.read_text(errors="replace").splitlines():
-        if line.startswith(name + ":"):
-            return line.split("=", 1)[1]
-    return None
-
-
 def _have_boost_program_options(root: Path) -> bool:
     """Whether CMake finds Boost.Program_options here (what streampool-bench needs)."""
     with tempfile.TemporaryDirectory() as probe:

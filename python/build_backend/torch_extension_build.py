@@ -65,12 +65,6 @@ def plan(setting: str, torch_version: Optional[str]) -> Tuple[bool, str]:
     return True, f"torch {torch_version}"
 
 
-    for line in cache.read_text(errors="replace").splitlines():
-        if line.startswith(name + ":"):
-            return line.split("=", 1)[1]
-    return None
-
-
 def link_inputs(build_dir: Path) -> List[str]:
     """libstreampool.a and what it needs beyond cudart (which CUDAExtension links): zlib when the
     build found it (the trace reader of the replay layer uses it)."""
