@@ -33,6 +33,8 @@ std::vector<column> replay_columns() {
           {"skipped_frees", "skipped frees", col_kind::count, false},
           {"cross_stream_reuses", "x-stream reuses", col_kind::count, false},
           {"cross_stream_waits", "x-stream waits", col_kind::count, false},
+          {"moved_pages", "moved pages", col_kind::count, false},
+          {"fence_host_waits", "fence host waits", col_kind::count, false},
           {"leak_check", "leak check", col_kind::text},
           {"error", "error", col_kind::text},
           estimate_column()};
@@ -42,13 +44,13 @@ std::vector<cell> replay_row(const std::string& backend, const std::string& conf
                              double seconds) {
   const replay_result& r = o.result;
   if (!o.error.empty()) {
-    return {backend, config, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, o.leak, o.error, estimate_cell(false)};
+    return {backend, config, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, o.leak, o.error, estimate_cell(false)};
   }
   const double ratio = r.peak_allocated > 0 ? static_cast<double>(r.peak_reserved) / static_cast<double>(r.peak_allocated) : 0.0;
   return {backend, config, static_cast<std::int64_t>(r.peak_requested), static_cast<std::int64_t>(r.peak_allocated),
           static_cast<std::int64_t>(r.peak_reserved), ratio, r.device_mallocs, seconds,
           static_cast<std::int64_t>(r.replayed), static_cast<std::int64_t>(r.skipped_frees), r.cross_stream_reuses,
-          r.cross_stream_waits, o.leak, o.error,
+          r.cross_stream_waits, r.moved_pages, r.fence_host_waits, o.leak, o.error,
           estimate_cell(o.estimate)};
 }
 

@@ -136,6 +136,8 @@ struct STREAMPOOL_API replay_result {
   std::int64_t device_mallocs = 0;    ///< num_device_alloc during the replay
   std::int64_t cross_stream_reuses = 0;  ///< num_cross_stream_reuses during the replay (cross_stream_reuse:True)
   std::int64_t cross_stream_waits = 0;   ///< num_cross_stream_waits during the replay
+  std::int64_t moved_pages = 0;          ///< num_moved_pages during the replay (expandable segments)
+  std::int64_t fence_host_waits = 0;     ///< num_fence_host_waits during the replay
   std::size_t recorded_segment_bytes = 0;  ///< sum of the trace's segment_alloc sizes (what PyTorch reserved)
   std::size_t recorded_segment_events = 0;
   double seconds = 0.0;               ///< host time of the replay loop

@@ -211,6 +211,8 @@ replay_result replay_with(allocator& alloc, const std::vector<trace_event>& even
   result.device_mallocs = stats.num_device_alloc - mallocs_before;
   result.cross_stream_reuses = stats.num_cross_stream_reuses - before.num_cross_stream_reuses;
   result.cross_stream_waits = stats.num_cross_stream_waits - before.num_cross_stream_waits;
+  result.moved_pages = stats.num_moved_pages - before.num_moved_pages;
+  result.fence_host_waits = stats.num_fence_host_waits - before.num_fence_host_waits;
 
   for (const auto& [address, block] : live) alloc.deallocate(block.ptr);
   for (const auto& [address, ptr] : deferred) alloc.deallocate(ptr);
