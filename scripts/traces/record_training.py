@@ -197,6 +197,7 @@ def main():
         "num_cross_stream_reuses": s.get("num_cross_stream_reuses", 0),
         "num_cross_stream_waits": s.get("num_cross_stream_waits", 0),
         "num_moved_pages": s.get("num_moved_pages", 0),
+        "num_fence_host_waits": s.get("num_fence_host_waits", 0),
         "num_allocations": s.get("allocation.all.allocated", 0),
         "losses": losses, "seconds": round(time.time() - start, 2), "step_seconds": step_seconds,
     }

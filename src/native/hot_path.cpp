@@ -72,8 +72,7 @@ inline void stream_arena::free_block(block* b) {
   device_->trace.record(trace_action::free_completed, device_->index, b->ptr, b->requested_size, b->stream,
                           pool_id_);
   if (order_ != nullptr) [[unlikely]] {  // Note [Cross-stream reuse]: the uses so far were on b->stream
-    b->hazard_streams = order_->bit(b->stream);
-    b->hazard_ticket = order_->next_ticket();
+    b->hazard_streams = order_->note_free(b->stream, b->hazard_ticket);
   }
   const bool small = b->seg->small;
   const auto requested = static_cast<std::int64_t>(b->requested_size);

@@ -55,7 +55,8 @@ block* stream_arena::partial_page_fit(std::size_t rounded) const noexcept {
 // block edges) does, and the pages are 2 MiB in both kinds to keep those edges small.
 // Unmapping needs the work on the pages done, not merely ordered (cuMemUnmap does not wait): the
 // fences of the streams that last used the block are waited for on the host (stream_order::
-// complete; an event synchronize, never the whole device). Moved pages keep their physical
+// complete; an event synchronize, never the whole device; the oldest fence recorded after the
+// free, Note [Fence checkpoints], so the wait ends where the last use did). Moved pages keep their physical
 // handle (a spare page, still counted in reserved_bytes) and the growth maps them again: no
 // cuMemRelease / cuMemCreate. This runs whenever a growth would set a new peak, which with
 // varying shapes keeps happening at the peak's edge in the steady state too (about 50 pages per
@@ -65,6 +66,7 @@ block* stream_arena::partial_page_fit(std::size_t rounded) const noexcept {
 // Pages are not moved while a capture is underway (unmapping is illegal then).
 void expandable_segments::reclaim_pages(stream_arena& a, std::size_t rounded, bool small) {
   if (device_->capture_underway() || !enabled()) return;
+  a.order()->checkpoint();  // Note [Fence checkpoints]
   const std::size_t page = geometry_.page(small);
   const std::size_t growth = (rounded + page - 1) / page * page;
   const auto& reserved = counters_->reserved_bytes[0];

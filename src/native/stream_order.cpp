@@ -3,6 +3,8 @@
 // waits that order a new user stream after them, and the host waits an unmap needs.
 #include "native/stream_order.hpp"
 
+#include <algorithm>
+#include <exception>
 #include <string>
 
 #include "core/format.hpp"
@@ -12,7 +14,7 @@ namespace streampool::native {
 
 stream_order::~stream_order() {
   for (std::size_t i = 0; i < count_; ++i) {
-    if (streams_[i].fence != nullptr) device_->events.release(streams_[i].fence);
+    for (std::size_t f = 0; f < streams_[i].fence_count; ++f) device_->events.release(streams_[i].fences[f].event);
   }
 }
 
@@ -32,31 +34,66 @@ void stream_order::fail(const char* what, stream_t stream, const drv_result& res
                    result.native);
 }
 
-void stream_order::fence_for(stream_slot& a, std::uint64_t ticket) {
-  if (a.fence != nullptr && a.fence_ticket >= ticket) return;
-  // A new fence covers every free made so far, on this stream: those came after their uses.
+drv_result stream_order::record_fence(stream_slot& a) {
+  // A new fence covers every free made so far on this stream: those came after their uses.
   const event_t fresh = device_->events.acquire();
   const drv_result recorded = device_->drv->event_record(fresh, a.stream);
   if (!recorded.ok()) {
     device_->events.release(fresh);
-    fail("cudaEventRecord of a fence", a.stream, recorded);
+    return recorded;
   }
-  // A wait already made on the old fence keeps its meaning (cudaStreamWaitEvent takes the event's
-  // state at the call), so the old event can go back to the pool now.
-  if (a.fence != nullptr) device_->events.release(a.fence);
-  a.fence = fresh;
-  a.fence_ticket = ticket_;
+  // A wait already made on a dropped fence keeps its meaning (cudaStreamWaitEvent takes the
+  // event's state at the call), so its event can go back to the pool now.
+  if (a.fence_count == max_fences) {
+    device_->events.release(a.fences[0].event);
+    std::move(a.fences.begin() + 1, a.fences.end(), a.fences.begin());
+    --a.fence_count;
+  }
+  a.fences[a.fence_count++] = {fresh, ticket_};
   ++fences_;
+  return recorded;
 }
 
-bool stream_order::fence_done(stream_slot& a) {
-  const drv_result r = device_->drv->event_query(a.fence);
+stream_order::fence stream_order::fence_for(stream_slot& a, std::uint64_t ticket) {
+  for (std::size_t i = 0; i < a.fence_count; ++i) {
+    if (a.fences[i].ticket >= ticket) return a.fences[i];
+  }
+  const drv_result recorded = record_fence(a);
+  if (!recorded.ok()) fail("cudaEventRecord of a fence", a.stream, recorded);
+  return a.fences[a.fence_count - 1];
+}
+
+void stream_order::drop_done(stream_slot& a) noexcept {
+  std::size_t done = 0;
+  while (done < a.fence_count && a.fences[done].ticket <= a.done_ticket) device_->events.release(a.fences[done++].event);
+  if (done == 0) return;
+  std::move(a.fences.begin() + static_cast<std::ptrdiff_t>(done), a.fences.begin() + static_cast<std::ptrdiff_t>(a.fence_count),
+            a.fences.begin());
+  a.fence_count -= done;
+}
+
+bool stream_order::fence_done(stream_slot& a, const fence& f) {
+  const drv_result r = device_->drv->event_query(f.event);
   if (r.ok()) {
-    a.done_ticket = a.fence_ticket;
+    a.done_ticket = std::max(a.done_ticket, f.ticket);
+    drop_done(a);
     return true;
   }
   if (r.code != status::not_ready) fail("cudaEventQuery of a fence", a.stream, r);
   return false;
+}
+
+void stream_order::checkpoint() noexcept {
+  for (std::size_t i = 0; i < count_; ++i) {
+    stream_slot& a = streams_[i];
+    const std::uint64_t newest = a.fence_count != 0 ? a.fences[a.fence_count - 1].ticket : a.done_ticket;
+    if (a.freed_ticket <= newest) continue;
+    try {
+      (void)record_fence(a);  // refused: skipped (Note [Fence checkpoints])
+    } catch (const std::exception&) {
+      // no event could be created (the pool is out of them): skipped as well
+    }
+  }
 }
 
 bool stream_order::order_after(std::uint64_t users, std::uint64_t ticket, stream_t stream) {
@@ -80,11 +117,11 @@ bool stream_order::order_after(std::uint64_t users, std::uint64_t ticket, stream
     stream_slot& a = streams_[index];
     if (a.done_ticket >= ticket) continue;
     if (b != nullptr && b->waited[index] >= ticket) continue;
-    fence_for(a, ticket);
-    if (fence_done(a)) continue;
-    const drv_result waited = device_->drv->stream_wait_event(stream, a.fence);
+    const fence f = fence_for(a, ticket);
+    if (fence_done(a, f)) continue;
+    const drv_result waited = device_->drv->stream_wait_event(stream, f.event);
     if (!waited.ok()) fail("cudaStreamWaitEvent for a fence", stream, waited);
-    if (b != nullptr) b->waited[index] = a.fence_ticket;
+    if (b != nullptr) b->waited[index] = f.ticket;
     ++waits_;
   }
   ++reuses_;
@@ -95,11 +132,12 @@ void stream_order::complete(std::uint64_t users, std::uint64_t ticket) {
   for (; users != 0; users &= users - 1) {
     stream_slot& a = streams_[static_cast<std::size_t>(__builtin_ctzll(users))];
     if (a.done_ticket >= ticket) continue;
-    fence_for(a, ticket);
-    if (fence_done(a)) continue;
-    const drv_result r = device_->drv->event_synchronize(a.fence);
+    const fence f = fence_for(a, ticket);
+    if (fence_done(a, f)) continue;
+    const drv_result r = device_->drv->event_synchronize(f.event);
     if (!r.ok()) fail("cudaEventSynchronize of a fence", a.stream, r);
-    a.done_ticket = a.fence_ticket;
+    a.done_ticket = std::max(a.done_ticket, f.ticket);
+    drop_done(a);
     ++host_waits_;
   }
 }

@@ -46,6 +46,18 @@ namespace streampool::native {
 // hazard checker (every use of a byte range on a stream must be ordered after the last uses on
 // other streams) with this policy on.
 
+// Note [Fence checkpoints]
+// A fence recorded when a block is needed covers everything its stream has been given so far,
+// and in a training loop the host runs far ahead of the device: waiting for such a fence before an
+// unmap (Note [Moving free pages]) drains the stream, though the block's last use ended long
+// before. So each stream keeps its last few fences (up to 8, oldest first, each with the ticket
+// counter at its record), a wait or a query takes the oldest fence that covers the block's ticket,
+// and every growth of a shared arena first records a checkpoint fence on each stream that freed
+// memory since its newest fence (one cudaEventRecord per such stream, on a path that maps pages
+// anyway). A later move then waits only until the device reaches the checkpoint after the free,
+// usually long done. Fences seen complete go back to the device's event pool. A stream that
+// refuses the checkpoint record (destroyed since) is skipped: a checkpoint is only an optimisation.
+
 class stream_order {
  public:
   static constexpr std::size_t max_streams = 64;
@@ -64,7 +76,17 @@ class stream_order {
   }
   /// Gives `stream` a bit; false when all 64 are taken (the stream then keeps an arena of its own).
   [[nodiscard]] bool add(stream_t stream);
-  [[nodiscard]] std::uint64_t next_ticket() noexcept { return ++ticket_; }
+  /// A free on `stream`: its bit (0 when it has none) and the free's ticket in `ticket`.
+  [[nodiscard]] std::uint64_t note_free(stream_t stream, std::uint64_t& ticket) noexcept {
+    ticket = ++ticket_;
+    for (std::size_t i = 0; i < count_; ++i) {
+      if (streams_[i].stream == stream) {
+        streams_[i].freed_ticket = ticket;
+        return std::uint64_t{1} << i;
+      }
+    }
+    return 0;
+  }
 
   /// Makes `stream`'s next work ordered after the last uses recorded as (`users`, `ticket`) on the
   /// other streams; false when that needs an event while a capture is underway (nothing done).
@@ -75,6 +97,9 @@ class stream_order {
   void complete(std::uint64_t users, std::uint64_t ticket);
   /// Waits on the host for every stream's work so far (empty_cache, OOM release). @throws cuda_error
   void complete_all();
+  /// Records a fence on every stream that freed memory since its newest fence (Note [Fence
+  /// checkpoints]); a stream that refuses the record (destroyed since) is skipped.
+  void checkpoint() noexcept;
 
   /// Pages unmapped by a growth (Note [Moving free pages]), for the statistics.
   void note_moved_pages(std::size_t pages) noexcept { moved_pages_ += static_cast<std::int64_t>(pages); }
@@ -89,18 +114,31 @@ class stream_order {
   void reset_counters() noexcept { reuses_ = waits_ = fences_ = host_waits_ = moved_pages_ = 0; }
 
  private:
+  static constexpr std::size_t max_fences = 8;
+
+  /// An event recorded on a stream when the ticket counter stood at `ticket`: it completes after
+  /// every use of memory freed on that stream with a ticket up to `ticket`.
+  struct fence {
+    event_t event = nullptr;
+    std::uint64_t ticket = 0;
+  };
   struct stream_slot {
     stream_t stream = nullptr;
-    event_t fence = nullptr;          ///< the newest fence recorded on this stream, or none
-    std::uint64_t fence_ticket = 0;   ///< tickets up to this one are covered by `fence`
+    std::array<fence, max_fences> fences{};  ///< not yet seen complete, oldest first
+    std::size_t fence_count = 0;
+    std::uint64_t freed_ticket = 0;   ///< the ticket of this stream's newest free
     std::uint64_t done_ticket = 0;    ///< the host saw this stream's work complete up to here
     std::array<std::uint64_t, max_streams> waited{};  ///< waited[a]: this stream waits for a's fence up to it
   };
 
-  /// Ensures slot `a` has a fence covering `ticket` (recording one if needed). @throws cuda_error
-  void fence_for(stream_slot& a, std::uint64_t ticket);
-  /// True when the host has seen `a`'s fence complete (then done_ticket moves up).
-  [[nodiscard]] bool fence_done(stream_slot& a);
+  /// The oldest fence of `a` covering `ticket`, recording one if none does. @throws cuda_error
+  [[nodiscard]] fence fence_for(stream_slot& a, std::uint64_t ticket);
+  /// Records a new fence on `a` (the oldest is dropped when all are taken); false if refused.
+  [[nodiscard]] drv_result record_fence(stream_slot& a);
+  /// True when the host sees `f` complete (then done_ticket moves up and older fences go).
+  [[nodiscard]] bool fence_done(stream_slot& a, const fence& f);
+  /// Drops the fences of `a` up to its done_ticket.
+  void drop_done(stream_slot& a) noexcept;
   [[noreturn]] void fail(const char* what, stream_t stream, const drv_result& result) const;
 
   device_context* device_;

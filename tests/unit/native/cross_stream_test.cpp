@@ -222,6 +222,67 @@ TEST(cross_stream, FreePagesMoveInsteadOfRaisingReserved) {
   EXPECT_EQ(env.stats().reserved_bytes[all].current, 0);
 }
 
+/// Stream a holds x, y, z (10 MiB each) with y freed, and a peak of 40 MiB of which 10 MiB
+/// were given back by empty_cache: the next growth (b's) needs no page move.
+struct freed_middle {
+  native_env env{policy_expandable, lazy()};
+  stream_t a = env.new_stream();
+  stream_t b = env.new_stream();
+  void* x = env.alloc->allocate(10 * MiB, a);
+  void* y = env.alloc->allocate(10 * MiB, a);
+  void* z = env.alloc->allocate(10 * MiB, a);
+  freed_middle() {
+    env.alloc->deallocate(env.alloc->allocate(10 * MiB, a));
+    env.alloc->empty_cache();
+    env.alloc->deallocate(y);
+  }
+};
+
+TEST(cross_stream, AGrowthRecordsACheckpointFenceOnStreamsThatFreed) {
+  freed_middle f;
+  native_env& env = f.env;
+  env.sim->reset_counters();
+  void* s = env.alloc->allocate(4 * KiB, f.b);  // a small-pool growth: 32 of 40 MiB, no move
+  EXPECT_EQ(env.calls(driver_call::event_record), 1u) << "one checkpoint, on a (b freed nothing)";
+  EXPECT_EQ(env.stats().num_moved_pages, 0);
+  env.sim->reset_counters();
+  void* t = env.alloc->allocate(4 * KiB, f.b);  // a cache hit
+  void* u = env.alloc->allocate(3 * MiB, f.b);  // growth again: a freed nothing since its checkpoint
+  EXPECT_EQ(env.calls(driver_call::event_record), 0u) << "the checkpoint still covers a's frees";
+  for (void* p : {s, t, u, f.x, f.z}) env.alloc->deallocate(p);
+}
+
+TEST(cross_stream, AMoveWaitsForTheCheckpointAfterTheFreeNotANewFence) {
+  freed_middle f;
+  native_env& env = f.env;
+  void* s = env.alloc->allocate(4 * KiB, f.b);  // checkpoint on a, covering y's free
+  env.sim->reset_counters();
+  const std::int64_t waits_before = env.stats().num_fence_host_waits;  // empty_cache waited too
+  void* w = env.alloc->allocate(14 * MiB, f.b);  // 32 + 14 > 40: y's pages move
+  const memory_stats st = env.stats();
+  EXPECT_GT(st.num_moved_pages, 0);
+  EXPECT_EQ(st.num_fence_host_waits - waits_before, 1);
+  EXPECT_EQ(env.calls(driver_call::event_record), 0u)
+      << "the wait is for the checkpoint recorded after y's free, not for a fence after everything a was given since";
+  EXPECT_EQ(env.calls(driver_call::event_synchronize), 1u);
+  EXPECT_EQ(st.reserved_bytes[all].peak, 40 * static_cast<std::int64_t>(MiB)) << "the peak did not rise";
+  for (void* p : {s, w, f.x, f.z}) env.alloc->deallocate(p);
+}
+
+TEST(cross_stream, ARefusedCheckpointIsSkipped) {
+  freed_middle f;
+  native_env& env = f.env;
+  const memory_stats before = env.stats();  // empty_cache recorded and waited for fences
+  env.sim->fail_next(driver_call::event_record, 1, status::other);
+  void* s = env.alloc->allocate(4 * KiB, f.b);  // the checkpoint on a fails: nothing else does
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(env.stats().num_cross_stream_fences, before.num_cross_stream_fences);
+  void* w = env.alloc->allocate(14 * MiB, f.b);  // the move records the fence it needs itself
+  EXPECT_EQ(env.stats().num_cross_stream_fences, before.num_cross_stream_fences + 1);
+  EXPECT_EQ(env.stats().num_fence_host_waits, before.num_fence_host_waits + 1);
+  for (void* p : {s, w, f.x, f.z}) env.alloc->deallocate(p);
+}
+
 /// Stream a holds 3 MiB of two 2 MiB pages and freed the last MiB: a free block at the edge of
 /// the mapped range, last used on a, that the next growth merges.
 struct free_edge {
