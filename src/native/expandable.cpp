@@ -98,7 +98,7 @@ void expandable_segments::fall_back_to_normal_segments(const std::string& reason
 
 block* expandable_segments::grow(stream_arena& a, std::size_t rounded, bool small, bool fresh) {
   if (a.order() != nullptr && !fresh) reclaim_pages(a, rounded, small);  // Note [Moving free pages]
-  block* c = fresh ? nullptr : a.find_growable(small, rounded);
+  block* c = fresh ? nullptr : a.blocks().find_growable(small, rounded);
   if (c == nullptr) c = reserve_segment(a, small, rounded);
   if (c == nullptr) return nullptr;
   if (!c->mapped) c = map_pages(a, c, std::min(c->size, rounded));
@@ -110,7 +110,7 @@ block* expandable_segments::grow(stream_arena& a, std::size_t rounded, bool smal
     c = map_pages(a, n, std::min(rounded - c->size, n->size));
   }
   if (c == nullptr) return nullptr;
-  a.take_free(c);
+  a.blocks().remove_free(c);
   return c;
 }
 
@@ -202,7 +202,7 @@ block* expandable_segments::map_pages(stream_arena& a, block* b, std::size_t byt
     }
     seg.mapped_pages += keep;
     count_mapping(a, seg, lo, keep * page, true);
-    merged = a.mark_mapped(b, keep * page);
+    merged = a.blocks().mark_mapped(b, keep * page);
   }
   if (keep < count) give_back(seg, first + keep, mapped > keep ? mapped - keep : 0, count - keep);
   if (!result.ok()) {
@@ -307,7 +307,7 @@ void expandable_segments::forget_pages(stream_arena& a, segment& seg, block* b, 
   seg.mapped_pages -= count;
   while (!seg.handles.empty() && seg.handles.back() == 0) seg.handles.pop_back();
   count_mapping(a, seg, lo, len, false, reserved_changes);
-  (void)a.mark_unmapped(b, lo, len);
+  (void)a.blocks().mark_unmapped(b, lo, len);
 }
 
 void expandable_segments::destroy(stream_arena& a, segment* seg) {

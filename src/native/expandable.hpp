@@ -1,7 +1,8 @@
 // expandable.hpp — expandable segments of the native backend (docs/pytorch-compatibility.md §2.13, `expandable_segments:True`):
 // the design notes, the page geometry of a device, and `expandable_segments`, the part of a
 // device's segment source that reserves address ranges and maps and unmaps their pages (with the
-// leftover pages of Note [Leftover pages]). The block side is stream_arena's (mark_mapped, ...).
+// leftover pages of Note [Leftover pages]). The block side is the arena's block store's
+// (mark_mapped, ...).
 #pragma once
 
 #include <atomic>
@@ -26,7 +27,7 @@ namespace streampool::native {
 // pool) — i.e. per arena and pool kind — that is backed page by page: one vmm_create handle per
 // page, vmm_map + vmm_set_access as it grows. Its blocks tile the whole reservation like the
 // blocks of a malloc'd segment, but a block may be *unmapped* (mapped = false): unmapped blocks
-// are never in a free list; they live in the arena's per-kind `unmapped_` treap, by address.
+// are never in a free list; they live in a per-kind treap of the arena's block store, by address.
 // Invariants: unmapped blocks start and end on page boundaries; two adjacent free mapped blocks,
 // or two adjacent unmapped blocks, never exist (they are merged).
 //   * Growth (the new-segment step of the OOM ladder, docs/pytorch-compatibility.md §2.3): the fraction check uses

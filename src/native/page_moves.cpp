@@ -22,10 +22,10 @@ bool stream_arena::order_growth(block* b, stream_t stream) {
   try {
     if (order_->order_after(b->hazard_streams, b->hazard_ticket, stream)) return true;
   } catch (...) {
-    insert_free(b);
+    blocks_.insert_free(b);
     throw;
   }
-  insert_free(b);
+  blocks_.insert_free(b);
   return false;
 }
 
@@ -38,7 +38,7 @@ bool stream_arena::order_growth(block* b, stream_t stream) {
 // the small pool has a fit, or sending every small request to the large kind, packed worse on the
 // recorded traces: about +0.8% peak reserved each on the two-stream one.)
 block* stream_arena::partial_page_fit(std::size_t rounded) const noexcept {
-  block* piece = large_.lower_bound(rounded);
+  block* piece = blocks_.large_list().lower_bound(rounded);
   if (piece == nullptr || !piece->seg->expandable || piece->size >= piece->seg->page) return nullptr;
   return piece;
 }
