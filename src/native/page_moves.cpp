@@ -70,7 +70,7 @@ void expandable_segments::reclaim_pages(stream_arena& a, std::size_t rounded, bo
   const auto& reserved = counters_->reserved_bytes[0];
   const auto current = static_cast<std::size_t>(reserved.current);  // spare pages included
   const auto peak = static_cast<std::size_t>(reserved.peak);
-  const std::size_t spare = leftovers_.spare_bytes(page);
+  const std::size_t spare = pages_.leftovers().spare_bytes(page);
   const std::size_t fresh = growth > spare ? growth - spare : 0;  // what the growth would create
   if (current + fresh <= peak) return;
   std::size_t excess = current + fresh - peak;
@@ -111,17 +111,17 @@ std::size_t expandable_segments::move_out(stream_arena& a, segment& seg, block* 
   const std::size_t first = std::max(whole.first, last > max_pages ? last - max_pages : 0);
   if (first >= last) return 0;
   a.reserve_blocks();
-  leftovers_.reserve(last - first);
+  pages_.leftovers().reserve(last - first);
   std::size_t done = 0;
   drv_result result{};
   for (std::size_t i = first; i < last; ++i, ++done) {
     if (seg.handles[i] == released_handle) break;  // an earlier failed release: leave it to unmap_block
     result = drv_->vmm_unmap(reinterpret_cast<void*>(seg.base + i * page), page);
     if (!result.ok()) break;
-    leftovers_.keep_spare(seg.handles[i], page, seg.small);
+    pages_.leftovers().keep_spare(seg.handles[i], page, seg.small);
     seg.handles[i] = 0;
   }
-  forget_pages(a, seg, b, first, done, /*reserved_changes=*/false);  // the pages stay ours: spares
+  pages_.forget(a, seg, b, first, done, /*reserved_changes=*/false);  // the pages stay ours: spares
   if (!result.ok()) {
     throw cuda_error("streampool: cuMemUnmap of a free page on device " + std::to_string(index_) +
                          " failed: " + drv_->describe(result) + "; the page stays mapped",
