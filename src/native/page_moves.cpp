@@ -103,7 +103,7 @@ void expandable_segments::reclaim_pages(stream_arena& a, std::size_t rounded, bo
 }
 
 std::size_t expandable_segments::move_out(stream_arena& a, segment& seg, block* b, std::size_t max_pages) {
-  // As unmap_block, but the handle is kept (a spare page, still counted in reserved_bytes) for
+  // As segment_pages::unmap, but the handle is kept (a spare page, still counted in reserved_bytes) for
   // the growth that follows, which maps it where it is needed: no cuMemRelease / cuMemCreate.
   const std::size_t page = seg.page;
   const page_span whole = whole_pages(b);
@@ -115,7 +115,7 @@ std::size_t expandable_segments::move_out(stream_arena& a, segment& seg, block* 
   std::size_t done = 0;
   drv_result result{};
   for (std::size_t i = first; i < last; ++i, ++done) {
-    if (seg.handles[i] == released_handle) break;  // an earlier failed release: leave it to unmap_block
+    if (seg.handles[i] == released_handle) break;  // an earlier failed release: leave it to segment_pages::unmap
     result = drv_->vmm_unmap(reinterpret_cast<void*>(seg.base + i * page), page);
     if (!result.ok()) break;
     pages_.leftovers().keep_spare(seg.handles[i], page, seg.small);
