@@ -18,8 +18,9 @@ namespace streampool::native {
 // callers elsewhere go through allocate_block and complete_pending), and try_allocate and
 // free_request are inlined into do_allocate and do_deallocate. The slow entry, events and
 // deferred frees stay in native_allocator.cpp, event_queues.cpp and stream_arena.cpp; the hot
-// statistics are inline in arena_stats.hpp, and the arena reaches its device's policy, trace and
-// counters through one pointer (device_context), as it did when they were device_state's.
+// statistics are inline in arena_stats.hpp, the block store's best fit, split and merge in
+// block_store.hpp, and the arena reaches its device's policy, trace and counters through one
+// pointer (device_context), as it did when they were device_state's.
 
 // --- stream_arena ------------------------------------------------------------------------------------
 
