@@ -2,13 +2,13 @@
 // or one expandable reservation (docs/pytorch-compatibility.md §2.13); its `block`s tile it and form a doubly linked list by
 // address. A block is allocated, waiting for events / deferred (active, not allocated), free (in its
 // arena's free list), or — in an expandable segment only — unmapped (Note [Expandable segments] in
-// expandable.hpp). Block objects are recycled by their arena (Note [Block recycling]).
+// expandable.hpp). Block objects are recycled by their arena's block store (Note [Block recycling]
+// in block_store.hpp).
 #pragma once
 
 #include <array>
 #include <cstddef>
 #include <cstdint>
-#include <memory>
 #include <vector>
 
 #include "streampool/driver.hpp"
@@ -134,55 +134,5 @@ struct page_span {
 [[nodiscard]] inline bool has_free_pages(const block* b) noexcept {
   return b->mapped && b->in_free_list && !whole_pages(b).empty();
 }
-
-// Note [Block recycling]
-// Block objects are created on split and dropped on merge, i.e. on almost every hot-path call.
-// Each arena keeps dropped objects on an intrusive list (linked through block::left) and refills
-// it 64 objects at a time, so the steady state allocates no host memory; the chunks live as long
-// as the arena (arenas of dead private pools are recycled, not destroyed).
-
-/// The block objects of one arena (Note [Block recycling]); inline, it is on every cache-hit path.
-class block_pool {
- public:
-  /// Makes sure the next two take() find an object (a split, or a new segment and its rest).
-  /// @throws std::bad_alloc, so callers run it before changing anything
-  void reserve() {
-    if (spare_ == nullptr || spare_->left == nullptr) add_chunk();
-  }
-  /// A clean block owned by `owner`; reserve() ran before.
-  [[nodiscard]] block* take(stream_arena* owner) noexcept {
-    block* b = spare_;
-    spare_ = b->left;
-    b->left = nullptr;
-    b->arena = owner;
-    return b;
-  }
-  void recycle(block* b) noexcept {
-    b->ptr = 0;
-    b->size = b->requested_size = 0;
-    b->prev = b->next = b->right = nullptr;
-    b->seg = nullptr;
-    b->stream = nullptr;
-    b->hazard_streams = b->hazard_ticket = 0;
-    b->event_count = 0;
-    b->allocated = b->in_free_list = b->deferred = false;
-    b->mapped = true;
-    b->uses.clear();
-    b->left = spare_;
-    spare_ = b;
-  }
-
- private:
-  [[gnu::noinline]] void add_chunk() {
-    constexpr std::size_t chunk = 64;
-    chunks_.reserve(chunks_.size() + 1);
-    auto objects = std::make_unique<block[]>(chunk);
-    for (std::size_t i = 0; i < chunk; ++i) recycle(&objects[i]);
-    chunks_.push_back(std::move(objects));
-  }
-
-  block* spare_ = nullptr;
-  std::vector<std::unique_ptr<block[]>> chunks_;
-};
 
 }  // namespace streampool::native

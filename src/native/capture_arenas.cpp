@@ -14,7 +14,7 @@ namespace streampool::native {
 void device_state::begin_allocate_to_pool(mempool_id pool, stream_filter filter) {
   std::lock_guard lock(mutex_);
   (void)captures_.begin(pool, std::move(filter));
-  (void)lock_arenas(nullptr);  // Note [Capture start] in native_allocator.hpp: drain the hot paths
+  (void)arenas_.lock_all(nullptr);  // Note [Capture start] in native_allocator.hpp: drain the hot paths
 }
 
 void device_state::end_allocate_to_pool(mempool_id pool) {
@@ -43,7 +43,7 @@ stream_arena& device_state::pool_arena(private_pool& pool, stream_t stream) {
     if (a->stream() == stream) return *a;
   }
   arenas.reserve(arenas.size() + 1);
-  stream_arena& a = new_arena(stream, &pool, pool.id);
+  stream_arena& a = arenas_.create(stream, &pool, pool.id);
   arenas.push_back(&a);
   return a;
 }
@@ -56,12 +56,7 @@ void device_state::delete_dead_pools() {
       std::lock_guard lock(a->mutex());
       if (!a->empty()) return false;
     }
-    spare_arenas_.reserve(spare_arenas_.size() + pool.memory.arenas.size());
-    for (stream_arena* a : pool.memory.arenas) {
-      std::lock_guard lock(a->mutex());
-      a->reassign(nullptr, nullptr, mempool_id{});
-      spare_arenas_.push_back(a);
-    }
+    arenas_.recycle(pool.memory.arenas);
     return true;
   });
 }

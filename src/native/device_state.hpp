@@ -1,8 +1,8 @@
-// device_state.hpp — the native backend's state of one device: its arenas (default pool per
-// stream, private pools), the device mutex for slow paths, the OOM ladder, the device counters,
-// and the capture router (src/capture) whose private pools hold arenas. Memory comes from its
-// segment source; what the arenas share is its device_context. Definitions: device_state.cpp
-// (arenas, statistics, snapshot), oom_ladder.cpp (the slow allocation path, docs/pytorch-compatibility.md §2.3, and
+// device_state.hpp — the native backend's state of one device: its arenas (device_arenas: default
+// pool per stream, private pools), the device mutex for slow paths, the OOM ladder, the device
+// counters, and the capture router (src/capture) whose private pools hold arenas. Memory comes from
+// its segment source; what the arenas share is its device_context. Definitions: device_state.cpp
+// (statistics, snapshot), oom_ladder.cpp (the slow allocation path, docs/pytorch-compatibility.md §2.3, and
 // empty_cache) and capture_arenas.cpp (graph capture: the native side of the capture router); what
 // it reports about its arenas (snapshot segments, OOM figures) is native_report.cpp's.
 #pragma once
@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "native/arena_table.hpp"
+#include "native/device_arenas.hpp"
 #include "native/device_context.hpp"
 #include "native/segment_map.hpp"
 #include "native/segment_source.hpp"
@@ -64,7 +64,7 @@ class device_state {
   }
 
   // --- hot path (no lock) -----------------------------------------------------------------------
-  [[nodiscard]] stream_arena* find_default_arena(stream_t stream) const noexcept { return table_.find(stream); }
+  [[nodiscard]] stream_arena* find_default_arena(stream_t stream) const noexcept { return arenas_.find_default(stream); }
   /// find_default_arena, creating the arena under the device mutex on first use of `stream`.
   [[nodiscard]] stream_arena& default_arena(stream_t stream);
   /// True when an allocation must take the slow entry: a capture is underway (routing, no event
@@ -73,18 +73,16 @@ class device_state {
   [[nodiscard]] bool capture_underway() const noexcept { return captures_.underway(); }
 
   // --- device mutex held --------------------------------------------------------------------------
-  [[nodiscard]] stream_arena& default_arena_locked(stream_t stream);
+  [[nodiscard]] stream_arena& default_arena_locked(stream_t stream) { return arenas_.default_arena(stream); }
   /// The arena an allocation on `stream` goes to: the newest capture route whose filter accepts
   /// `stream` (docs/pytorch-compatibility.md §3.2), else the default pool.
   [[nodiscard]] stream_arena& route_locked(stream_t stream);
-  /// Locks every arena except `held` (already locked by the caller).
-  [[nodiscard]] std::vector<std::unique_lock<hybrid_mutex>> lock_arenas(const stream_arena* held);
   /// Allocation after a miss (docs/pytorch-compatibility.md §2.3 steps 4–5); `a` locked. Throws out_of_memory at the end.
   [[nodiscard]] block* allocate_slow(stream_arena& a, std::size_t rounded, std::size_t requested, stream_t stream);
   /// Parked frees (capture_arenas.cpp) and outstanding events of every arena (no capture may be
   /// underway).
   void process_deferred(const stream_arena* held);
-  void process_all_events(const stream_arena* held);
+  void process_all_events(const stream_arena* held) { arenas_.process_events(held); }
   /// empty_cache for this device (docs/pytorch-compatibility.md §2.12); false when skipped because a capture is underway.
   bool empty_cache();
 
@@ -110,12 +108,7 @@ class device_state {
   void append_snapshot(memory_snapshot& out);
 
  private:
-  [[nodiscard]] stream_arena& new_arena(stream_t stream, private_pool* pool, mempool_id pool_id);
-  /// cross_stream_reuse:True: the shared default-pool arena, with `stream` added to its order;
-  /// nullptr when its 64 streams are taken (Note [Cross-stream reuse]).
-  [[nodiscard]] stream_arena* shared_arena_locked(stream_t stream);
   void release_cached(const stream_arena* held);
-  void synchronize_all_events(const stream_arena* held);
   void delete_dead_pools();
   [[noreturn]] void throw_oom(stream_arena& a, std::size_t requested, std::size_t rounded, std::size_t alloc_size);
   [[nodiscard]] stream_arena& pool_arena(private_pool& pool, stream_t stream);
@@ -126,12 +119,7 @@ class device_state {
   capture_router captures_;  // recordings, private pools, parked frees (Note [Capture router])
   device_context context_;  // what the arenas and the segment source share
   segment_source source_;
-
-  arena_table table_;
-  std::unique_ptr<stream_order> order_;  // cross_stream_reuse:True only
-  stream_arena* shared_ = nullptr;       // the default pool's shared arena, when order_ is set
-  std::vector<std::unique_ptr<stream_arena>> arenas_;  // owner of every arena ever created
-  std::vector<stream_arena*> spare_arenas_;            // arenas of deleted private pools
+  device_arenas arenas_;
   device_counters counters_;
 };
 

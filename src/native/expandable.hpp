@@ -1,7 +1,8 @@
 // expandable.hpp — expandable segments of the native backend (docs/pytorch-compatibility.md §2.13, `expandable_segments:True`):
 // the design notes, the page geometry of a device, and `expandable_segments`, the part of a
-// device's segment source that reserves address ranges and maps and unmaps their pages (with the
-// leftover pages of Note [Leftover pages]). The block side is stream_arena's (mark_mapped, ...).
+// device's segment source that decides where to grow, reserves address ranges and chooses the
+// pages to unmap; the page mechanics (map, unmap, the leftover pages of Note [Leftover pages]) are
+// its segment_pages', the block side is the arena's block store's (mark_mapped, ...).
 #pragma once
 
 #include <atomic>
@@ -13,8 +14,8 @@
 #include "native/block.hpp"
 #include "native/device_context.hpp"
 #include "native/segment_counters.hpp"
-#include "native/leftover_pages.hpp"
 #include "native/segment_map.hpp"
+#include "native/segment_pages.hpp"
 #include "streampool/config.hpp"
 #include "streampool/driver.hpp"
 #include "streampool/stats.hpp"
@@ -26,7 +27,7 @@ namespace streampool::native {
 // pool) — i.e. per arena and pool kind — that is backed page by page: one vmm_create handle per
 // page, vmm_map + vmm_set_access as it grows. Its blocks tile the whole reservation like the
 // blocks of a malloc'd segment, but a block may be *unmapped* (mapped = false): unmapped blocks
-// are never in a free list; they live in the arena's per-kind `unmapped_` treap, by address.
+// are never in a free list; they live in a per-kind treap of the arena's block store, by address.
 // Invariants: unmapped blocks start and end on page boundaries; two adjacent free mapped blocks,
 // or two adjacent unmapped blocks, never exist (they are merged).
 //   * Growth (the new-segment step of the OOM ladder, docs/pytorch-compatibility.md §2.3): the fraction check uses
@@ -72,8 +73,8 @@ struct vmm_geometry {
 [[nodiscard]] vmm_geometry make_vmm_geometry(const device_info& info, const allocator_config& config) noexcept;
 
 /// The expandable segments of one device: whether the device has VMM (probed at first use, with
-/// the fallback to normal segments), growth in place, shrinking, and the leftover pages. Device
-/// mutex (and the lock of the arena concerned) held for everything.
+/// the fallback to normal segments), growth in place, shrinking, page moves; their pages through
+/// segment_pages. Device mutex (and the lock of the arena concerned) held for everything.
 class expandable_segments {
  public:
   /// `vmm_warned` is the allocator's "expandable segments fell back" warning flag (one warning).
@@ -96,20 +97,17 @@ class expandable_segments {
   void unmap_free_pages(stream_arena& a);
   /// Gives back the leftover pages the driver takes now (Note [Leftover pages]); `spares_too`:
   /// also the pages a move kept for the next growth (Note [Moving free pages]).
-  void release_leftovers(bool spares_too = true) noexcept { leftovers_.release(spares_too); }
+  void release_leftovers(bool spares_too = true) noexcept { pages_.leftovers().release(spares_too); }
   /// Allocator teardown: unmaps, releases and frees a reservation (status form).
-  void release_at_exit(const segment& seg) noexcept;
+  void release_at_exit(const segment& seg) noexcept { pages_.release_at_exit(seg); }
   /// The leftover pages, for a snapshot.
-  void append_leftovers(std::vector<leftover_page_info>& out) const { leftovers_.append(index_, out); }
+  void append_leftovers(std::vector<leftover_page_info>& out) const { pages_.leftovers().append(index_, out); }
 
  private:
   enum class vmm_mode : std::uint8_t { unknown, on, off };
 
   void fall_back_to_normal_segments(const std::string& reason);
   [[nodiscard]] block* reserve_segment(stream_arena& a, bool small, std::size_t rounded);
-  [[nodiscard]] block* map_pages(stream_arena& a, block* b, std::size_t bytes);
-  /// Unmaps the whole pages inside free block `b`.
-  void unmap_block(stream_arena& a, segment& seg, block* b);
   /// Unmaps at most `max_pages` whole pages (the highest) inside free block `b`, keeping their
   /// handles as spare pages for the next growth; returns how many (Note [Moving free pages]).
   std::size_t move_out(stream_arena& a, segment& seg, block* b, std::size_t max_pages);
@@ -117,25 +115,15 @@ class expandable_segments {
   /// its peak (Note [Moving free pages], page_moves.cpp).
   void reclaim_pages(stream_arena& a, std::size_t rounded, bool small);
   void destroy(stream_arena& a, segment* seg);
-  void count_mapping(const stream_arena& a, const segment& seg, std::uintptr_t lo, std::size_t bytes, bool mapped,
-                     bool reserved_changes = true);
-  /// After `count` pages from page `first` inside free block `b` were unmapped: segment map,
-  /// page count, statistics and trace, and the block side (the hole).
-  void forget_pages(stream_arena& a, segment& seg, block* b, std::size_t first, std::size_t count,
-                    bool reserved_changes);
-  /// The pages [first, first + count) of `seg` (the first `mapped` of them mapped) go back to the
-  /// driver, or become leftovers where it refuses (Note [Leftover pages]).
-  void give_back(segment& seg, std::size_t first, std::size_t mapped, std::size_t count) noexcept;
 
   device_context* device_;
   driver* drv_;
   int index_;
-  segment_map* segments_;
   segment_counters* counters_;
   std::atomic<bool>* vmm_warned_;
   vmm_mode mode_;
   vmm_geometry geometry_;
-  leftover_pages leftovers_;
+  segment_pages pages_;
 };
 
 }  // namespace streampool::native

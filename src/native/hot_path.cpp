@@ -18,8 +18,9 @@ namespace streampool::native {
 // callers elsewhere go through allocate_block and complete_pending), and try_allocate and
 // free_request are inlined into do_allocate and do_deallocate. The slow entry, events and
 // deferred frees stay in native_allocator.cpp, event_queues.cpp and stream_arena.cpp; the hot
-// statistics are inline in arena_stats.hpp, and the arena reaches its device's policy, trace and
-// counters through one pointer (device_context), as it did when they were device_state's.
+// statistics are inline in arena_stats.hpp, the block store's best fit, split and merge in
+// block_store.hpp, and the arena reaches its device's policy, trace and counters through one
+// pointer (device_context), as it did when they were device_state's.
 
 // --- stream_arena ------------------------------------------------------------------------------------
 
@@ -30,18 +31,7 @@ inline block* stream_arena::alloc_found(block* b, std::size_t rounded, std::size
   const bool counts_split = !seg->expandable;  // inactive_split ignores expandable blocks (§2.14)
   const bool was_split = b->is_split();
   if (device_->policy->should_split(small || seg->expandable, b->size, rounded)) {
-    block* rest = new_block();
-    rest->ptr = b->ptr + rounded;
-    rest->size = b->size - rounded;
-    rest->seg = b->seg;
-    rest->hazard_streams = b->hazard_streams;  // Note [Cross-stream reuse]: the rest is still free
-    rest->hazard_ticket = b->hazard_ticket;
-    rest->prev = b;
-    rest->next = b->next;
-    if (rest->next != nullptr) rest->next->prev = rest;
-    b->next = rest;
-    b->size = rounded;
-    insert_free(rest);
+    const block* rest = blocks_.split(b, rounded);  // Note [Cross-stream reuse]: the rest is still free
     if (counts_split && was_split) {
       stats_.sub(arena_stat_kind::inactive_split_bytes, small, static_cast<std::int64_t>(rounded));
     } else if (counts_split) {
@@ -76,19 +66,12 @@ inline void stream_arena::free_block(block* b) {
   }
   const bool small = b->seg->small;
   const auto requested = static_cast<std::int64_t>(b->requested_size);
-  std::int64_t split_blocks = 0;
-  std::int64_t split_bytes = 0;
-  // Merge with free neighbours only (docs/pytorch-compatibility.md §2.8: an unmapped neighbour is never in a free list);
-  // the merged block takes the lower address.
-  for (block* n : {b->prev, b->next}) {
-    if (n == nullptr || !n->in_free_list) continue;
-    remove_free(n);
-    --split_blocks;
-    split_bytes -= static_cast<std::int64_t>(n->size);
-    absorb(b, n);
-  }
+  const auto unmerged = static_cast<std::int64_t>(b->size);
+  // Merge with free neighbours (docs/pytorch-compatibility.md §2.8); each was a split block.
+  std::int64_t split_blocks = -blocks_.merge_free_neighbours(b);
+  std::int64_t split_bytes = unmerged - static_cast<std::int64_t>(b->size);
   b->requested_size = 0;
-  insert_free(b);
+  blocks_.insert_free(b);
   if (b->is_split()) {
     ++split_blocks;
     split_bytes += static_cast<std::int64_t>(b->size);
@@ -104,15 +87,13 @@ inline void stream_arena::free_block(block* b) {
 inline block* stream_arena::try_allocate_inline(std::size_t rounded, std::size_t requested, stream_t stream) {
   block* b = nullptr;
   if (size_policy::is_small(rounded)) {
-    b = small_.find(rounded);
-    if (b != nullptr && b->seg->expandable) b = prefer_without_tail(b, true);
+    b = blocks_.best_fit_small(rounded);
     if (b == nullptr && order_ != nullptr) [[unlikely]] b = partial_page_fit(rounded);
   } else {
     if (device_->gc_enabled.load(std::memory_order_relaxed)) {
       device_->gc_clock.fetch_add(1, std::memory_order_relaxed);  // docs/pytorch-compatibility.md §2.6
     }
-    b = large_.lower_bound(rounded);
-    if (b != nullptr && b->seg->expandable) b = prefer_without_tail(b, false);
+    b = blocks_.best_fit_large(rounded);
     if (b != nullptr && !device_->policy->may_reuse(b->size, rounded)) b = nullptr;
   }
   if (b == nullptr) return nullptr;
@@ -121,7 +102,7 @@ inline block* stream_arena::try_allocate_inline(std::size_t rounded, std::size_t
       !order_->order_after(b->hazard_streams, b->hazard_ticket, stream)) [[unlikely]] {
     return nullptr;  // Note [Cross-stream reuse]: not during a capture; new memory instead
   }
-  remove_free(b);
+  blocks_.remove_free(b);
   return alloc_found(b, rounded, requested, stream);
 }
 

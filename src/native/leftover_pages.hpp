@@ -2,7 +2,7 @@
 // segment: pages the driver refused to take back (Note [Leftover pages]) and spare pages a page
 // move unmapped on purpose for the growth that follows (Note [Moving free pages]). Counted in
 // reserved_bytes; reused first by a growth; given back by release_cached or teardown. Owned by
-// expandable_segments, under the device mutex.
+// segment_pages (the page mechanics of expandable segments), under the device mutex.
 #pragma once
 
 #include <cstddef>

@@ -70,9 +70,10 @@ void add_arena_figures(const std::vector<std::unique_ptr<stream_arena>>& arenas,
   for (const auto& arena : arenas) {
     f.allocated += static_cast<std::size_t>(
         arena->counters().current(stat_index(arena_stat_kind::allocated_bytes, stat_pool::all)));
-    if (arena->pool() != nullptr) f.private_pool_free += arena->free_bytes();
-    if (arena->free_bytes() != 0) per_stream[arena->stream()] += arena->free_bytes();
-    if (const block* largest = arena->largest_free()) {
+    const block_store& blocks = arena->blocks();
+    if (arena->pool() != nullptr) f.private_pool_free += blocks.free_bytes();
+    if (blocks.free_bytes() != 0) per_stream[arena->stream()] += blocks.free_bytes();
+    if (const block* largest = blocks.largest_free()) {
       f.largest_free_block = std::max(f.largest_free_block, largest->size);
     }
   }

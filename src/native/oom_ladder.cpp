@@ -24,8 +24,8 @@ block* device_state::allocate_slow(stream_arena& a, std::size_t rounded, std::si
   const bool capture = capture_underway();
   if (!capture && context_.gc_enabled.load(std::memory_order_relaxed)) {
     if (const std::size_t target = source_.gc_target(); target != 0) {  // docs/pytorch-compatibility.md §2.11
-      auto locks = lock_arenas(&a);
-      source_.garbage_collect(arenas_, target);
+      auto locks = arenas_.lock_all(&a);
+      source_.garbage_collect(arenas_.all(), target);
     }
   }
   // grow(): a new segment, or expandable growth (Note [Expandable segments] in expandable.hpp).
@@ -48,9 +48,10 @@ block* device_state::allocate_slow(stream_arena& a, std::size_t rounded, std::si
 
 void device_state::release_cached(const stream_arena* held) {
   process_deferred(held);
-  synchronize_all_events(held);
+  ++counters_.num_sync_all_streams;
+  arenas_.synchronize_events(held);
   source_.release_leftovers();  // Note [Leftover pages] in leftover_pages.hpp
-  for (auto& a : arenas_) {
+  for (auto& a : arenas_.all()) {
     std::unique_lock<hybrid_mutex> lock;
     if (a.get() != held) lock = std::unique_lock(a->mutex());
     if (a->pool() != nullptr && !a->pool()->freeable()) continue;
@@ -83,8 +84,8 @@ void device_state::throw_oom(stream_arena& a, std::size_t requested, std::size_t
   f.max_split_size_set = context_.policy->max_split_set();
   f.backend = "native";
   {
-    auto locks = lock_arenas(&a);
-    add_arena_figures(arenas_, f);
+    auto locks = arenas_.lock_all(&a);
+    add_arena_figures(arenas_.all(), f);
   }
   context_.trace.record(trace_action::oom, index_, f.device_free, rounded, a.stream(), a.pool_id());
   ++counters_.num_ooms;

@@ -22,10 +22,10 @@ bool stream_arena::order_growth(block* b, stream_t stream) {
   try {
     if (order_->order_after(b->hazard_streams, b->hazard_ticket, stream)) return true;
   } catch (...) {
-    insert_free(b);
+    blocks_.insert_free(b);
     throw;
   }
-  insert_free(b);
+  blocks_.insert_free(b);
   return false;
 }
 
@@ -38,7 +38,7 @@ bool stream_arena::order_growth(block* b, stream_t stream) {
 // the small pool has a fit, or sending every small request to the large kind, packed worse on the
 // recorded traces: about +0.8% peak reserved each on the two-stream one.)
 block* stream_arena::partial_page_fit(std::size_t rounded) const noexcept {
-  block* piece = large_.lower_bound(rounded);
+  block* piece = blocks_.large_list().lower_bound(rounded);
   if (piece == nullptr || !piece->seg->expandable || piece->size >= piece->seg->page) return nullptr;
   return piece;
 }
@@ -72,7 +72,7 @@ void expandable_segments::reclaim_pages(stream_arena& a, std::size_t rounded, bo
   const auto& reserved = counters_->reserved_bytes[0];
   const auto current = static_cast<std::size_t>(reserved.current);  // spare pages included
   const auto peak = static_cast<std::size_t>(reserved.peak);
-  const std::size_t spare = leftovers_.spare_bytes(page);
+  const std::size_t spare = pages_.leftovers().spare_bytes(page);
   const std::size_t fresh = growth > spare ? growth - spare : 0;  // what the growth would create
   if (current + fresh <= peak) return;
   std::size_t excess = current + fresh - peak;
@@ -105,7 +105,7 @@ void expandable_segments::reclaim_pages(stream_arena& a, std::size_t rounded, bo
 }
 
 std::size_t expandable_segments::move_out(stream_arena& a, segment& seg, block* b, std::size_t max_pages) {
-  // As unmap_block, but the handle is kept (a spare page, still counted in reserved_bytes) for
+  // As segment_pages::unmap, but the handle is kept (a spare page, still counted in reserved_bytes) for
   // the growth that follows, which maps it where it is needed: no cuMemRelease / cuMemCreate.
   const std::size_t page = seg.page;
   const page_span whole = whole_pages(b);
@@ -113,17 +113,17 @@ std::size_t expandable_segments::move_out(stream_arena& a, segment& seg, block* 
   const std::size_t first = std::max(whole.first, last > max_pages ? last - max_pages : 0);
   if (first >= last) return 0;
   a.reserve_blocks();
-  leftovers_.reserve(last - first);
+  pages_.leftovers().reserve(last - first);
   std::size_t done = 0;
   drv_result result{};
   for (std::size_t i = first; i < last; ++i, ++done) {
-    if (seg.handles[i] == released_handle) break;  // an earlier failed release: leave it to unmap_block
+    if (seg.handles[i] == released_handle) break;  // an earlier failed release: leave it to segment_pages::unmap
     result = drv_->vmm_unmap(reinterpret_cast<void*>(seg.base + i * page), page);
     if (!result.ok()) break;
-    leftovers_.keep_spare(seg.handles[i], page, seg.small);
+    pages_.leftovers().keep_spare(seg.handles[i], page, seg.small);
     seg.handles[i] = 0;
   }
-  forget_pages(a, seg, b, first, done, /*reserved_changes=*/false);  // the pages stay ours: spares
+  pages_.forget(a, seg, b, first, done, /*reserved_changes=*/false);  // the pages stay ours: spares
   if (!result.ok()) {
     throw cuda_error("streampool: cuMemUnmap of a free page on device " + std::to_string(index_) +
                          " failed: " + drv_->describe(result) + "; the page stays mapped",

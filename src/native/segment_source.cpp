@@ -20,8 +20,8 @@ std::vector<block*> whole_free_segments(const stream_arena& a) {
   auto take = [&](block* b) {
     if (b->whole_segment()) out.push_back(b);
   };
-  a.small_blocks().for_each(take);
-  a.large_blocks().for_each(take);
+  a.blocks().small_list().for_each(take);
+  a.blocks().large_list().for_each(take);
   return out;
 }
 
@@ -136,7 +136,7 @@ void segment_source::garbage_collect(const std::vector<std::unique_ptr<stream_ar
   const std::uint64_t clock = device_->gc_clock.load(std::memory_order_relaxed);
   for (const auto& a : arenas) {
     if (a->pool() != nullptr) continue;
-    a->large_blocks().for_each([&](block* b) {
+    a->blocks().large_list().for_each([&](block* b) {
       if (b->whole_segment()) candidates.push_back({a.get(), b, clock - b->gc_count_base, false});
     });
   }
@@ -166,7 +166,7 @@ bool segment_source::release_available(stream_arena& a, std::size_t rounded) {
   const std::size_t max_split = device_->policy->max_split_size();
   const std::size_t key = std::max(rounded, max_split);
   std::vector<block*> oversize;  // ascending (size, address)
-  a.large_blocks().for_each([&](block* b) {
+  a.blocks().large_list().for_each([&](block* b) {
     if (b->size >= max_split && b->whole_segment()) oversize.push_back(b);
   });
   const auto first_fit = std::find_if(oversize.begin(), oversize.end(), [&](block* b) { return b->size >= key; });

@@ -1,22 +1,22 @@
-// stream_arena.hpp — one (device, pool, stream) shard of the native backend: its free lists (small
-// and large pool kinds), segments and their blocks, live blocks, with its own lock; the events its
-// freed blocks wait for (event_queues) and its hot statistics (arena_counters). Frees made during
-// a capture are parked in the device's capture router (device_context) until it ends.
+// stream_arena.hpp — one (device, pool, stream) shard of the native backend, with its own lock: its
+// segments, its blocks (the block store: free lists, unmapped ranges, block objects) and live
+// blocks, and the policy over them (best fit, split, free, merge); the events its freed blocks wait
+// for (event_queues) and its hot statistics (arena_counters). Frees made during a capture are
+// parked in the device's capture router (device_context) until it ends.
 // Free blocks are never reused across streams (docs/pytorch-compatibility.md §2.6), so an allocation only ever needs its
 // own arena; see Note [Stream arenas] in native_allocator.hpp. Device memory comes and goes
 // through the segment source, which calls the segment functions below.
 #pragma once
 
-#include <array>
 #include <cstddef>
 
 #include "core/address_table.hpp"
 #include "core/hybrid_mutex.hpp"
 #include "native/arena_stats.hpp"
 #include "native/block.hpp"
+#include "native/block_store.hpp"
 #include "native/device_context.hpp"
 #include "native/event_queues.hpp"
-#include "native/free_list.hpp"
 #include "native/stream_order.hpp"
 #include "streampool/graph.hpp"
 
@@ -89,6 +89,9 @@ class stream_arena {
     blocks_.reserve();
     live_.reserve_one();
   }
+  /// The arena's blocks: the segment source maps and unmaps pages through them, and reads them.
+  [[nodiscard]] block_store& blocks() noexcept { return blocks_; }
+  [[nodiscard]] const block_store& blocks() const noexcept { return blocks_; }
   /// Links a new malloc'd segment in; returns its block (not yet in any list).
   [[nodiscard]] block* attach_segment(segment* seg);
   /// Unlinks the segment of free block `b`, a whole segment, and drops `b`; the caller frees the
@@ -102,19 +105,8 @@ class stream_arena {
   // Expandable segments (Note [Expandable segments] in expandable.hpp).
   /// Links a new reservation in as one unmapped block.
   void attach_expandable(segment* seg);
-  /// PyTorch's find_expandable_block: for the unmapped blocks of this pool kind in address order,
-  /// the block itself or the free block right before it, when `size` growable bytes start there.
-  [[nodiscard]] block* find_growable(bool small, std::size_t size) const;
-  /// The first `bytes` (whole pages) of unmapped block `b` were mapped: the rest stays unmapped,
-  /// the mapped part merges with free neighbours into the free list. Returns the merged block.
-  block* mark_mapped(block* b, std::size_t bytes) noexcept;
-  /// [lo, lo + bytes) (whole pages) inside free block `b` was unmapped: `b` becomes the unmapped
-  /// hole (merged with unmapped neighbours), the parts around it stay free. Returns the hole.
-  block* mark_unmapped(block* b, std::uintptr_t lo, std::size_t bytes) noexcept;
   /// Unlinks an expandable segment that is one unmapped block; the caller frees it.
   void detach_expandable(segment* seg) noexcept;
-  /// Takes a free block out of the free list, to hand it out with allocate_block.
-  void take_free(block* b) noexcept { remove_free(b); }
   /// A shared arena's growth `b` (in no list) may include free memory another stream used last
   /// (Note [Growth next to another stream's free block]): orders `stream` after it. False (and
   /// `b` back in the free list) when that needs events during a capture. @throws cuda_error
@@ -122,53 +114,14 @@ class stream_arena {
   [[nodiscard]] bool order_growth(block* b, stream_t stream);
 
   // --- reading ------------------------------------------------------------------------------
-  [[nodiscard]] const small_free_list& small_blocks() const noexcept { return small_; }
-  [[nodiscard]] const large_free_list& large_blocks() const noexcept { return large_; }
-  [[nodiscard]] std::size_t free_bytes() const noexcept { return free_bytes_; }
   [[nodiscard]] bool empty() const noexcept {
     return segment_count_ == 0 && events_.empty();  // a parked block keeps its segment
   }
-  [[nodiscard]] block* largest_free() const noexcept;
   [[nodiscard]] const arena_counters& counters() const noexcept { return stats_; }
 
  private:
-  // Free-list and block-object helpers: inline, they are on every cache-hit path.
-  void insert_free(block* b) noexcept {
-    b->in_free_list = true;
-    free_bytes_ += b->size;
-    if (b->seg->small) {
-      small_.insert(b);
-    } else {
-      b->gc_count_base = device_->gc_clock.load(std::memory_order_relaxed);
-      large_.insert(b);
-    }
-  }
-  void remove_free(block* b) noexcept {
-    if (b->seg->small) small_.erase(b);
-    else large_.erase(b);
-    b->in_free_list = false;
-    free_bytes_ -= b->size;
-  }
-  /// Merges the adjacent block `n` (prev or next of `b`, already out of every list) into `b`.
-  void absorb(block* b, block* n) noexcept {
-    if (n == b->prev) {
-      b->ptr = n->ptr;
-      b->prev = n->prev;
-      if (b->prev != nullptr) b->prev->next = b;
-      else b->seg->head = b;
-    } else {
-      b->next = n->next;
-      if (b->next != nullptr) b->next->prev = b;
-    }
-    b->size += n->size;
-    b->hazard_streams |= n->hazard_streams;  // Note [Cross-stream reuse]; both 0 unless shared
-    if (n->hazard_ticket > b->hazard_ticket) b->hazard_ticket = n->hazard_ticket;
-    recycle(n);
-  }
   void link_segment(segment* seg) noexcept;
   void unlink_segment(segment* seg) noexcept;
-  /// The expandable best-fit rule of docs/pytorch-compatibility.md §2.6 (Note [Expandable segments]).
-  [[nodiscard]] block* prefer_without_tail(block* b, bool small) const noexcept;
   /// A shared arena's small request that the small pool cannot serve: a free piece of a partly
   /// used large-kind page that fits, or nullptr (Note [Filling partial pages], page_moves.cpp).
   [[nodiscard]] block* partial_page_fit(std::size_t rounded) const noexcept;
@@ -180,8 +133,6 @@ class stream_arena {
   /// A pending free (its events done, or its capture over with no use left) completes: it is no
   /// longer active, and goes back to the free list (Note [Derived active counters]).
   void complete_pending(block* b);
-  block* new_block() noexcept { return blocks_.take(this); }  // reserve_blocks() ran before
-  void recycle(block* b) noexcept { blocks_.recycle(b); }
 
   // First member: the cold calls of the inlined statistics updates (peak raising) then need no
   // address of their own on the hot path (Note [Hot path layout]).
@@ -192,14 +143,10 @@ class stream_arena {
   private_pool* pool_;
   mempool_id pool_id_;
   hybrid_mutex mutex_;
-  small_free_list small_;
-  large_free_list large_;
-  std::array<block_treap<by_address>, 2> unmapped_{};  // expandable segments: [small, large]
-  std::size_t free_bytes_ = 0;
+  block_store blocks_;
   segment* segments_ = nullptr;
   std::size_t segment_count_ = 0;
   event_queues events_;
-  block_pool blocks_;
   block_map live_;  // allocated blocks by pointer (Note [Pointer lookup])
 };
 
