@@ -222,12 +222,16 @@ TEST(cross_stream, FreePagesMoveInsteadOfRaisingReserved) {
   EXPECT_EQ(env.stats().reserved_bytes[all].current, 0);
 }
 
-/// Stream a holds x, y, z (10 MiB each) with y freed, and a peak of 40 MiB of which 10 MiB
-/// were given back by empty_cache: the next growth (b's) needs no page move.
-struct freed_middle {
+/// Two streams sharing one arena with expandable segments, work completing only when told.
+struct two_streams {
   native_env env{policy_expandable, lazy()};
   stream_t a = env.new_stream();
   stream_t b = env.new_stream();
+};
+
+/// Stream a holds x, y, z (10 MiB each) with y freed, and a peak of 40 MiB of which 10 MiB
+/// were given back by empty_cache: the next growth (b's) needs no page move.
+struct freed_middle : two_streams {
   void* x = env.alloc->allocate(10 * MiB, a);
   void* y = env.alloc->allocate(10 * MiB, a);
   void* z = env.alloc->allocate(10 * MiB, a);
@@ -285,10 +289,7 @@ TEST(cross_stream, ARefusedCheckpointIsSkipped) {
 
 /// Stream a holds 3 MiB of two 2 MiB pages and freed the last MiB: a free block at the edge of
 /// the mapped range, last used on a, that the next growth merges.
-struct free_edge {
-  native_env env{policy_expandable, lazy()};
-  stream_t a = env.new_stream();
-  stream_t b = env.new_stream();
+struct free_edge : two_streams {
   void* x = env.alloc->allocate(3 * MiB, a);
   void* y = env.alloc->allocate(1 * MiB, a);
   free_edge() { env.alloc->deallocate(y); }
