@@ -246,7 +246,7 @@ class STREAMPOOL_API driver {
 
   // --- memory contents (checking mode, src/check; docs/reliability.md#checking-mode) ----------
   // Not pure: a driver without them inherits these, which return status::not_supported.
-  // Implemented in src/driver/cuda_check_ops.cpp and src/driver/sim_check_ops.cpp.
+  // Implemented in src/driver/cuda_check_ops.cpp and src/driver/sim_content_calls.cpp.
 
   /// cudaMemsetAsync: sets every byte of [ptr, ptr + bytes) (memory of `device`) to `value`,
   /// ordered on `stream` (a stream of `device`; nullptr = its legacy stream). bytes 0: no-op.

@@ -1,7 +1,8 @@
 // cuda_driver.cpp — the real driver's CUDA runtime calls: devices, cudaMalloc, streams, events
-// and stream-ordered pools. With cuda_errors.cpp and cuda_vmm.cpp this is the only code in
-// streampool that calls cuda*/cu*. Every method is a thin translation: no caching, no policy, and
-// no extra CUDA call on the hot path (event record/query, stream wait, malloc/free async).
+// and stream-ordered pools. With the other cuda_*.cpp files (errors, VMM, graphs, checks,
+// host) this is the only code in streampool that calls cuda*/cu*. Every method is a thin
+// translation: no caching, no policy, and no extra CUDA call on the hot path (event
+// record/query, stream wait, malloc/free async).
 #include "driver/cuda_driver.hpp"
 
 #include "driver/cuda_scopes.hpp"
@@ -85,7 +86,7 @@ drv_result cuda_driver::get_device_info(int device, device_info* out) noexcept {
   out->compute_major = props.major;
   out->compute_minor = props.minor;
   out->memory_pools_supported = pools != 0;
-  vmm_facts(device, out);
+  cuda_vmm::facts(device, out);  // the driver-API part
   return {};
 }
 

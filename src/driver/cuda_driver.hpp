@@ -1,7 +1,8 @@
 // cuda_driver.hpp (internal) — the real driver: `driver` over the CUDA runtime API, plus the
 // driver-API entry points for VMM, resolved at run time (never linked). cuda_driver.cpp holds the
-// runtime calls, cuda_vmm.cpp the driver-API ones. Nothing outside src/driver includes this; the
-// rest of the project gets an instance from make_cuda_driver().
+// runtime calls; the VMM calls are cuda_vmm's (cuda_vmm.*), the capture and graph calls
+// cuda_graphs' (cuda_graphs.*), and cuda_driver delegates to them. Nothing outside src/driver
+// includes this; the rest of the project gets an instance from make_cuda_driver().
 #pragma once
 
 #include <cuda.h>  // driver-API types only: the functions are reached through vmm_api
@@ -9,6 +10,8 @@
 
 #include <string>
 
+#include "driver/cuda_graphs.hpp"
+#include "driver/cuda_vmm.hpp"
 #include "streampool/driver.hpp"
 
 namespace streampool::driver_impl {
@@ -88,23 +91,44 @@ class cuda_driver final : public driver {
   drv_result malloc_async(mempool_t pool, std::size_t bytes, stream_t stream, void** out) noexcept override;
   drv_result free_async(void* ptr, stream_t stream) noexcept override;
   drv_result pool_trim_to(mempool_t pool, std::size_t keep_bytes) noexcept override;
-  drv_result vmm_reserve(int device, std::size_t bytes, std::size_t alignment, void** va) noexcept override;
-  drv_result vmm_free(void* va, std::size_t bytes) noexcept override;
-  drv_result vmm_create(int device, std::size_t bytes, vmm_handle_t* out) noexcept override;
-  drv_result vmm_release(vmm_handle_t handle) noexcept override;
-  drv_result vmm_map(void* va, std::size_t bytes, vmm_handle_t handle) noexcept override;
-  drv_result vmm_set_access(void* va, std::size_t bytes, int device) noexcept override;
-  drv_result vmm_unmap(void* va, std::size_t bytes) noexcept override;
-  // cuda_graph.cpp
-  drv_result stream_begin_capture(stream_t stream, capture_mode mode) noexcept override;
-  drv_result stream_end_capture(stream_t stream, graph_t* out) noexcept override;
-  drv_result graph_instantiate(graph_t graph, graph_exec_t* out, instantiate_flags flags) noexcept override;
-  drv_result graph_launch(graph_exec_t exec, stream_t stream) noexcept override;
-  drv_result graph_exec_destroy(graph_exec_t exec) noexcept override;
-  drv_result graph_destroy(graph_t graph) noexcept override;
-  drv_result graph_mem_trim(int device) noexcept override;
-  drv_result thread_exchange_capture_mode(capture_mode* mode) noexcept override;
-  drv_result capture_on_graph_release(stream_t stream, void (*on_release)(void*), void* arg) noexcept override;
+  // VMM: cuda_vmm (cuda_vmm.cpp). The reservation is not tied to a device.
+  drv_result vmm_reserve(int /*device*/, std::size_t bytes, std::size_t alignment, void** va) noexcept override {
+    return cuda_vmm::reserve(bytes, alignment, va);
+  }
+  drv_result vmm_free(void* va, std::size_t bytes) noexcept override { return cuda_vmm::free(va, bytes); }
+  drv_result vmm_create(int device, std::size_t bytes, vmm_handle_t* out) noexcept override {
+    return cuda_vmm::create(device, bytes, out);
+  }
+  drv_result vmm_release(vmm_handle_t handle) noexcept override { return cuda_vmm::release(handle); }
+  drv_result vmm_map(void* va, std::size_t bytes, vmm_handle_t handle) noexcept override {
+    return cuda_vmm::map(va, bytes, handle);
+  }
+  drv_result vmm_set_access(void* va, std::size_t bytes, int device) noexcept override {
+    return cuda_vmm::set_access(va, bytes, device);
+  }
+  drv_result vmm_unmap(void* va, std::size_t bytes) noexcept override { return cuda_vmm::unmap(va, bytes); }
+  // Capture and graphs: cuda_graphs (cuda_graphs.cpp).
+  drv_result stream_begin_capture(stream_t stream, capture_mode mode) noexcept override {
+    return cuda_graphs::begin_capture(stream, mode);
+  }
+  drv_result stream_end_capture(stream_t stream, graph_t* out) noexcept override {
+    return cuda_graphs::end_capture(stream, out);
+  }
+  drv_result graph_instantiate(graph_t graph, graph_exec_t* out, instantiate_flags flags) noexcept override {
+    return cuda_graphs::instantiate(*this, graph, out, flags);
+  }
+  drv_result graph_launch(graph_exec_t exec, stream_t stream) noexcept override {
+    return cuda_graphs::launch(exec, stream);
+  }
+  drv_result graph_exec_destroy(graph_exec_t exec) noexcept override { return cuda_graphs::exec_destroy(*this, exec); }
+  drv_result graph_destroy(graph_t graph) noexcept override { return cuda_graphs::destroy(*this, graph); }
+  drv_result graph_mem_trim(int device) noexcept override { return cuda_graphs::mem_trim(*this, device); }
+  drv_result thread_exchange_capture_mode(capture_mode* mode) noexcept override {
+    return cuda_graphs::exchange_capture_mode(mode);
+  }
+  drv_result capture_on_graph_release(stream_t stream, void (*on_release)(void*), void* arg) noexcept override {
+    return cuda_graphs::on_graph_release(*this, stream, on_release, arg);
+  }
   // cuda_check_ops.cpp (checking mode)
   drv_result memset_async(int device, void* ptr, std::uint8_t value, std::size_t bytes,
                           stream_t stream) noexcept override;
@@ -116,10 +140,6 @@ class cuda_driver final : public driver {
   drv_result host_register(void* ptr, std::size_t bytes) noexcept override;
   drv_result host_unregister(void* ptr) noexcept override;
   drv_result memcpy_async(void* dst, const void* src, std::size_t bytes, stream_t stream) noexcept override;
-
- private:
-  /// VMM support and granularity of `device` (the driver-API part of get_device_info).
-  static void vmm_facts(int device, device_info* out) noexcept;
 };
 
 }  // namespace streampool::driver_impl

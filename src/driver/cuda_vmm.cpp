@@ -1,7 +1,9 @@
 // cuda_vmm.cpp — the real driver's driver-API half: resolving cu* entry points at run time with
 // cudaGetDriverEntryPointByVersion (libcuda is never linked, so binaries start without an NVIDIA
-// driver), the VMM facts of get_device_info, and the vmm_* calls (cuMemAddressReserve/Free,
-// cuMemCreate/Release, cuMemMap/Unmap, cuMemSetAccess).
+// driver), and cuda_vmm: the VMM facts of get_device_info and the vmm_* calls
+// (cuMemAddressReserve/Free, cuMemCreate/Release, cuMemMap/Unmap, cuMemSetAccess).
+#include "driver/cuda_vmm.hpp"
+
 #include <cstdint>
 
 #include "driver/cuda_driver.hpp"
@@ -75,7 +77,7 @@ const vmm_api& driver_api() noexcept {
   return api;
 }
 
-void cuda_driver::vmm_facts(int device, device_info* out) noexcept {
+void cuda_vmm::facts(int device, device_info* out) noexcept {
   out->vmm_supported = false;
   out->vmm_granularity = 0;
   const vmm_api& api = driver_api();
@@ -100,7 +102,7 @@ void cuda_driver::vmm_facts(int device, device_info* out) noexcept {
   out->vmm_granularity = granularity;
 }
 
-drv_result cuda_driver::vmm_reserve(int /*device*/, std::size_t bytes, std::size_t alignment, void** va) noexcept {
+drv_result cuda_vmm::reserve(std::size_t bytes, std::size_t alignment, void** va) noexcept {
   *va = nullptr;
   const vmm_api& api = driver_api();
   if (!api.resolved.ok()) {
@@ -114,7 +116,7 @@ drv_result cuda_driver::vmm_reserve(int /*device*/, std::size_t bytes, std::size
   return result;
 }
 
-drv_result cuda_driver::vmm_free(void* va, std::size_t bytes) noexcept {
+drv_result cuda_vmm::free(void* va, std::size_t bytes) noexcept {
   const vmm_api& api = driver_api();
   if (!api.resolved.ok()) {
     return api.resolved;
@@ -122,7 +124,7 @@ drv_result cuda_driver::vmm_free(void* va, std::size_t bytes) noexcept {
   return driver_api_result(api.mem_address_free(address_of(va), bytes));
 }
 
-drv_result cuda_driver::vmm_create(int device, std::size_t bytes, vmm_handle_t* out) noexcept {
+drv_result cuda_vmm::create(int device, std::size_t bytes, vmm_handle_t* out) noexcept {
   *out = 0;
   const vmm_api& api = driver_api();
   if (!api.resolved.ok()) {
@@ -137,7 +139,7 @@ drv_result cuda_driver::vmm_create(int device, std::size_t bytes, vmm_handle_t* 
   return result;
 }
 
-drv_result cuda_driver::vmm_release(vmm_handle_t handle) noexcept {
+drv_result cuda_vmm::release(vmm_handle_t handle) noexcept {
   const vmm_api& api = driver_api();
   if (!api.resolved.ok()) {
     return api.resolved;
@@ -145,7 +147,7 @@ drv_result cuda_driver::vmm_release(vmm_handle_t handle) noexcept {
   return driver_api_result(api.mem_release(static_cast<CUmemGenericAllocationHandle>(handle)));
 }
 
-drv_result cuda_driver::vmm_map(void* va, std::size_t bytes, vmm_handle_t handle) noexcept {
+drv_result cuda_vmm::map(void* va, std::size_t bytes, vmm_handle_t handle) noexcept {
   const vmm_api& api = driver_api();
   if (!api.resolved.ok()) {
     return api.resolved;
@@ -153,7 +155,7 @@ drv_result cuda_driver::vmm_map(void* va, std::size_t bytes, vmm_handle_t handle
   return driver_api_result(api.mem_map(address_of(va), bytes, 0, static_cast<CUmemGenericAllocationHandle>(handle), 0));
 }
 
-drv_result cuda_driver::vmm_set_access(void* va, std::size_t bytes, int device) noexcept {
+drv_result cuda_vmm::set_access(void* va, std::size_t bytes, int device) noexcept {
   const vmm_api& api = driver_api();
   if (!api.resolved.ok()) {
     return api.resolved;
@@ -165,7 +167,7 @@ drv_result cuda_driver::vmm_set_access(void* va, std::size_t bytes, int device) 
   return driver_api_result(api.mem_set_access(address_of(va), bytes, &desc, 1));
 }
 
-drv_result cuda_driver::vmm_unmap(void* va, std::size_t bytes) noexcept {
+drv_result cuda_vmm::unmap(void* va, std::size_t bytes) noexcept {
   const vmm_api& api = driver_api();
   if (!api.resolved.ok()) {
     return api.resolved;

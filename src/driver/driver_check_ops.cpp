@@ -1,6 +1,6 @@
 // driver_check_ops.cpp — the defaults of the checking-mode calls of `driver` (memset_async,
 // check_bytes): a driver that predates them (a test double, a wrapper) still compiles and reports
-// that it cannot do them. cuda_check_ops.cpp and sim_check_ops.cpp hold the real ones.
+// that it cannot do them. cuda_check_ops.cpp and sim_content_calls.cpp hold the real ones.
 #include "streampool/driver.hpp"
 
 namespace streampool {

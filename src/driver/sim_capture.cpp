@@ -1,7 +1,7 @@
 // sim_capture.cpp — the simulated device's capture rules (capture_model): which streams capture,
 // in which sequence, how side streams join through events, which calls a capture forbids (and
 // the invalidation they cause), and each thread's capture mode. The driver calls that begin and
-// end captures are in sim_graph.cpp.
+// end captures are graph_calls' (sim_graph_calls.cpp).
 #include <algorithm>
 #include <utility>
 

@@ -1,6 +1,6 @@
 // sim_faults.hpp (internal) — the simulated device's fault injection: for each driver call, the
 // next `count` calls after `skip` successful ones fail with a chosen status and do nothing
-// (sim_driver::fail_next). Used by state::run under the sim's mutex; see Note [Sim calls].
+// (sim_driver::fail_next). Used by sim_driver::state::run under the sim's mutex; see Note [Sim calls].
 #pragma once
 
 #include <array>

@@ -1,8 +1,8 @@
 // sim_graphs.hpp (internal) — the simulated device's fake graphs and graph executables: handles
 // that are never reused, the device each belongs to, and liveness for leak checks; and the
 // callbacks tied to a graph's lifetime (capture_on_graph_release, Note [Sim graph release] in
-// sim_graph.cpp). The capture sequences that produce graphs are in sim_capture.hpp; the driver
-// calls in sim_graph.cpp.
+// sim_graph_calls.cpp). The capture sequences that produce graphs are in sim_capture.hpp; the
+// driver calls are graph_calls' (sim_graph_calls.cpp).
 #pragma once
 
 #include <algorithm>

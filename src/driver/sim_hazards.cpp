@@ -1,6 +1,7 @@
-// sim_hazards.cpp — the simulated device's stream-ordering hazard checker (hazard_tracker) and the
-// test controls that drive it: use() (a kernel touching memory on a stream), wait_for() (the test
-// program ordering its own streams) and the violation accessors. See Note [Sim hazard checker].
+// sim_hazards.cpp — the simulated device's stream-ordering hazard checker (hazard_tracker). The
+// test controls that drive it are sim_driver::use() (content_calls::use, a kernel touching memory
+// on a stream) and wait_for() (stream_calls::wait_for, the test program ordering its own streams).
+// See Note [Sim hazard checker].
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -8,8 +9,7 @@
 #include <vector>
 
 #include "driver/sim_hazards.hpp"
-#include "driver/sim_state.hpp"
-#include "streampool/errors.hpp"
+#include "driver/sim_streams.hpp"
 
 namespace streampool {
 
@@ -147,49 +147,5 @@ void hazard_tracker::clear_violations() noexcept {
 }
 
 }  // namespace sim
-
-// --- test controls -----------------------------------------------------------------------------
-
-bool sim_driver::use(stream_t stream, const void* ptr, std::size_t bytes) {
-  const std::lock_guard lock(state_->mutex_);
-  const std::uint32_t index = state_->streams_.find_stream(stream);
-  if (index == sim::no_stream) throw error("sim_driver::use: unknown or destroyed stream");
-  if (state_->streams_[index].capture != capture_status::none) {
-    throw error("sim_driver::use: the stream is capturing; the sim does not model captured kernels (Note [Sim hazard "
-                "checker])");
-  }
-  const auto addr = reinterpret_cast<std::uintptr_t>(ptr);
-  if (bytes == 0 || state_->device_of_range(addr, bytes) < 0) {
-    throw error("sim_driver::use: " + sim::range_text(addr, bytes) +
-                " is not device memory of this sim (malloc'd, a pool's, or mapped VMM pages), or is empty");
-  }
-  const std::uint64_t item = state_->streams_.submit(index);
-  return state_->hazards_.use(state_->streams_.records(), index, item, addr, bytes);
-}
-
-void sim_driver::wait_for(stream_t waiter, stream_t on) {
-  const std::lock_guard lock(state_->mutex_);
-  const std::uint32_t index = state_->streams_.find_stream(waiter);
-  const std::uint32_t other = state_->streams_.find_stream(on);
-  if (index == sim::no_stream || other == sim::no_stream) {
-    throw error("sim_driver::wait_for: unknown or destroyed stream");
-  }
-  state_->streams_.wait(index, other, state_->streams_[other].submitted);
-}
-
-std::uint64_t sim_driver::hazard_violations() const {
-  const std::lock_guard lock(state_->mutex_);
-  return state_->hazards_.violations();
-}
-
-std::vector<std::string> sim_driver::hazard_reports() const {
-  const std::lock_guard lock(state_->mutex_);
-  return state_->hazards_.descriptions();
-}
-
-void sim_driver::clear_hazard_violations() {
-  const std::lock_guard lock(state_->mutex_);
-  state_->hazards_.clear_violations();
-}
 
 }  // namespace streampool

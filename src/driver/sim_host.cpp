@@ -1,12 +1,12 @@
 // sim_host.cpp — the simulated device's pinned host memory: host_alloc / host_free (real memory,
 // so programs and tests can write the buffers), host_register / host_unregister of the caller's
-// memory, a host capacity shared by both, and memcpy_async as one work item on a stream. Counted
-// and fault-injectable like every sim call. See Note [Sim pinned host memory].
+// memory, and a host capacity shared by both (host_memory). The driver calls, and memcpy_async as
+// one work item on a stream, are memory_calls' (sim_memory_calls.cpp), counted and
+// fault-injectable like every sim call. See Note [Sim pinned host memory].
 #include <cstdlib>
 #include <iterator>
 
 #include "driver/sim_host.hpp"
-#include "driver/sim_state.hpp"
 
 namespace streampool {
 
@@ -81,57 +81,5 @@ drv_result host_memory::unregister_range(void* ptr) {
 }
 
 }  // namespace sim
-
-// --- driver calls ------------------------------------------------------------------------------
-
-drv_result sim_driver::host_alloc(std::size_t bytes, void** out) noexcept {
-  *out = nullptr;
-  return state_->run(counters_, driver_call::host_alloc, [&] { return state_->host_.alloc(bytes, out); });
-}
-
-drv_result sim_driver::host_free(void* ptr) noexcept {
-  return state_->run(counters_, driver_call::host_free, [&] {
-    if (ptr == nullptr) return drv_result{};
-    if (state_->captures_.active() > 0) return state_->captures_.refuse();
-    if (!state_->host_.owns(ptr)) return sim::fail(status::invalid_value);
-    state_->streams_.complete_all();  // cudaFreeHost synchronises
-    state_->host_.free(ptr);
-    return drv_result{};
-  });
-}
-
-drv_result sim_driver::host_register(void* ptr, std::size_t bytes) noexcept {
-  return state_->run(counters_, driver_call::host_register, [&] { return state_->host_.register_range(ptr, bytes); });
-}
-
-drv_result sim_driver::host_unregister(void* ptr) noexcept {
-  return state_->run(counters_, driver_call::host_unregister, [&] { return state_->host_.unregister_range(ptr); });
-}
-
-drv_result sim_driver::memcpy_async(void* dst, const void* src, std::size_t bytes, stream_t stream) noexcept {
-  return state_->run(counters_, driver_call::memcpy_async, [&] {
-    const std::uint32_t index = state_->streams_.find_stream(stream);
-    if (index == sim::no_stream) return sim::fail(status::invalid_value);
-    if (bytes == 0) return drv_result{};
-    if (dst == nullptr || src == nullptr) return sim::fail(status::invalid_value);
-    state_->streams_.submit(index);
-    return drv_result{};
-  });
-}
-
-std::size_t sim_driver::host_bytes_pinned() const {
-  const std::lock_guard lock(state_->mutex_);
-  return state_->host_.pinned();
-}
-
-std::size_t sim_driver::live_host_allocs() const {
-  const std::lock_guard lock(state_->mutex_);
-  return state_->host_.allocs();
-}
-
-std::size_t sim_driver::live_host_registrations() const {
-  const std::lock_guard lock(state_->mutex_);
-  return state_->host_.registrations();
-}
 
 }  // namespace streampool

@@ -1,7 +1,7 @@
 // sim_mallocs.hpp (internal) — the simulated device's cudaMalloc'd memory (malloc_heap): each
 // device's allocations, placed by its malloc_space, and the bytes they are charged
 // (Note [Sim malloc accounting] in sim_mallocs.cpp). Capture rules, synchronisation and contents
-// are the facade's (sim_driver::malloc / free).
+// are memory_calls' (malloc / free, sim_memory_calls.cpp).
 #pragma once
 
 #include <cstddef>

@@ -1,8 +1,8 @@
 // sim_pool.cpp — the simulated stream-ordered pools' memory (pool_space, the cudaMallocAsync
 // emulation): one address range per pool, mapped in 32 MiB granules, split into best-fit blocks;
 // stream-ordered reuse of freed blocks, used/reserved accounting, settling and trimming.
-// The pool driver calls (handles, attributes, access, malloc_async / free_async) are in
-// sim_pool_attrs.cpp.
+// The pool driver calls (handles, attributes, access, malloc_async / free_async) are
+// pool_calls' (sim_pool_calls.cpp).
 #include <algorithm>
 #include <vector>
 

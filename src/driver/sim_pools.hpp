@@ -2,7 +2,7 @@
 // emulation): pool records and their settings, each pool's address range split into blocks,
 // stream-ordered reuse of freed blocks, reserved / used accounting per pool and device, settling
 // and trimming (Note [Sim pool model], Note [Pool reuse rules] in sim_pool.cpp). Handles,
-// attributes and capture rules are the facade's (sim_pool_attrs.cpp).
+// attributes and capture rules are pool_calls' (sim_pool_calls.cpp).
 #pragma once
 
 #include <cstddef>

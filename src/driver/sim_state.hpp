@@ -1,78 +1,58 @@
-// sim_state.hpp (internal) — the simulated device's state, `sim_driver::state`: the parts of the
-// model (streams and events, captures, cudaMalloc'd memory, pools, VMM, graphs, contents, host
-// memory, the hazard checker, fault injection), each a class of its own in streampool::sim, and
-// the one mutex that guards them all (Note [Sim calls] in sim_driver.cpp). The sim_driver calls
-// in the sim_*.cpp files check their arguments and delegate to these parts.
+// sim_state.hpp (internal) — `sim_driver::state`, what the facade holds: the simulated device
+// (device_model, sim_device.hpp) and the classes that implement its driver calls and test controls
+// on it, one per part (streams and events, pools, capture and graphs, memory, contents), plus
+// run(), which every counted driver call goes through (Note [Sim calls]). Each sim_driver call is
+// a delegation to one of these.
 #pragma once
 
-#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
 
-#include "driver/sim_capture.hpp"
-#include "driver/sim_common.hpp"
-#include "driver/sim_contents.hpp"
-#include "driver/sim_faults.hpp"
-#include "driver/sim_graphs.hpp"
-#include "driver/sim_hazards.hpp"
-#include "driver/sim_host.hpp"
-#include "driver/sim_mallocs.hpp"
-#include "driver/sim_pools.hpp"
-#include "driver/sim_streams.hpp"
-#include "driver/sim_vmm.hpp"
+#include "driver/sim_content_calls.hpp"
+#include "driver/sim_device.hpp"
+#include "driver/sim_graph_calls.hpp"
+#include "driver/sim_memory_calls.hpp"
+#include "driver/sim_pool_calls.hpp"
+#include "driver/sim_stream_calls.hpp"
 #include "streampool/sim_driver.hpp"
 
 namespace streampool {
 
 struct sim_driver::state {
-  explicit state(const sim_options& options);
+  using call_counters = std::array<std::atomic<std::uint64_t>, driver_call_count>;
 
-  const sim_options& options_;
-  const std::uint64_t serial_;  ///< identifies this instance in the per-thread current devices
-  mutable std::mutex mutex_;
-  sim::fault_injector faults_;
-  sim::stream_model streams_;
-  sim::capture_model captures_{streams_};
-  sim::malloc_heap mallocs_;
-  sim::pool_space pools_;
-  sim::vmm_space vmm_;
-  sim::graph_book graphs_;
-  /// Memory contents written by memset_async / write_bytes (Note [Sim memory contents]).
-  sim::contents_map contents_;
-  /// Pinned host memory (sim_host.cpp).
-  sim::host_memory host_;
-  /// Last uses of device memory by streams (Note [Sim hazard checker], sim_hazards.cpp).
-  sim::hazard_tracker hazards_;
+  state(const sim_options& options, call_counters& counters) : device(options), counters_(counters) {}
 
-  /// Counts the call, applies fault injection, runs `body` under the mutex. See Note [Sim calls].
+  sim::device_model device;
+  sim::stream_calls streams{device};
+  sim::pool_calls pools{device};
+  sim::graph_calls graphs{device};
+  sim::memory_calls memory{device};
+  sim::content_calls contents{device};
+
+  // Note [Sim calls]
+  // Every driver call goes through run: the counter is bumped first (so failed and injected
+  // calls count), then, under the one mutex, an armed fault for the call fires (the call then does
+  // nothing at all, not even validation), and otherwise the body runs. `skip` counts down only on
+  // calls that succeed. A host exception (std::bad_alloc) inside the body becomes status::other
+  // rather than escaping a noexcept function. One mutex is enough: calls are O(1) or O(log n),
+  // apart from synchronisation points, which touch every stream or pool of a device.
   template <class Body>
-  drv_result run(std::array<std::atomic<std::uint64_t>, driver_call_count>& counters, driver_call call,
-                 Body&& body) noexcept {
-    counters[static_cast<std::size_t>(call)].fetch_add(1, std::memory_order_relaxed);
+  drv_result run(driver_call call, Body&& body) noexcept {
+    counters_[static_cast<std::size_t>(call)].fetch_add(1, std::memory_order_relaxed);
     try {
-      const std::lock_guard lock(mutex_);
-      return faults_.apply(call, body);
+      const std::lock_guard lock(device.mutex_);
+      return device.faults_.apply(call, body);
     } catch (...) {
       return sim::fail(status::other, sim::reason_host_exception);
     }
   }
 
-  [[nodiscard]] int device_count() const noexcept { return options_.device_count; }
-  [[nodiscard]] drv_result check_device(int device) const noexcept;
-  /// Device memory in use on `device`: malloc'd + pool-reserved + VMM physical bytes.
-  [[nodiscard]] std::size_t in_use(int device) const noexcept {
-    return mallocs_.bytes(device) + pools_.bytes(device) + vmm_.bytes(device);
-  }
-  /// Capacity of `device` not in use.
-  [[nodiscard]] std::size_t available(int device) const noexcept {
-    return options_.capacity - std::min(in_use(device), options_.capacity);
-  }
-  /// The device whose memory holds all of [addr, addr + bytes) (malloc'd, a pool range or mapped
-  /// VMM pages), or -1 (sim_check_ops.cpp).
-  [[nodiscard]] int device_of_range(std::uintptr_t addr, std::size_t bytes) const noexcept;
+ private:
+  call_counters& counters_;
 };
 
 }  // namespace streampool

@@ -1,11 +1,11 @@
 // sim_vmm.cpp — the simulated virtual memory management (vmm_space, what expandable segments
 // use): address reservations that cost no memory, physical handles that do, and the map /
-// set-access / unmap rules of the CUDA driver API, checked strictly so misuse shows up in CI;
-// then the sim_driver::vmm_* calls, which add device checks, capture refusal and the hazard check.
+// set-access / unmap rules of the CUDA driver API, checked strictly so misuse shows up in CI.
+// The vmm_* driver calls (memory_calls, sim_memory_calls.cpp) add device checks, capture refusal
+// and the hazard check.
 #include <algorithm>
 #include <iterator>
 
-#include "driver/sim_state.hpp"
 #include "driver/sim_vmm.hpp"
 
 namespace streampool {
@@ -201,72 +201,5 @@ int vmm_space::device_of_range(std::uintptr_t addr, std::size_t bytes) const noe
 }
 
 }  // namespace sim
-
-// --- driver calls ------------------------------------------------------------------------------
-
-drv_result sim_driver::vmm_reserve(int device, std::size_t bytes, std::size_t alignment, void** va) noexcept {
-  return state_->run(counters_, driver_call::vmm_reserve, [&] {
-    *va = nullptr;
-    if (const drv_result bad = state_->check_device(device); !bad.ok()) {
-      return bad;
-    }
-    if (!options_.vmm_supported) {
-      return sim::fail(status::not_supported);
-    }
-    return state_->vmm_.reserve(device, bytes, alignment, va);
-  });
-}
-
-drv_result sim_driver::vmm_free(void* va, std::size_t bytes) noexcept {
-  return state_->run(counters_, driver_call::vmm_free, [&] { return state_->vmm_.free(va, bytes); });
-}
-
-drv_result sim_driver::vmm_create(int device, std::size_t bytes, vmm_handle_t* out) noexcept {
-  return state_->run(counters_, driver_call::vmm_create, [&] {
-    *out = 0;
-    if (const drv_result bad = state_->check_device(device); !bad.ok()) {
-      return bad;
-    }
-    if (!options_.vmm_supported) {
-      return sim::fail(status::not_supported);
-    }
-    return state_->vmm_.create(device, bytes, state_->available(device), out);
-  });
-}
-
-drv_result sim_driver::vmm_release(vmm_handle_t handle) noexcept {
-  return state_->run(counters_, driver_call::vmm_release, [&] {
-    if (state_->captures_.active() > 0) {
-      return state_->captures_.refuse();
-    }
-    return state_->vmm_.release(handle);
-  });
-}
-
-drv_result sim_driver::vmm_map(void* va, std::size_t bytes, vmm_handle_t handle) noexcept {
-  return state_->run(counters_, driver_call::vmm_map, [&] { return state_->vmm_.map(va, bytes, handle); });
-}
-
-drv_result sim_driver::vmm_set_access(void* va, std::size_t bytes, int device) noexcept {
-  return state_->run(counters_, driver_call::vmm_set_access, [&] {
-    if (const drv_result bad = state_->check_device(device); !bad.ok()) {
-      return bad;
-    }
-    return state_->vmm_.set_access(va, bytes, device);
-  });
-}
-
-drv_result sim_driver::vmm_unmap(void* va, std::size_t bytes) noexcept {
-  return state_->run(counters_, driver_call::vmm_unmap, [&] {
-    if (state_->captures_.active() > 0) {
-      return state_->captures_.refuse();
-    }
-    const drv_result result = state_->vmm_.unmap(va, bytes);
-    if (result.ok()) {  // Note [Sim hazard checker]: the pages must be idle
-      state_->hazards_.retire(state_->streams_.records(), reinterpret_cast<std::uintptr_t>(va), bytes, "vmm_unmap");
-    }
-    return result;
-  });
-}
 
 }  // namespace streampool

@@ -2,7 +2,7 @@
 // reservations that cost no memory, physical handles that do (counted per device), mappings of
 // whole handles into reservations, and access rights, checked by the rules of
 // Note [Sim VMM rules] in sim_vmm.cpp. Device checks, capture refusal and the hazard checker are
-// the facade's (sim_driver::vmm_*).
+// memory_calls' (sim_memory_calls.cpp).
 #pragma once
 
 #include <cstddef>

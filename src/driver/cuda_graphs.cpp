@@ -1,8 +1,10 @@
-// cuda_graph.cpp — the real driver's stream-capture and graph calls: begin/end capture,
-// instantiate (with cudaGraphInstantiateFlagAutoFreeOnLaunch on request), launch, destroy, and
-// the trim of the device's graph-allocation memory, and a callback tied to a captured graph's
-// lifetime (a user object). Like the rest of cuda_driver, each call is a
-// thin translation with no policy; docs/graph-capture.md has the rules the callers follow.
+// cuda_graphs.cpp — the real driver's stream-capture and graph calls (cuda_graphs): begin/end
+// capture, instantiate (with cudaGraphInstantiateFlagAutoFreeOnLaunch on request), launch,
+// destroy, the trim of the device's graph-allocation memory, and a callback tied to a captured
+// graph's lifetime (a user object). Like the rest of cuda_driver, each call is a thin translation
+// with no policy; docs/graph-capture.md has the rules the callers follow.
+#include "driver/cuda_graphs.hpp"
+
 #include "driver/cuda_driver.hpp"
 
 #include <new>
@@ -23,19 +25,19 @@ cudaStreamCaptureMode native_mode(capture_mode mode) noexcept {
 
 }  // namespace
 
-drv_result cuda_driver::stream_begin_capture(stream_t stream, capture_mode mode) noexcept {
+drv_result cuda_graphs::begin_capture(stream_t stream, capture_mode mode) noexcept {
   return runtime_result(cudaStreamBeginCapture(static_cast<cudaStream_t>(stream), native_mode(mode)));
 }
 
-drv_result cuda_driver::stream_end_capture(stream_t stream, graph_t* out) noexcept {
+drv_result cuda_graphs::end_capture(stream_t stream, graph_t* out) noexcept {
   cudaGraph_t graph = nullptr;
   const cudaError_t error = cudaStreamEndCapture(static_cast<cudaStream_t>(stream), &graph);
   *out = error == cudaSuccess ? graph : nullptr;
   return runtime_result(error);
 }
 
-drv_result cuda_driver::graph_instantiate(graph_t graph, graph_exec_t* out, instantiate_flags flags) noexcept {
-  const relaxed_thread_scope relaxed(*this, true);  // Note [Relaxed queries]: another capture may be open
+drv_result cuda_graphs::instantiate(driver& self, graph_t graph, graph_exec_t* out, instantiate_flags flags) noexcept {
+  const relaxed_thread_scope relaxed(self, true);  // Note [Relaxed queries]: another capture may be open
   unsigned long long native_flags = 0;
   if (has_flag(flags, instantiate_flags::auto_free_on_launch)) {
     native_flags |= cudaGraphInstantiateFlagAutoFreeOnLaunch;
@@ -46,26 +48,26 @@ drv_result cuda_driver::graph_instantiate(graph_t graph, graph_exec_t* out, inst
   return runtime_result(error);
 }
 
-drv_result cuda_driver::graph_launch(graph_exec_t exec, stream_t stream) noexcept {
+drv_result cuda_graphs::launch(graph_exec_t exec, stream_t stream) noexcept {
   return runtime_result(cudaGraphLaunch(static_cast<cudaGraphExec_t>(exec), static_cast<cudaStream_t>(stream)));
 }
 
-drv_result cuda_driver::graph_exec_destroy(graph_exec_t exec) noexcept {
-  const relaxed_thread_scope relaxed(*this, true);  // Note [Relaxed queries]: another capture may be open
+drv_result cuda_graphs::exec_destroy(driver& self, graph_exec_t exec) noexcept {
+  const relaxed_thread_scope relaxed(self, true);  // Note [Relaxed queries]: another capture may be open
   return runtime_result(cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(exec)));
 }
 
-drv_result cuda_driver::graph_destroy(graph_t graph) noexcept {
-  const relaxed_thread_scope relaxed(*this, true);  // Note [Relaxed queries]: another capture may be open
+drv_result cuda_graphs::destroy(driver& self, graph_t graph) noexcept {
+  const relaxed_thread_scope relaxed(self, true);  // Note [Relaxed queries]: another capture may be open
   return runtime_result(cudaGraphDestroy(static_cast<cudaGraph_t>(graph)));
 }
 
-drv_result cuda_driver::graph_mem_trim(int device) noexcept {
-  const relaxed_thread_scope relaxed(*this, true);  // Note [Relaxed queries]
+drv_result cuda_graphs::mem_trim(driver& self, int device) noexcept {
+  const relaxed_thread_scope relaxed(self, true);  // Note [Relaxed queries]
   return runtime_result(cudaDeviceGraphMemTrim(device));
 }
 
-drv_result cuda_driver::thread_exchange_capture_mode(capture_mode* mode) noexcept {
+drv_result cuda_graphs::exchange_capture_mode(capture_mode* mode) noexcept {
   if (mode == nullptr) return runtime_result(cudaErrorInvalidValue);
   cudaStreamCaptureMode native = native_mode(*mode);
   const cudaError_t error = cudaThreadExchangeStreamCaptureMode(&native);
@@ -99,7 +101,7 @@ void CUDART_CB run_release_trampoline(void* data) {
 
 }  // namespace
 
-drv_result cuda_driver::capture_on_graph_release(stream_t stream, void (*on_release)(void*), void* arg) noexcept {
+drv_result cuda_graphs::on_graph_release(driver& self, stream_t stream, void (*on_release)(void*), void* arg) noexcept {
   if (on_release == nullptr) return runtime_result(cudaErrorInvalidValue);
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   cudaGraph_t graph = nullptr;
@@ -111,7 +113,7 @@ drv_result cuda_driver::capture_on_graph_release(stream_t stream, void (*on_rele
   if (capture != cudaStreamCaptureStatusActive || graph == nullptr) return runtime_result(cudaErrorInvalidValue);
   auto* trampoline = new (std::nothrow) release_trampoline{on_release, arg, true};
   if (trampoline == nullptr) return runtime_result(cudaErrorMemoryAllocation);
-  const relaxed_thread_scope relaxed(*this, true);  // Note [Relaxed queries]: not a stream operation
+  const relaxed_thread_scope relaxed(self, true);  // Note [Relaxed queries]: not a stream operation
   cudaUserObject_t object = nullptr;
   if (const cudaError_t error =
           cudaUserObjectCreate(&object, trampoline, run_release_trampoline, 1, cudaUserObjectNoDestructorSync);
