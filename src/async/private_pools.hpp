@@ -77,7 +77,7 @@ class private_pools {
 
   /// Device memory the private pools hold (live and idle blocks); reserved, not in the pool's reserve.
   [[nodiscard]] std::size_t bytes() const noexcept { return bytes_; }
-  /// Of which idle: held memory for the fraction cap (Note [Memory fraction] in async_device_admin.cpp).
+  /// Of which idle: held memory for the fraction cap (Note [Memory fraction] in memory_cap.cpp).
   [[nodiscard]] std::size_t idle_bytes() const noexcept { return idle_bytes_; }
 
  private:
