@@ -1,75 +1,28 @@
-// async_device.cpp — pool setup and the allocate/free paths of one device of the cudaMallocAsync
-// backend. Statistics, snapshots, fraction and capture entry points: async_device_admin.cpp; the
-// OOM diagnostic: async_device_oom.cpp.
-//
-// Note [Pool setup]
-// On first use of a device: refuse devices without memory pools (cudaDevAttrMemoryPoolsSupported;
-// some devices lack them even on recent CUDA) with an error that names the device and the native
-// backend; take the device's default pool, or create one (`async_pool:dedicated`) so that other
-// users of the default pool neither see our memory nor trim it. Set the release threshold to
-// UINT64_MAX — the default 0 returns every freed byte to the OS at each synchronisation, which
-// defeats caching — and turn on the three reuse policies (follow event dependencies, opportunistic,
-// internal dependencies), so that memory freed on one stream can serve another once ordered.
+// async_device.cpp — the allocate/free paths of one device of the cudaMallocAsync backend, the
+// frees deferred during a capture, empty_cache and teardown. Statistics, snapshots, fraction and
+// capture entry points: async_device_admin.cpp; the OOM diagnostic: async_device_oom.cpp; the pool's
+// set-up: stream_ordered_pool.cpp; private pools' blocks: private_pools.cpp.
 #include "async/async_device.hpp"
 
-#include <limits>
 #include <string>
 
 #include "core/format.hpp"
 #include "streampool/errors.hpp"
 
 namespace streampool::async {
-namespace {
-
-void check_pool_call(driver& drv, drv_result result, int device, const char* what) {
-  if (result.ok()) return;
-  throw cuda_error("streampool: cudaMallocAsync backend: " + std::string(what) + " on device " +
-                       std::to_string(device) + " failed: " + drv.describe(result),
-                   result.native);
-}
-
-}  // namespace
 
 async_device::async_device(driver& drv, int device, const allocator_config& config, pointer_map& pointers,
                            core::trace_ring& trace)
     : driver_(&drv),
       device_(device),
       pointers_(&pointers),
-      trace_(&trace),
-      fraction_(config.per_process_memory_fraction),
+      trace_(trace, device),
+      cap_(memory_of_pool_capable_device(drv, device), config.per_process_memory_fraction),
       captures_(device),
-      events_(drv, device) {
-  device_info info;
-  check_pool_call(drv, drv.get_device_info(device, &info), device, "reading the device properties");
-  if (!info.memory_pools_supported) {
-    throw error("streampool: backend:cudaMallocAsync needs stream-ordered memory pools, but device " +
-                std::to_string(device) + " (" + info.name +
-                ") does not support them (cudaDevAttrMemoryPoolsSupported = 0); use backend:native instead");
-  }
-  total_memory_ = info.total_memory;
-  if (config.async_pool == async_pool_kind::dedicated) {
-    check_pool_call(drv, drv.pool_create(device, &pool_), device, "creating a dedicated memory pool");
-    owns_pool_ = true;
-  } else {
-    check_pool_call(drv, drv.pool_get_default(device, &pool_), device, "getting the default memory pool");
-    // Put back at teardown (Note [Allocator teardown]); CUDA's default 0 if it cannot be read.
-    std::uint64_t threshold = 0;
-    if (drv.pool_get_attr(pool_, pool_attr::release_threshold, &threshold).ok()) previous_release_threshold_ = threshold;
-  }
-  try {
-    const std::uint64_t keep_all = std::numeric_limits<std::uint64_t>::max();
-    check_pool_call(drv, drv.pool_set_attr(pool_, pool_attr::release_threshold, keep_all), device,
-                    "setting the pool's release threshold");
-    for (const pool_attr attr : {pool_attr::reuse_follow_event_dependencies, pool_attr::reuse_allow_opportunistic,
-                                 pool_attr::reuse_allow_internal_dependencies}) {
-      check_pool_call(drv, drv.pool_set_attr(pool_, attr, 1), device, "enabling the pool's reuse policies");
-    }
-  } catch (...) {
-    if (owns_pool_) (void)drv.pool_destroy(pool_);
-    else (void)drv.pool_set_attr(pool_, pool_attr::release_threshold, previous_release_threshold_);
-    throw;
-  }
-}
+      stream_uses_(drv, device),
+      pool_(drv, device, config.async_pool),
+      private_pools_(drv, device, pointers, accounting_, trace_, pool_),
+      oom_(drv, device, cap_, accounting_, pool_, private_pools_, captures_, trace_) {}
 
 // Note [Allocator teardown]
 // As with the native backend, destroying the allocator gives back all the device memory it holds,
@@ -94,16 +47,12 @@ async_device::~async_device() {
       // Host memory exhausted while listing them: the live allocations stay with the pool.
     }
     // Private pools' blocks, live or idle (Note [Private pools of the cudaMallocAsync backend]).
-    captures_.for_each_pool([&](capture_router::pool_type& pool) {
-      for (const auto& [address, block] : pool.memory.blocks) {
-        (void)driver_->free(device_, reinterpret_cast<void*>(address));
-      }
-    });
-    if (!owns_pool_) (void)driver_->pool_set_attr(pool_, pool_attr::release_threshold, previous_release_threshold_);
+    captures_.for_each_pool([&](const private_pool& pool) { private_pools_.free_all(pool); });
+    pool_.restore_release_threshold();
     (void)driver_->device_synchronize(device_);
-    (void)driver_->pool_trim_to(pool_, 0);
+    (void)pool_.trim();
   }
-  if (owns_pool_) (void)driver_->pool_destroy(pool_);
+  // A dedicated pool is destroyed by pool_'s destructor, right after this.
 }
 
 // Note [Hot path of the cudaMallocAsync backend]
@@ -121,8 +70,8 @@ async_device::~async_device() {
 //    and OOM, never per call; its peak includes the pool's ReservedMemHigh, so a peak reached
 //    between readings is not lost (Note [Statistics of the cudaMallocAsync backend]).
 //  - capture needs no per-call query: allocations are routed, and frees of uncaptured memory
-//    deferred, by the recordings of begin_allocate_to_pool, which the capture protocol (spec
-//    §3.2) opens before the stream begins capturing. A capture status cached per stream would
+//    deferred, by the recordings of begin_allocate_to_pool, which the capture protocol
+//    (docs/pytorch-compatibility.md §3.2) opens before the stream begins capturing. A capture status cached per stream would
 //    not be safe: a stream may begin a new capture between two calls without the backend seeing
 //    it.
 // The device lock is held across the driver call: that keeps a free that was decided before a
@@ -134,7 +83,7 @@ void* async_device::allocate(std::size_t bytes, stream_t stream) {
   if (!captures_.underway() && captures_.has_deferred()) flush_deferred_locked();
   if (captures_.underway()) {
     // Note [Private pools of the cudaMallocAsync backend]: not a graph allocation node.
-    if (capture_router::pool_type* pool = captures_.route(stream)) return allocate_private_locked(*pool, bytes, stream);
+    if (private_pool* pool = captures_.route(stream)) return allocate_private_locked(*pool, bytes, stream);
   }
   allocation_record record;
   record.device = device_;
@@ -144,10 +93,10 @@ void* async_device::allocate(std::size_t bytes, stream_t stream) {
   // asking the pool anyway is not free: on the H200 a cudaMallocAsync of twice the device took
   // ~11 s and, while it tried, took so much of the device that another process's
   // cudaStreamCreate failed with out of memory. So it is refused here, without a driver call.
-  if (bytes > total_memory_) throw oom_locked(bytes, stream, record.pool, oom_cause::device_size);
+  if (bytes > cap_.total_memory()) throw oom_locked(bytes, stream, record.pool, oom_cause::device_size);
   // See Note [Memory fraction]: checked before the driver is asked, so a capped request never
   // grows the pool. Idle blocks of private pools are held memory too.
-  if (accounting_.held_bytes() + private_idle_bytes_ + async_footprint(bytes) > limit_locked()) {
+  if (cap_.refuses(held_bytes_locked(), async_footprint(bytes))) {
     throw oom_locked(bytes, stream, record.pool, oom_cause::cap);
   }
   void* ptr = nullptr;
@@ -167,9 +116,25 @@ void* async_device::allocate(std::size_t bytes, stream_t stream) {
   }
   accounting_.on_alloc(bytes);
   const auto address = reinterpret_cast<std::uintptr_t>(ptr);
-  trace(trace_action::segment_alloc, address, async_footprint(bytes), stream, pool);
-  trace(trace_action::alloc, address, bytes, stream, pool);
+  trace_.record(trace_action::segment_alloc, address, async_footprint(bytes), stream, pool);
+  trace_.record(trace_action::alloc, address, bytes, stream, pool);
   return ptr;
+}
+
+void* async_device::allocate_private_locked(private_pool& pool, std::size_t bytes, stream_t stream) {
+  if (void* ptr = private_pools_.reuse(pool, bytes, stream)) return ptr;
+  // A new block. Note [Impossible requests] and Note [Memory fraction] as for the stream-ordered
+  // pool; idle private blocks are held memory too.
+  if (bytes > cap_.total_memory()) throw oom_locked(bytes, stream, pool.id, oom_cause::device_size);
+  const std::size_t size = private_pools::new_block_size(bytes);
+  if (cap_.refuses(held_bytes_locked(), size)) throw oom_locked(bytes, stream, pool.id, oom_cause::cap);
+  void* ptr = private_pools_.add_block(pool, bytes, size, stream);
+  if (ptr == nullptr) throw oom_locked(bytes, stream, pool.id, oom_cause::driver);
+  return ptr;
+}
+
+out_of_memory async_device::oom_locked(std::size_t bytes, stream_t stream, mempool_id pool, oom_cause cause) {
+  return oom_.report({bytes, stream, pool, cause, last_malloc_retried_, held_bytes_locked()});
 }
 
 drv_result async_device::malloc_with_retry_locked(std::size_t bytes, stream_t stream, void** out) {
@@ -179,19 +144,19 @@ drv_result async_device::malloc_with_retry_locked(std::size_t bytes, stream_t st
   // captured stream's allocation becomes a graph memory node either way). Outside captures this
   // costs one branch.
   const relaxed_thread_scope relaxed(*driver_, captures_.underway());
-  drv_result result = driver_->malloc_async(pool_, bytes, stream, out);
+  drv_result result = driver_->malloc_async(pool_.handle(), bytes, stream, out);
   // No synchronisation is legal while a capture is underway (docs/pytorch-compatibility.md §3.3): go straight to the OOM.
   if (result.code != status::out_of_memory || captures_.underway()) return result;
   if (!synchronize_and_trim_locked()) return result;
   accounting_.on_retry();
   last_malloc_retried_ = true;
-  return driver_->malloc_async(pool_, bytes, stream, out);
+  return driver_->malloc_async(pool_.handle(), bytes, stream, out);
 }
 
 bool async_device::synchronize_and_trim_locked() noexcept {
   if (!driver_->device_synchronize(device_).ok()) return false;
   accounting_.on_device_synchronize();
-  (void)driver_->pool_trim_to(pool_, 0);
+  (void)pool_.trim();
   try {
     forget_released_pools_locked();  // released private pools' idle blocks, as native's OOM ladder does
   } catch (...) {
@@ -221,7 +186,9 @@ void async_device::free(void* ptr, allocation_record& record) {
   const bool underway = captures_.underway();
   if (!underway && captures_.has_deferred()) flush_deferred_locked();
   if (record.captured) {
-    free_private_locked(ptr, record);  // back to its private pool, during the capture or after it
+    // Back to its private pool, during the capture or after it; a live block keeps its pool known.
+    if (stream_uses_.order_free(ptr, record)) accounting_.on_device_synchronize();  // throws before any change
+    private_pools_.take_back(*captures_.find(record.pool), ptr, record);
     return;
   }
   const auto address = reinterpret_cast<std::uintptr_t>(ptr);
@@ -233,36 +200,21 @@ void async_device::free(void* ptr, allocation_record& record) {
     const mempool_id pool = record.pool;
     captures_.defer(ptr, std::move(record));
     accounting_.on_free_requested(size);
-    trace(trace_action::free_requested, address, size, stream, pool);
+    trace_.record(trace_action::free_requested, address, size, stream, pool);
     return;
   }
   release_locked(ptr, record);  // throws before changing anything
   accounting_.on_free_requested(record.size);
   // Traced in order: requested, then completed (the free is the pool's from here).
-  trace(trace_action::free_requested, address, record.size, record.stream, record.pool);
-  trace(trace_action::free_completed, address, record.size, record.stream, record.pool);
-  trace(trace_action::segment_free, address, async_footprint(record.size), record.stream, record.pool);
+  trace_.record(trace_action::free_requested, address, record.size, record.stream, record.pool);
+  trace_.record(trace_action::free_completed, address, record.size, record.stream, record.pool);
+  trace_.record(trace_action::segment_free, address, async_footprint(record.size), record.stream, record.pool);
 }
 
-// Note [record_stream by stream wait]
-// A free must not let the pool reuse the memory before the work of every record_stream'ed stream,
-// submitted before the free, is done. For each such stream S: record a pooled event on S and make
-// the allocation stream A wait on it (cudaStreamWaitEvent binds to the event's record at call time,
-// so the event goes back to the pool at once and may be re-recorded; checked on an H200), then
-// cudaFreeAsync on A. The free is ordered after S's work on the device, and every reuse path of the
-// pool respects that order: a later allocation on A is after the free in A's order; another stream
-// reuses it only through event dependencies, opportunistically once the free has executed, or
-// with an internal wait on A — all after S's work. No host synchronisation, no event query (legal
-// under capture), no event alive past the call.
-// PyTorch instead frees on one per-device "unifying" stream that waits on A and on each S. That
-// costs an extra stream, an extra event per stream per free (created and destroyed each time), and
-// turns every such free into a cross-stream free, so even a reuse on A must go through the pool's
-// cross-stream reuse rules, and the unifying stream accumulates waits on every stream that ever
-// freed through it. Trade-off of ours: A's later work is ordered after S's work recorded at the
-// free — a dependency PyTorch does not add. In record_stream's common uses (a side stream consumes a
-// tensor of A and A later joins it) that order exists anyway; docs/async-backend.md says so.
+// The free is ordered after the record_stream streams' work by a stream wait (Note [record_stream
+// by stream wait] in record_stream_order.cpp), then issued on the allocation stream.
 void async_device::release_locked(void* ptr, const allocation_record& record) {
-  const bool host_synchronised = order_after_stream_uses_locked(ptr, record);
+  const bool host_synchronised = stream_uses_.order_free(ptr, record);
   const drv_result result = [&] {
     // Note [Relaxed uncaptured calls] (docs/graph-capture.md): while a capture is underway, a free
     // on a stream outside it would break it in global mode; relaxed, it does not.
@@ -276,37 +228,6 @@ void async_device::release_locked(void* ptr, const allocation_record& record) {
   }
   if (host_synchronised) accounting_.on_device_synchronize();
   accounting_.on_free_completed(record.size);
-}
-
-bool async_device::order_after_stream_uses_locked(void* ptr, const allocation_record& record) {
-  drv_result failed_wait;
-  for (const stream_t use : record.stream_uses) {
-    const event_t event = events_.acquire();
-    drv_result result = driver_->event_record(event, use);
-    if (result.ok()) result = driver_->stream_wait_event(record.stream, event);
-    events_.release(event);
-    if (!result.ok()) failed_wait = result;
-  }
-  // Note [Ordering fallback]: a stream the device's events cannot be recorded on (a stream of
-  // another device: record_stream does not say which) is waited for by the host instead —
-  // every device is synchronised, which also completes that stream's work. Illegal under capture:
-  // then the free fails and the allocation stays live, to be freed after the capture.
-  const bool host_synchronised = !failed_wait.ok();
-  if (host_synchronised) {
-    int count = 0;
-    if (!driver_->device_count(&count).ok()) count = 0;
-    for (int device = 0; device < count; ++device) {
-      const drv_result result = driver_->device_synchronize(device);
-      if (!result.ok()) {
-        throw cuda_error("streampool: ordering the free of " + core::format_pointer(ptr) +
-                             " after its record_stream streams failed (" + driver_->describe(failed_wait) +
-                             "), and so did synchronising device " + std::to_string(device) + " instead: " +
-                             driver_->describe(result),
-                         result.native);
-      }
-    }
-  }
-  return host_synchronised;
 }
 
 void async_device::flush_deferred_locked() noexcept {
@@ -328,9 +249,9 @@ void async_device::flush_deferred_locked() noexcept {
       try {
         release_locked(item.ptr, item.record);
         const auto address = reinterpret_cast<std::uintptr_t>(item.ptr);
-        trace(trace_action::free_completed, address, item.record.size, item.record.stream, item.record.pool);
-        trace(trace_action::segment_free, address, async_footprint(item.record.size), item.record.stream,
-              item.record.pool);
+        trace_.record(trace_action::free_completed, address, item.record.size, item.record.stream, item.record.pool);
+        trace_.record(trace_action::segment_free, address, async_footprint(item.record.size), item.record.stream,
+                      item.record.pool);
         continue;
       } catch (...) {
         // Kept for a later attempt: a parked free must not make an unrelated call fail.
@@ -345,15 +266,6 @@ void async_device::flush_deferred_locked() noexcept {
   captures_.keep_deferred(std::move(deferred));
 }
 
-void async_device::trace_enabled(trace_action action, std::uintptr_t address, std::size_t size, stream_t stream,
-                                 mempool_id pool) noexcept {
-  try {
-    trace_->record(action, device_, address, size, stream, pool);
-  } catch (...) {
-    // Dropping one trace entry is better than failing (or half-undoing) a completed operation.
-  }
-}
-
 void async_device::empty_cache() {
   std::lock_guard lock(mutex_);
   if (captures_.underway()) return;  // synchronising would be illegal; the pool keeps its memory
@@ -366,7 +278,7 @@ void async_device::empty_cache() {
                      result.native);
   }
   accounting_.on_device_synchronize();
-  check_pool_call(*driver_, driver_->pool_trim_to(pool_, 0), device_, "trimming the memory pool");
+  pool_.trim_or_throw();
   // Memory of destroyed graphs' allocations stays cached by the device for later graphs until
   // trimmed (Note [Graph lifetime] in src/capture/captured_graph.cpp); not_supported: no graphs.
   (void)driver_->graph_mem_trim(device_);

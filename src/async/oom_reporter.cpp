@@ -1,6 +1,6 @@
-// async_device_oom.cpp — the out-of-memory error of the cudaMallocAsync backend: the shared
-// diagnostic of Note [OOM message] filled with this backend's figures, plus one sentence on what
-// the backend already tried. Counted in num_ooms and traced as `oom`.
+// oom_reporter.cpp — the out-of-memory error of the cudaMallocAsync backend (oom_reporter.hpp):
+// the shared diagnostic of Note [OOM message] filled with this backend's figures, plus one sentence
+// on what the backend already tried.
 //
 // Note [OOM figures of the cudaMallocAsync backend]
 // "Reserved" is the pool's ReservedMemCurrent (read now), "allocated" our live allocations. The pool
@@ -12,24 +12,27 @@
 // the request, says how to release it (Note [OOM advice for a stream-ordered pool] in
 // src/core/oom_message.cpp). The per-stream figure lists the bytes of frees deferred until a
 // capture ends, the only memory this backend holds that is free from the user's point of view.
+#include "async/oom_reporter.hpp"
+
 #include <cstdint>
 #include <map>
 #include <string>
 
-#include "async/async_device.hpp"
+#include "core/format.hpp"
 #include "core/oom_message.hpp"
-#include "streampool/errors.hpp"
 
 namespace streampool::async {
 
-out_of_memory async_device::oom_locked(std::size_t bytes, stream_t stream, mempool_id pool, oom_cause cause) {
+out_of_memory oom_reporter::report(const oom_request& request) {
+  const std::size_t bytes = request.bytes;
+  const oom_cause cause = request.cause;
   const bool over_cap = cause == oom_cause::cap;
-  sample_reserved_locked();
+  pool_->sample_reserved(*accounting_, private_pools_->bytes());
   std::size_t device_free = 0;
-  std::size_t device_total = total_memory_;
+  std::size_t device_total = cap_->total_memory();
   if (!driver_->mem_get_info(device_, &device_free, &device_total).ok()) {
     device_free = 0;
-    device_total = total_memory_;
+    device_total = cap_->total_memory();
   }
 
   core::oom_figures figures;
@@ -38,13 +41,13 @@ out_of_memory async_device::oom_locked(std::size_t bytes, stream_t stream, mempo
   figures.alloc_size = bytes;  // cudaMallocAsync is asked for the exact request
   figures.device_total = device_total;
   figures.device_free = device_free;
-  figures.allowed = fraction_ < 1.0 ? limit_locked() : 0;
-  figures.allocated = accounting_.allocated_bytes();
-  figures.reserved = accounting_.reserved_bytes();
-  const std::size_t held = accounting_.held_bytes() + private_idle_bytes_;  // Note [Memory fraction]
+  figures.allowed = cap_->capping() ? cap_->limit() : 0;
+  figures.allocated = accounting_->allocated_bytes();
+  figures.reserved = accounting_->reserved_bytes();
+  const std::size_t held = request.held;  // Note [Memory fraction]
   figures.largest_free_block = figures.reserved > held ? figures.reserved - held : 0;
   std::map<stream_t, std::size_t> deferred_per_stream;
-  captures_.for_each_deferred([&](const deferred_free& item) {
+  captures_->for_each_deferred([&](const deferred_free& item) {
     deferred_per_stream[item.record.stream] += async_footprint(item.record.size);
   });
   figures.cached_per_stream.assign(deferred_per_stream.begin(), deferred_per_stream.end());
@@ -53,36 +56,37 @@ out_of_memory async_device::oom_locked(std::size_t bytes, stream_t stream, mempo
   std::uint64_t used = 0;
   // The pool's own reserve: reserved less the private pools' blocks (Note [Private pools of the
   // cudaMallocAsync backend]), whose idle bytes are listed separately.
-  const std::size_t pool_reserved = figures.reserved > private_bytes_ ? figures.reserved - private_bytes_ : 0;
-  if (driver_->pool_get_attr(pool_, pool_attr::used_mem_current, &used).ok() && used <= pool_reserved) {
+  const std::size_t private_bytes = private_pools_->bytes();
+  const std::size_t pool_reserved = figures.reserved > private_bytes ? figures.reserved - private_bytes : 0;
+  if (pool_->used_bytes(&used) && used <= pool_reserved) {
     figures.pool_unused = pool_reserved - static_cast<std::size_t>(used);
   } else {
     figures.pool_unused = figures.largest_free_block;  // unreadable: our own upper bound
   }
   figures.cap_refused = over_cap;
   if (cause == oom_cause::driver) {
-    if (captures_.underway()) figures.pool_trim_state = core::pool_trim::skipped_for_capture;
-    else if (last_malloc_retried_) figures.pool_trim_state = core::pool_trim::trimmed;
+    if (captures_->underway()) figures.pool_trim_state = core::pool_trim::skipped_for_capture;
+    else if (request.retried) figures.pool_trim_state = core::pool_trim::trimmed;
   }
 
   std::string message = core::build_oom_message(figures);
   if (cause == oom_cause::device_size) {
     message += " The request is larger than device " + std::to_string(device_) + "'s total memory (" +
-               format_size(total_memory_) + "), so it cannot succeed; the driver was not asked.";
+               format_size(cap_->total_memory()) + "), so it cannot succeed; the driver was not asked.";
   } else if (over_cap) {
     message += " Allocation on device " + std::to_string(device_) +
                " would exceed allowed memory: this allocator holds " + format_size(held) +
-               " and the per_process_memory_fraction cap is " + format_size(limit_locked()) +
+               " and the per_process_memory_fraction cap is " + format_size(cap_->limit()) +
                "; the driver was not asked.";
-  } else if (captures_.underway()) {
+  } else if (captures_->underway()) {
     message += " A capture is underway on this device, so the pool could not be synchronised and trimmed "
                "before giving up.";
-  } else if (last_malloc_retried_) {
+  } else if (request.retried) {
     message += " The device was synchronised and the pool trimmed, and the request retried once.";
   }
 
-  accounting_.on_oom();
-  trace(trace_action::oom, device_free, bytes, stream, pool);
+  accounting_->on_oom();
+  trace_.record(trace_action::oom, device_free, bytes, request.stream, request.pool);
   return out_of_memory(std::move(message), bytes, device_);
 }
 

@@ -1,7 +1,6 @@
-// async_private_pool.cpp — the private pools of the cudaMallocAsync backend: allocations that a
-// begin_allocate_to_pool recording routes (graph captures) get blocks of device memory that the
-// private pool owns, reused only by later allocations into that same pool, and given back to the
-// device when the pool is released and empty. See Note [Private pools of the cudaMallocAsync backend].
+// private_pools.cpp — the blocks of the cudaMallocAsync backend's private pools (private_pools.hpp):
+// a routed allocation's new block or reused idle one, its free back into the pool, and the idle
+// blocks given back to the device once the pool is released.
 //
 // Note [Private pools of the cudaMallocAsync backend]
 // Why not cudaMallocAsync on the capturing stream: under capture it becomes a graph allocation
@@ -44,58 +43,58 @@
 //    (num_device_free). Private blocks count in reserved_bytes, and idle ones in the bytes the
 //    memory-fraction cap compares (they are held). allocated/active bytes use the request's
 //    footprint, so the slack of a reused larger block shows as reserved but not allocated.
-#include <limits>
+#include "async/private_pools.hpp"
+
 #include <string>
 
-#include "async/async_device.hpp"
 #include "core/format.hpp"
+#include "streampool/errors.hpp"
 
 namespace streampool::async {
 namespace {
 
 constexpr std::size_t cuda_malloc_page = std::size_t{2} << 20;
 
-/// The bytes a new block for a request of footprint `need` gets (Note [Private pools of the
-/// cudaMallocAsync backend]: what cudaMalloc charges).
-constexpr std::size_t new_block_size(std::size_t need) noexcept {
+}  // namespace
+
+std::size_t private_pools::new_block_size(std::size_t bytes) noexcept {
+  // What cudaMalloc charges for the request's footprint (Note [Private pools of the cudaMallocAsync backend]).
+  const std::size_t need = async_footprint(bytes);
   return need < cuda_malloc_page ? need : (need + cuda_malloc_page - 1) / cuda_malloc_page * cuda_malloc_page;
 }
 
-}  // namespace
-
-void* async_device::allocate_private_locked(capture_router::pool_type& pool, std::size_t bytes, stream_t stream) {
-  private_memory& memory = pool.memory;
-  const std::size_t need = async_footprint(bytes);
+allocation_record private_pools::routed_record(const private_pool& pool, std::size_t bytes, stream_t stream) const {
   allocation_record record;
   record.device = device_;
   record.size = bytes;
   record.stream = stream;
   record.pool = pool.id;
   record.captured = true;
+  return record;
+}
 
+void* private_pools::reuse(private_pool& pool, std::size_t bytes, stream_t stream) {
+  private_memory& memory = pool.memory;
+  const std::size_t need = async_footprint(bytes);
   // An idle block of this pool on this stream: the smallest of at least `need` bytes, at most 2x.
   const auto fit = memory.idle.lower_bound({stream, need});
-  if (fit != memory.idle.end() && fit->first.first == stream && fit->first.second / 2 <= need) {
-    const std::uintptr_t address = fit->second;
-    private_block& block = memory.blocks.at(address);
-    void* ptr = reinterpret_cast<void*>(address);
-    pointers_->insert(ptr, std::move(record));  // bad_alloc: nothing changed
-    memory.idle.erase(fit);
-    block.idle = false;
-    ++memory.live;
-    private_idle_bytes_ -= block.size;
-    accounting_.on_reuse(bytes);
-    trace(trace_action::alloc, address, bytes, stream, pool.id);
-    return ptr;
-  }
+  if (fit == memory.idle.end() || fit->first.first != stream || fit->first.second / 2 > need) return nullptr;
+  const std::uintptr_t address = fit->second;
+  private_block& block = memory.blocks.at(address);
+  void* ptr = reinterpret_cast<void*>(address);
+  pointers_->insert(ptr, routed_record(pool, bytes, stream));  // bad_alloc: nothing changed
+  memory.idle.erase(fit);
+  block.idle = false;
+  ++memory.live;
+  idle_bytes_ -= block.size;
+  accounting_->on_reuse(bytes);
+  trace_.record(trace_action::alloc, address, bytes, stream, pool.id);
+  return ptr;
+}
 
-  // A new block. Note [Impossible requests] and Note [Memory fraction] as for the stream-ordered
-  // pool; idle private blocks are held memory too.
-  if (bytes > total_memory_) throw oom_locked(bytes, stream, pool.id, oom_cause::device_size);
-  const std::size_t size = new_block_size(need);
-  if (accounting_.held_bytes() + private_idle_bytes_ + size > limit_locked()) {
-    throw oom_locked(bytes, stream, pool.id, oom_cause::cap);
-  }
+void* private_pools::add_block(private_pool& pool, std::size_t bytes, std::size_t size, stream_t stream) {
+  private_memory& memory = pool.memory;
+  allocation_record record = routed_record(pool, bytes, stream);
   // Host bookkeeping first, so that nothing can fail once the device memory exists: a placeholder
   // node (key 0, never an address) is re-keyed below without allocating.
   memory.blocks.emplace(0, private_block{});
@@ -107,7 +106,7 @@ void* async_device::allocate_private_locked(capture_router::pool_type& pool, std
   }();
   if (!result.ok()) {
     memory.blocks.erase(0);
-    if (result.code == status::out_of_memory) throw oom_locked(bytes, stream, pool.id, oom_cause::driver);
+    if (result.code == status::out_of_memory) return nullptr;
     throw cuda_error("streampool: cudaMalloc of " + format_size(size) + " for private pool {" +
                          std::to_string(pool.id.first) + "," + std::to_string(pool.id.second) + "} on device " +
                          std::to_string(device_) + " (cudaMallocAsync backend) failed: " +
@@ -121,9 +120,9 @@ void* async_device::allocate_private_locked(capture_router::pool_type& pool, std
   memory.blocks.insert(std::move(node));
   memory.bytes += size;
   ++memory.live;
-  private_bytes_ += size;
-  accounting_.on_alloc(bytes);
-  sample_reserved_locked();  // the reserve grew: fold it into the peak now
+  bytes_ += size;
+  accounting_->on_alloc(bytes);
+  pool_->sample_reserved(*accounting_, bytes_);  // the reserve grew: fold it into the peak now
   try {
     pointers_->insert(ptr, std::move(record));
   } catch (...) {
@@ -133,43 +132,33 @@ void* async_device::allocate_private_locked(capture_router::pool_type& pool, std
       memory.idle.emplace(std::pair{stream, size}, address);
       memory.blocks.at(address).idle = true;
       --memory.live;
-      private_idle_bytes_ += size;
-      accounting_.on_free_requested(bytes);
-      accounting_.on_idle(bytes);
+      idle_bytes_ += size;
+      accounting_->on_free_requested(bytes);
+      accounting_->on_idle(bytes);
     } catch (...) {
     }
     throw;
   }
-  trace(trace_action::segment_alloc, address, size, stream, pool.id);
-  trace(trace_action::alloc, address, bytes, stream, pool.id);
+  trace_.record(trace_action::segment_alloc, address, size, stream, pool.id);
+  trace_.record(trace_action::alloc, address, bytes, stream, pool.id);
   return ptr;
 }
 
-void async_device::free_private_locked(void* ptr, const allocation_record& record) {
-  capture_router::pool_type* pool = captures_.find(record.pool);
+void private_pools::take_back(private_pool& pool, void* ptr, const allocation_record& record) {
   const auto address = reinterpret_cast<std::uintptr_t>(ptr);
   // A live block keeps its pool known (it is forgotten only without blocks).
-  private_block& block = pool->memory.blocks.at(address);
-  const bool host_synchronised = order_after_stream_uses_locked(ptr, record);  // throws before any change
-  if (host_synchronised) accounting_.on_device_synchronize();
-  pool->memory.idle.emplace(std::pair{block.stream, block.size}, address);  // bad_alloc: nothing changed
+  private_block& block = pool.memory.blocks.at(address);
+  pool.memory.idle.emplace(std::pair{block.stream, block.size}, address);  // bad_alloc: nothing changed
   block.idle = true;
-  --pool->memory.live;
-  private_idle_bytes_ += block.size;
-  accounting_.on_free_requested(record.size);
-  accounting_.on_idle(record.size);
-  trace(trace_action::free_requested, address, record.size, record.stream, record.pool);
-  trace(trace_action::free_completed, address, record.size, record.stream, record.pool);
+  --pool.memory.live;
+  idle_bytes_ += block.size;
+  accounting_->on_free_requested(record.size);
+  accounting_->on_idle(record.size);
+  trace_.record(trace_action::free_requested, address, record.size, record.stream, record.pool);
+  trace_.record(trace_action::free_completed, address, record.size, record.stream, record.pool);
 }
 
-std::size_t async_device::private_block_size(mempool_id pool, std::uintptr_t address) const noexcept {
-  const capture_router::pool_type* found = captures_.find(pool);
-  if (found == nullptr) return 0;
-  const auto block = found->memory.blocks.find(address);
-  return block == found->memory.blocks.end() ? 0 : block->second.size;
-}
-
-void async_device::release_idle_blocks_locked(capture_router::pool_type& pool) noexcept {
+bool private_pools::release_idle(private_pool& pool) noexcept {
   private_memory& memory = pool.memory;
   for (auto it = memory.idle.begin(); it != memory.idle.end();) {
     const std::uintptr_t address = it->second;
@@ -181,10 +170,45 @@ void async_device::release_idle_blocks_locked(capture_router::pool_type& pool) n
     it = memory.idle.erase(it);
     memory.blocks.erase(address);
     memory.bytes -= size;
-    private_bytes_ -= size;
-    private_idle_bytes_ -= size;
-    accounting_.on_segment_release(size);
-    trace(trace_action::segment_free, address, size, nullptr, pool.id);
+    bytes_ -= size;
+    idle_bytes_ -= size;
+    accounting_->on_segment_release(size);
+    trace_.record(trace_action::segment_free, address, size, nullptr, pool.id);
+  }
+  return memory.blocks.empty();  // a block still live keeps the pool until it is freed
+}
+
+void private_pools::free_all(const private_pool& pool) noexcept {
+  for (const auto& [address, block] : pool.memory.blocks) {
+    (void)driver_->free(device_, reinterpret_cast<void*>(address));
+  }
+}
+
+void private_pools::extend_to_block(segment_info& segment, const private_pool* pool) {
+  // The part beyond the request's footprint (a reused larger block, or the rest of a 2 MiB page)
+  // is an inactive block, so that allocated and active bytes agree with the statistics.
+  if (pool == nullptr) return;
+  const auto block = pool->memory.blocks.find(segment.address);
+  const std::size_t size = block == pool->memory.blocks.end() ? 0 : block->second.size;
+  if (size > segment.total_size) {
+    segment.blocks.push_back(block_info{segment.address + segment.total_size, size - segment.total_size, 0,
+                                        block_state::inactive, segment.stream});
+    segment.total_size = size;
+  }
+}
+
+void private_pools::append_idle_segments(const private_pool& pool, std::vector<segment_info>& out) const {
+  for (const auto& [address, block] : pool.memory.blocks) {
+    if (!block.idle) continue;
+    segment_info segment;
+    segment.device = device_;
+    segment.address = address;
+    segment.total_size = block.size;
+    segment.stream = block.stream;
+    segment.is_large = block.size > async_small_limit;
+    segment.pool = pool.id;
+    segment.blocks.push_back(block_info{address, block.size, 0, block_state::inactive, block.stream});
+    out.push_back(std::move(segment));
   }
 }
 
