@@ -142,6 +142,11 @@ block* expandable_segments::reserve_segment(stream_arena& a, bool small, std::si
 
 void expandable_segments::unmap_free_pages(stream_arena& a) {
   bool synchronized = false;
+  if (a.order() != nullptr && pages_.has_ghosts()) {
+    a.order()->complete_all();  // the old mappings of moved pages go first (Note [Moving pages still in use])
+    synchronized = true;
+    pages_.settle_ghosts(a.order(), 0, ~std::size_t{0}, /*wait=*/true);
+  }
   std::vector<block*> frees;
   for (segment* seg = a.segments(); seg != nullptr;) {
     segment* next = seg->next;
@@ -174,7 +179,10 @@ void expandable_segments::unmap_free_pages(stream_arena& a) {
         synchronized = true;
       }
       for (block* b : frees) pages_.unmap(a, *seg, b);
-      if (seg->mapped_pages == 0 && !pages_.leftovers().mapped_in(seg->base, seg->size)) destroy(a, seg);
+      if (seg->mapped_pages == 0 && !pages_.leftovers().mapped_in(seg->base, seg->size) &&
+          !pages_.ghost_in(seg->base, seg->size)) {
+        destroy(a, seg);
+      }
     }
     seg = next;
   }

@@ -110,7 +110,7 @@ class expandable_segments {
   [[nodiscard]] block* reserve_segment(stream_arena& a, bool small, std::size_t rounded);
   /// Unmaps at most `max_pages` whole pages (the highest) inside free block `b`, keeping their
   /// handles as spare pages for the next growth; returns how many (Note [Moving free pages]).
-  std::size_t move_out(stream_arena& a, segment& seg, block* b, std::size_t max_pages);
+  std::size_t move_out(stream_arena& a, segment& seg, block* b, std::size_t max_pages, bool in_use);
   /// Before a growth of a shared arena: unmaps free pages so that reserved memory does not pass
   /// its peak (Note [Moving free pages], page_moves.cpp).
   void reclaim_pages(stream_arena& a, std::size_t rounded, bool small);

@@ -25,15 +25,32 @@ bool leftover_pages::retire(leftover_page& page) noexcept {
   return true;
 }
 
-std::size_t leftover_pages::take(vmm_handle_t* handles, std::size_t wanted, std::size_t page) noexcept {
+std::size_t leftover_pages::take(vmm_handle_t* handles, std::size_t wanted, std::size_t page, bool with_hazards,
+                                 page_hazard& hazard) noexcept {
   std::size_t taken = 0;
   std::erase_if(pages_, [&](const leftover_page& p) {
     if (taken == wanted || p.va != 0 || p.released || p.bytes != page) return false;
+    if (p.hazard_streams != 0 && !with_hazards) return false;
+    hazard.streams |= p.hazard_streams;
+    hazard.ticket = std::max(hazard.ticket, p.hazard_ticket);
     handles[taken++] = p.handle;
     counters_->change_reserved(p.small, -static_cast<std::int64_t>(p.bytes));  // counted again when mapped
     return true;
   });
   return taken;
+}
+
+bool leftover_pages::has_spare(vmm_handle_t handle) const noexcept {
+  return std::any_of(pages_.begin(), pages_.end(),
+                     [handle](const leftover_page& p) { return p.spare && !p.released && p.handle == handle; });
+}
+
+void leftover_pages::take_spare(vmm_handle_t handle) noexcept {
+  std::erase_if(pages_, [&](const leftover_page& p) {
+    if (!p.spare || p.released || p.handle != handle) return false;
+    counters_->change_reserved(p.small, -static_cast<std::int64_t>(p.bytes));  // counted again when mapped
+    return true;
+  });
 }
 
 void leftover_pages::keep(const leftover_page& page) noexcept {

@@ -52,6 +52,17 @@ struct leftover_page {
   /// Unmapped on purpose by a page move, kept for the next growth (Note [Moving free pages]);
   /// only release_cached gives it back.
   bool spare = false;
+  /// A spare whose old mapping may still be in use (Note [Moving pages still in use]): the
+  /// streams of its last uses and the ticket of its free; the block it is mapped into next
+  /// carries them, so its user is ordered after them. 0 when its last uses are done.
+  std::uint64_t hazard_streams = 0;
+  std::uint64_t hazard_ticket = 0;
+};
+
+/// The last uses of pages taken for a growth (union of streams, newest ticket).
+struct page_hazard {
+  std::uint64_t streams = 0;
+  std::uint64_t ticket = 0;
 };
 
 class leftover_pages {
@@ -64,13 +75,21 @@ class leftover_pages {
   void reserve(std::size_t more) { pages_.reserve(pages_.size() + more); }
   /// Keeps a page the driver refused to take back; it now counts in reserved_bytes.
   void keep(const leftover_page& page) noexcept;
-  /// Keeps the handle of a page a move unmapped; it stays counted in reserved_bytes.
-  void keep_spare(vmm_handle_t handle, std::size_t bytes, bool small) noexcept {
-    pages_.push_back(leftover_page{handle, bytes, small, 0, false, true});
+  /// Keeps the handle of a page a move took out of its segment; it stays counted in
+  /// reserved_bytes. `hazard`: its last uses when they may not be done yet.
+  void keep_spare(vmm_handle_t handle, std::size_t bytes, bool small, page_hazard hazard = {}) noexcept {
+    pages_.push_back(leftover_page{handle, bytes, small, 0, false, true, hazard.streams, hazard.ticket});
   }
   /// Up to `wanted` unmapped, unreleased pages of `page` bytes into `handles`; they leave
-  /// reserved_bytes (counted again when mapped). Returns how many.
-  [[nodiscard]] std::size_t take(vmm_handle_t* handles, std::size_t wanted, std::size_t page) noexcept;
+  /// reserved_bytes (counted again when mapped). Spares with last uses are taken only when
+  /// `with_hazards` (not during a capture: nothing could order their next user), and `hazard`
+  /// accumulates them. Returns how many.
+  [[nodiscard]] std::size_t take(vmm_handle_t* handles, std::size_t wanted, std::size_t page, bool with_hazards,
+                                 page_hazard& hazard) noexcept;
+  /// True when `handle` is a spare page no growth has taken yet.
+  [[nodiscard]] bool has_spare(vmm_handle_t handle) const noexcept;
+  /// Takes spare page `handle` (has_spare was true); it leaves reserved_bytes like take().
+  void take_spare(vmm_handle_t handle) noexcept;
   /// Gives back what the driver takes now; `spares_too`: the spare pages as well.
   void release(bool spares_too) noexcept;
   /// Releases and unmaps `page` as far as the driver lets it now; true when it is gone.

@@ -67,6 +67,7 @@ block* stream_arena::partial_page_fit(std::size_t rounded) const noexcept {
 void expandable_segments::reclaim_pages(stream_arena& a, std::size_t rounded, bool small) {
   if (device_->capture_underway() || !enabled()) return;
   a.order()->checkpoint();  // Note [Fence checkpoints]
+  if (pages_.has_ghosts()) pages_.settle_ghosts(a.order(), 0, ~std::size_t{0}, /*wait=*/false);
   const std::size_t page = geometry_.page(small);
   const std::size_t growth = (rounded + page - 1) / page * page;
   const auto& reserved = counters_->reserved_bytes[0];
@@ -96,17 +97,22 @@ void expandable_segments::reclaim_pages(stream_arena& a, std::size_t rounded, bo
   for (const candidate& c : frees) {
     if (excess == 0) break;
     const std::size_t wanted = (excess + c.seg->page - 1) / c.seg->page;
-    a.order()->complete(c.b->hazard_streams, c.b->hazard_ticket);
-    const std::size_t moved = move_out(a, *c.seg, c.b, wanted);
+    // Note [Moving pages still in use]: pages whose last uses are not seen done keep their old
+    // mapping for now; their next user is ordered after those uses instead.
+    const bool in_use = !a.order()->completed(c.b->hazard_streams, c.b->hazard_ticket);
+    const std::size_t moved = move_out(a, *c.seg, c.b, wanted, in_use);
     a.order()->note_moved_pages(moved);
     const std::size_t freed = moved * c.seg->page;
     excess = freed >= excess ? 0 : excess - freed;
   }
 }
 
-std::size_t expandable_segments::move_out(stream_arena& a, segment& seg, block* b, std::size_t max_pages) {
+std::size_t expandable_segments::move_out(stream_arena& a, segment& seg, block* b, std::size_t max_pages,
+                                          bool in_use) {
   // As segment_pages::unmap, but the handle is kept (a spare page, still counted in reserved_bytes) for
   // the growth that follows, which maps it where it is needed: no cuMemRelease / cuMemCreate.
+  // `in_use`: the old mapping stays until the block's last uses are done (a ghost mapping), and the
+  // spare carries them (Note [Moving pages still in use]).
   const std::size_t page = seg.page;
   const page_span whole = whole_pages(b);
   const std::size_t last = whole.last;
@@ -114,21 +120,16 @@ std::size_t expandable_segments::move_out(stream_arena& a, segment& seg, block* 
   if (first >= last) return 0;
   a.reserve_blocks();
   pages_.leftovers().reserve(last - first);
+  pages_.reserve_ghosts(last - first);
+  const page_hazard hazard = in_use ? page_hazard{b->hazard_streams, b->hazard_ticket} : page_hazard{};
   std::size_t done = 0;
-  drv_result result{};
   for (std::size_t i = first; i < last; ++i, ++done) {
     if (seg.handles[i] == released_handle) break;  // an earlier failed release: leave it to segment_pages::unmap
-    result = drv_->vmm_unmap(reinterpret_cast<void*>(seg.base + i * page), page);
-    if (!result.ok()) break;
-    pages_.leftovers().keep_spare(seg.handles[i], page, seg.small);
+    pages_.keep_ghost({seg.base + i * page, page, seg.handles[i], hazard});
+    pages_.leftovers().keep_spare(seg.handles[i], page, seg.small, hazard);
     seg.handles[i] = 0;
   }
   pages_.forget(a, seg, b, first, done, /*reserved_changes=*/false);  // the pages stay ours: spares
-  if (!result.ok()) {
-    throw cuda_error("streampool: cuMemUnmap of a free page on device " + std::to_string(index_) +
-                         " failed: " + drv_->describe(result) + "; the page stays mapped",
-                     result.native);
-  }
   return done;
 }
 

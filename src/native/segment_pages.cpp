@@ -4,10 +4,13 @@
 // the leftover pages where the driver refuses (Note [Leftover pages]) and the teardown.
 #include "native/segment_pages.hpp"
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "core/format.hpp"
 #include "native/stream_arena.hpp"
+#include "native/stream_order.hpp"
 #include "streampool/errors.hpp"
 
 namespace streampool::native {
@@ -28,6 +31,53 @@ segment_pages::segment_pages(device_context& device, segment_map& segments, segm
 // --- mapping ------------------------------------------------------------------------------------------
 
 block* segment_pages::map(stream_arena& a, block* b, std::size_t bytes) {
+  const std::size_t page = b->seg->page;
+  const std::size_t wanted = (bytes + page - 1) / page;
+  if (ghosts_.empty()) return map_fresh(a, b, wanted * page);
+  // Runs of pages to take back as they are, and of pages to map anew, in address order.
+  std::size_t run = 0;
+  const bool back = revivable(b->ptr) != nullptr;
+  while (run < wanted && (revivable(b->ptr + run * page) != nullptr) == back) ++run;
+  block* merged = back ? revive(a, b, run) : map_fresh(a, b, run * page);
+  if (merged == nullptr || run == wanted) return merged;
+  return map(a, merged->next, (wanted - run) * page);  // merged->next: the unmapped rest of b
+}
+
+const ghost_mapping* segment_pages::revivable(std::uintptr_t va) const noexcept {
+  for (const ghost_mapping& g : ghosts_) {
+    if (g.va == va) return leftovers_.has_spare(g.handle) ? &g : nullptr;
+  }
+  return nullptr;
+}
+
+block* segment_pages::revive(stream_arena& a, block* b, std::size_t count) {
+  segment& seg = *b->seg;
+  const std::size_t page = seg.page;
+  const std::size_t first = (b->ptr - seg.base) / page;
+  const std::uintptr_t lo = b->ptr;
+  a.reserve_blocks();
+  if (seg.handles.size() < first + count) seg.handles.resize(first + count, 0);
+  segments_->insert(lo, count * page, &a);  // the last call that may throw
+  page_hazard hazard;
+  for (std::size_t i = 0; i < count; ++i) {
+    const auto g = std::find_if(ghosts_.begin(), ghosts_.end(),
+                                [va = lo + i * page](const ghost_mapping& x) { return x.va == va; });
+    seg.handles[first + i] = g->handle;
+    leftovers_.take_spare(g->handle);  // leaves reserved_bytes; count_mapping counts it again
+    hazard.streams |= g->hazard.streams;
+    hazard.ticket = std::max(hazard.ticket, g->hazard.ticket);
+    *g = ghosts_.back();
+    ghosts_.pop_back();
+  }
+  seg.mapped_pages += count;
+  count_mapping(a, seg, lo, count * page, true);
+  block* merged = a.blocks().mark_mapped(b, count * page);
+  merged->hazard_streams |= hazard.streams;  // their last uses, when not seen done (page_moves.cpp)
+  merged->hazard_ticket = std::max(merged->hazard_ticket, hazard.ticket);
+  return merged;
+}
+
+block* segment_pages::map_fresh(stream_arena& a, block* b, std::size_t bytes) {
   segment& seg = *b->seg;
   const std::size_t page = seg.page;
   const std::size_t first = (b->ptr - seg.base) / page;
@@ -37,6 +87,7 @@ block* segment_pages::map(stream_arena& a, block* b, std::size_t bytes) {
     leftovers_.release(/*spares_too=*/false);  // spare pages are for this growth
     if (leftovers_.mapped_in(lo, wanted * page)) return nullptr;  // still mapped there: not now (Note [Leftover pages])
   }
+  if (!ghosts_.empty()) settle_ghosts(a.order(), lo, wanted * page, /*wait=*/true);  // Note [Moving pages still in use]
   // What may throw std::bad_alloc, before the first driver call.
   a.reserve_blocks();
   if (seg.handles.size() < first + wanted) seg.handles.resize(first + wanted, 0);
@@ -46,7 +97,8 @@ block* segment_pages::map(stream_arena& a, block* b, std::size_t bytes) {
   // pages of this call go back and the ladder goes on (docs/pytorch-compatibility.md §2.13) — except during a capture,
   // where giving back is illegal: what was obtained is mapped and kept as free memory.
   const bool capture = device_->capture_underway();
-  std::size_t count = leftovers_.take(&seg.handles[first], wanted, page);
+  page_hazard hazard;
+  std::size_t count = leftovers_.take(&seg.handles[first], wanted, page, /*with_hazards=*/!capture, hazard);
   drv_result result{};
   while (count < wanted && (result = drv_->vmm_create(index_, page, &seg.handles[first + count])).ok()) ++count;
   if (count < wanted && !(result.code == status::out_of_memory && capture && count > 0)) {
@@ -91,6 +143,10 @@ block* segment_pages::map(stream_arena& a, block* b, std::size_t bytes) {
     seg.mapped_pages += keep;
     count_mapping(a, seg, lo, keep * page, true);
     merged = a.blocks().mark_mapped(b, keep * page);
+    if (hazard.streams != 0) {  // spare pages whose old mapping may still be in use: order the next user
+      merged->hazard_streams |= hazard.streams;
+      merged->hazard_ticket = std::max(merged->hazard_ticket, hazard.ticket);
+    }
   }
   if (keep < count) give_back(seg, first + keep, mapped > keep ? mapped - keep : 0, count - keep);
   if (!result.ok()) {
@@ -158,6 +214,45 @@ void segment_pages::forget(stream_arena& a, segment& seg, block* b, std::size_t 
   (void)a.blocks().mark_unmapped(b, lo, len);
 }
 
+// --- ghost mappings (Note [Moving pages still in use]) -------------------------------------------------
+
+void segment_pages::settle_ghosts(stream_order* order, std::uintptr_t lo, std::size_t bytes, bool wait) {
+  for (std::size_t i = 0; i < ghosts_.size();) {
+    const ghost_mapping g = ghosts_[i];
+    if (g.va + g.bytes <= lo || g.va >= lo + bytes) {
+      ++i;
+      continue;
+    }
+    if (order != nullptr && !order->completed(g.hazard.streams, g.hazard.ticket)) {
+      if (!wait) {
+        ++i;
+        continue;
+      }
+      order->complete(g.hazard.streams, g.hazard.ticket);
+    }
+    const drv_result result = drv_->vmm_unmap(va_of(g.va), g.bytes);
+    if (!result.ok()) {
+      if (!wait) {
+        ++i;
+        continue;
+      }
+      throw cuda_error("streampool: cuMemUnmap of a moved page's old mapping at " + core::format_pointer(g.va) +
+                           " on device " + std::to_string(index_) + " failed: " + drv_->describe(result) +
+                           "; it stays mapped and is retried at the next growth or empty_cache",
+                       result.native);
+    }
+    ghosts_[i] = ghosts_.back();
+    ghosts_.pop_back();
+  }
+}
+
+bool segment_pages::ghost_in(std::uintptr_t lo, std::size_t bytes) const noexcept {
+  for (const ghost_mapping& g : ghosts_) {
+    if (g.va < lo + bytes && g.va + g.bytes > lo) return true;
+  }
+  return false;
+}
+
 // --- leftover pages (Note [Leftover pages]) ----------------------------------------------------------
 
 void segment_pages::give_back(segment& seg, std::size_t first, std::size_t mapped, std::size_t count) noexcept {
@@ -177,7 +272,15 @@ void segment_pages::release_at_exit(const segment& seg) noexcept {
   // Status form: the allocator is going away. Unmap does not synchronise; wait for the device
   // (the arena's stream may be gone by now, the device is always valid).
   driver& drv = *drv_;
-  if (seg.mapped_pages != 0) (void)drv.device_synchronize(index_);
+  const bool ghosts = ghost_in(seg.base, seg.size);
+  if (seg.mapped_pages != 0 || ghosts) (void)drv.device_synchronize(index_);
+  if (ghosts) {
+    std::erase_if(ghosts_, [&](const ghost_mapping& g) {
+      if (g.va < seg.base || g.va >= seg.base + seg.size) return false;
+      (void)drv.vmm_unmap(va_of(g.va), g.bytes);
+      return true;
+    });
+  }
   for (std::size_t i = 0; i < seg.handles.size(); ++i) {
     if (seg.handles[i] == 0) continue;
     (void)drv.vmm_unmap(va_of(seg.base + i * seg.page), seg.page);

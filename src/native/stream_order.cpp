@@ -147,4 +147,15 @@ void stream_order::complete_all() {
   complete(all, ticket_);
 }
 
+bool stream_order::completed(std::uint64_t users, std::uint64_t ticket) {
+  for (; users != 0; users &= users - 1) {
+    stream_slot& a = streams_[static_cast<std::size_t>(__builtin_ctzll(users))];
+    if (a.done_ticket >= ticket) continue;
+    std::size_t i = 0;
+    while (i < a.fence_count && a.fences[i].ticket < ticket) ++i;
+    if (i == a.fence_count || !fence_done(a, a.fences[i])) return false;
+  }
+  return true;
+}
+
 }  // namespace streampool::native

@@ -97,6 +97,9 @@ class stream_order {
   void complete(std::uint64_t users, std::uint64_t ticket);
   /// Waits on the host for every stream's work so far (empty_cache, OOM release). @throws cuda_error
   void complete_all();
+  /// True when the host sees, without waiting or recording anything, that the work of `users` up
+  /// to `ticket` is done (a fence covering it has completed). @throws cuda_error when a query fails
+  [[nodiscard]] bool completed(std::uint64_t users, std::uint64_t ticket);
   /// Records a fence on every stream that freed memory since its newest fence (Note [Fence
   /// checkpoints]); a stream that refuses the record (destroyed since) is skipped.
   void checkpoint() noexcept;
