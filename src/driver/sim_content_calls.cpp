@@ -109,7 +109,11 @@ bool content_calls::use(stream_t stream, const void* ptr, std::size_t bytes) {
                 " is not device memory of this sim (malloc'd, a pool's, or mapped VMM pages), or is empty");
   }
   const std::uint64_t item = device_.streams_.submit(index);
-  return device_.hazards_.use(device_.streams_.records(), index, item, addr, bytes);
+  bool ordered = device_.hazards_.use(device_.streams_.records(), index, item, addr, bytes);
+  device_.vmm_.for_each_physical(addr, bytes, [&](std::uintptr_t physical, std::size_t length, std::uintptr_t via) {
+    ordered &= device_.physical_hazards_.use(device_.streams_.records(), index, item, physical, length, via);
+  });  // Note [Sim aliased mappings]
+  return ordered;
 }
 
 }  // namespace streampool::sim

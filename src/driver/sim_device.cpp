@@ -20,7 +20,8 @@ device_model::device_model(const sim_options& options)
       streams_(serial_, options.eager_completion), mallocs_(options.device_count, options.malloc_addresses),
       pools_(options.device_count, options.memory_pools_supported, options.capacity),
       vmm_(options.device_count, options.vmm_granularity), host_(options.host_capacity),
-      hazards_(options.abort_on_hazard) {
+      hazards_(options.abort_on_hazard),
+      physical_hazards_(options.abort_on_hazard) {
   for (int device = 0; device < options.device_count; ++device) {
     streams_.add_device();
   }

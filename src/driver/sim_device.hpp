@@ -48,6 +48,8 @@ class device_model {
   host_memory host_;
   /// Last uses of device memory by streams (Note [Sim hazard checker], sim_hazards.cpp).
   hazard_tracker hazards_;
+  /// The same for the physical pages behind VMM mappings (Note [Sim aliased mappings]).
+  hazard_tracker physical_hazards_;
 
   [[nodiscard]] int device_count() const noexcept { return options_.device_count; }
   /// ok, or status::no_device / status::invalid_device for a device this sim does not have.

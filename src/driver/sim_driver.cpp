@@ -123,17 +123,21 @@ void sim_driver::wait_for(stream_t waiter, stream_t on) { state_->streams.wait_f
 
 std::uint64_t sim_driver::hazard_violations() const {
   const std::lock_guard lock(state_->device.mutex_);
-  return state_->device.hazards_.violations();
+  return state_->device.hazards_.violations() + state_->device.physical_hazards_.violations();
 }
 
 std::vector<std::string> sim_driver::hazard_reports() const {
   const std::lock_guard lock(state_->device.mutex_);
-  return state_->device.hazards_.descriptions();
+  std::vector<std::string> reports = state_->device.hazards_.descriptions();
+  const std::vector<std::string>& physical = state_->device.physical_hazards_.descriptions();
+  reports.insert(reports.end(), physical.begin(), physical.end());
+  return reports;
 }
 
 void sim_driver::clear_hazard_violations() {
   const std::lock_guard lock(state_->device.mutex_);
   state_->device.hazards_.clear_violations();
+  state_->device.physical_hazards_.clear_violations();
 }
 
 std::string sim_driver::describe(drv_result result) const { return state_->device.describe(result); }

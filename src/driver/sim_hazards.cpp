@@ -37,6 +37,16 @@ namespace streampool {
 // which puts a debugger on the offending call. Uses on a capturing stream are refused: a
 // captured kernel runs when the graph is launched, which the sim does not model.
 
+// Note [Sim aliased mappings]
+// One physical page may be mapped at two addresses at once (the native backend's page moves keep a
+// page's old mapping until its last uses are done while a growth maps it elsewhere: Note [Moving
+// pages still in use]). The address tracker cannot see that a use through the new mapping touches
+// the bytes an unfinished use through the old one still does, so uses of mapped VMM pages are also
+// tracked by physical address (vmm_space::for_each_physical: handle id x 2^40 + offset) in a
+// second tracker, which reports an unordered earlier use made through a *different* mapping; one
+// through the same mapping is the address tracker's (so no violation is counted twice). Handles
+// are never reused, so the physical tracker needs no retiring.
+
 namespace sim {
 namespace {
 
@@ -100,7 +110,7 @@ void hazard_tracker::report(std::string text) {
 }
 
 bool hazard_tracker::use(const std::vector<stream_rec>& streams, std::uint32_t stream, std::uint64_t item,
-                         std::uintptr_t addr, std::size_t bytes) {
+                         std::uintptr_t addr, std::size_t bytes, std::uintptr_t via) {
   const std::uintptr_t end = addr + bytes;
   split_at(addr);
   split_at(end);
@@ -110,6 +120,7 @@ bool hazard_tracker::use(const std::vector<stream_rec>& streams, std::uint32_t s
   for (; it != ranges_.end() && it->first < end; it = ranges_.erase(it)) {
     const range_rec& last = it->second;
     if (!ordered || last.stream == stream || streams[last.stream].completed >= last.item) continue;
+    if (via != 0 && last.via == via) continue;  // the same mapping: the address tracker's case
     if (bound.empty()) bound = ordered_before(streams, stream, item);
     if (bound[last.stream] >= last.item) continue;
     ordered = false;
@@ -120,7 +131,7 @@ bool hazard_tracker::use(const std::vector<stream_rec>& streams, std::uint32_t s
            std::to_string(streams[last.stream].completed) + " items, and the new item waits for it only up to item " +
            std::to_string(bound[last.stream]) + " (no event wait orders it after that use)");
   }
-  ranges_.emplace_hint(it, addr, range_rec{end, stream, item});
+  ranges_.emplace_hint(it, addr, range_rec{end, stream, item, via});
   return ordered;
 }
 

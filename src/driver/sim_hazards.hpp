@@ -24,8 +24,10 @@ class hazard_tracker {
   /// `stream`'s work item `item` touches [addr, addr + bytes): checks it is ordered after every
   /// earlier use of those bytes by another stream, then records it as their last use. Returns
   /// false (and counts one violation) when some earlier use is not ordered before it.
+  /// `via` (physical tracking only, Note [Sim aliased mappings]): the mapping the use went
+  /// through; an earlier use through the same mapping is the address tracker's to judge.
   bool use(const std::vector<stream_rec>& streams, std::uint32_t stream, std::uint64_t item, std::uintptr_t addr,
-           std::size_t bytes);
+           std::size_t bytes, std::uintptr_t via = 0);
   /// [addr, addr + bytes) stops being memory (`what`: "vmm_unmap", "free"): every use recorded in
   /// it must have completed, else one violation ("unmap while in use"). Forgets the range's uses.
   void retire(const std::vector<stream_rec>& streams, std::uintptr_t addr, std::size_t bytes, const char* what);
@@ -43,6 +45,7 @@ class hazard_tracker {
     std::uintptr_t end = 0;
     std::uint32_t stream = 0;
     std::uint64_t item = 0;
+    std::uintptr_t via = 0;
   };
   using range_map = std::map<std::uintptr_t, range_rec>;
 

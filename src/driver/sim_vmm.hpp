@@ -5,6 +5,8 @@
 // memory_calls' (sim_memory_calls.cpp).
 #pragma once
 
+#include <algorithm>
+
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -34,6 +36,11 @@ class vmm_space {
   [[nodiscard]] std::size_t bytes(int device) const noexcept { return devices_[static_cast<std::size_t>(device)].bytes; }
   /// The device whose mapped pages cover [addr, addr + bytes) without a gap, or -1.
   [[nodiscard]] int device_of_range(std::uintptr_t addr, std::size_t bytes) const noexcept;
+  /// The physical memory behind the mapped VMM pages of [addr, addr + bytes), piece by piece:
+  /// f(physical address, bytes, address of the mapping used). Physical addresses are the
+  /// handle's id times 2^40 plus the offset (Note [Sim aliased mappings] in sim_hazards.cpp).
+  template <class F>
+  void for_each_physical(std::uintptr_t addr, std::size_t bytes, F&& f) const;
 
  private:
   struct mapping_rec {
@@ -72,5 +79,22 @@ class vmm_space {
   std::unordered_map<vmm_handle_t, physical_rec> physicals_;
   vmm_handle_t next_physical_ = 0x1000;
 };
+
+template <class F>
+void vmm_space::for_each_physical(std::uintptr_t addr, std::size_t bytes, F&& f) const {
+  const std::uintptr_t end = addr + bytes;
+  auto reservation = reservations_.upper_bound(addr);
+  if (reservation == reservations_.begin()) return;
+  --reservation;
+  const auto& mappings = reservation->second.mappings;
+  auto mapping = mappings.upper_bound(addr);
+  if (mapping != mappings.begin()) --mapping;
+  for (; mapping != mappings.end() && mapping->first < end; ++mapping) {
+    const std::uintptr_t lo = std::max(addr, mapping->first);
+    const std::uintptr_t hi = std::min(end, mapping->first + mapping->second.size);
+    if (lo >= hi) continue;
+    f((std::uintptr_t{mapping->second.handle} << 40) + (lo - mapping->first), hi - lo, mapping->first);
+  }
+}
 
 }  // namespace streampool::sim

@@ -45,12 +45,15 @@ bool leftover_pages::has_spare(vmm_handle_t handle) const noexcept {
                      [handle](const leftover_page& p) { return p.spare && !p.released && p.handle == handle; });
 }
 
-void leftover_pages::take_spare(vmm_handle_t handle) noexcept {
+page_hazard leftover_pages::take_spare(vmm_handle_t handle) noexcept {
+  page_hazard hazard;
   std::erase_if(pages_, [&](const leftover_page& p) {
     if (!p.spare || p.released || p.handle != handle) return false;
     counters_->change_reserved(p.small, -static_cast<std::int64_t>(p.bytes));  // counted again when mapped
+    hazard = {p.hazard_streams, p.hazard_ticket};
     return true;
   });
+  return hazard;
 }
 
 void leftover_pages::keep(const leftover_page& page) noexcept {

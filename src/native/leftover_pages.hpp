@@ -88,8 +88,9 @@ class leftover_pages {
                                  page_hazard& hazard) noexcept;
   /// True when `handle` is a spare page no growth has taken yet.
   [[nodiscard]] bool has_spare(vmm_handle_t handle) const noexcept;
-  /// Takes spare page `handle` (has_spare was true); it leaves reserved_bytes like take().
-  void take_spare(vmm_handle_t handle) noexcept;
+  /// Takes spare page `handle` (has_spare was true); it leaves reserved_bytes like take(). Returns
+  /// the last uses it carries.
+  [[nodiscard]] page_hazard take_spare(vmm_handle_t handle) noexcept;
   /// Gives back what the driver takes now; `spares_too`: the spare pages as well.
   void release(bool spares_too) noexcept;
   /// Releases and unmaps `page` as far as the driver lets it now; true when it is gone.

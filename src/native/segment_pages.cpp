@@ -63,9 +63,11 @@ block* segment_pages::revive(stream_arena& a, block* b, std::size_t count) {
     const auto g = std::find_if(ghosts_.begin(), ghosts_.end(),
                                 [va = lo + i * page](const ghost_mapping& x) { return x.va == va; });
     seg.handles[first + i] = g->handle;
-    leftovers_.take_spare(g->handle);  // leaves reserved_bytes; count_mapping counts it again
-    hazard.streams |= g->hazard.streams;
-    hazard.ticket = std::max(hazard.ticket, g->hazard.ticket);
+    // The spare's last uses are the handle's newest (it may have been mapped elsewhere since this
+    // ghost was left: an older ghost of the same handle); the ghost's own are older or the same.
+    const page_hazard spare = leftovers_.take_spare(g->handle);  // count_mapping counts it again
+    hazard.streams |= g->hazard.streams | spare.streams;
+    hazard.ticket = std::max({hazard.ticket, g->hazard.ticket, spare.ticket});
     *g = ghosts_.back();
     ghosts_.pop_back();
   }

@@ -228,6 +228,50 @@ TEST_F(sim_hazards_vmm, IdlePagesMoveToAnotherAddressAndStartClean) {
   EXPECT_EQ(sim().hazard_violations(), 0u) << reports();
 }
 
+TEST_F(sim_hazards_vmm, AUseThroughASecondMappingOfAPageIsCheckedAgainstTheFirst) {
+  // Note [Sim aliased mappings]: one handle mapped at two addresses; a's use through the first is
+  // not finished when b uses the second.
+  void* va = nullptr;
+  ASSERT_TRUE(ok(sim().vmm_reserve(0, 4 * granule, 0, &va)));
+  void* alias = static_cast<char*>(va) + 2 * granule;
+  vmm_handle_t handle = 0;
+  map(va, &handle);
+  ASSERT_TRUE(ok(sim().vmm_map(alias, granule, handle)));
+  ASSERT_TRUE(ok(sim().vmm_set_access(alias, granule, 0)));
+  EXPECT_TRUE(sim().use(a_, va, granule));
+  EXPECT_FALSE(sim().use(b_, alias, granule)) << "the same bytes, unordered";
+  EXPECT_EQ(sim().hazard_violations(), 1u) << reports();
+  sim().clear_hazard_violations();
+  order(c_, a_);
+  order(c_, b_);
+  EXPECT_TRUE(sim().use(c_, va, granule)) << "c waits for a, and for b's use through the other mapping";
+  EXPECT_FALSE(sim().use(a_, va, granule)) << "a conflicts with c (same mapping): counted once";
+  EXPECT_EQ(sim().hazard_violations(), 1u) << reports();
+  sim().complete_all();
+  ASSERT_TRUE(ok(sim().vmm_unmap(va, granule)));
+  ASSERT_TRUE(ok(sim().vmm_unmap(alias, granule)));
+  ASSERT_TRUE(ok(sim().vmm_release(handle)));
+}
+
+TEST_F(sim_hazards_vmm, AnOrderedUseThroughASecondMappingIsFine) {
+  void* va = nullptr;
+  ASSERT_TRUE(ok(sim().vmm_reserve(0, 4 * granule, 0, &va)));
+  void* alias = static_cast<char*>(va) + 2 * granule;
+  vmm_handle_t handle = 0;
+  map(va, &handle);
+  ASSERT_TRUE(ok(sim().vmm_map(alias, granule, handle)));
+  ASSERT_TRUE(ok(sim().vmm_set_access(alias, granule, 0)));
+  EXPECT_TRUE(sim().use(a_, va, granule));
+  order(b_, a_);
+  EXPECT_TRUE(sim().use(b_, alias, granule));
+  sim().complete(a_);
+  ASSERT_TRUE(ok(sim().vmm_unmap(va, granule))) << "a's use is done; b's, through the other mapping, goes on";
+  EXPECT_EQ(sim().hazard_violations(), 0u) << reports();
+  sim().complete_all();
+  ASSERT_TRUE(ok(sim().vmm_unmap(alias, granule)));
+  ASSERT_TRUE(ok(sim().vmm_release(handle)));
+}
+
 TEST_F(sim_hazards, CudaFreeWaitsSoItIsNeverAViolation) {
   EXPECT_TRUE(sim().use(a_, block_, 1 * mib));
   ASSERT_TRUE(ok(sim().free(0, block_)));  // synchronises the device
