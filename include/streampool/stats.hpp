@@ -67,8 +67,8 @@ struct STREAMPOOL_API memory_stats {
   std::int64_t num_cross_stream_reuses = 0;   ///< free blocks handed to another stream than their last user's
   std::int64_t num_cross_stream_waits = 0;    ///< cudaStreamWaitEvent calls inserted to order such a reuse
   std::int64_t num_cross_stream_fences = 0;   ///< fence events recorded on the streams that freed memory
-  std::int64_t num_fence_host_waits = 0;      ///< fences waited for on the host before an unmap
-  std::int64_t num_moved_pages = 0;           ///< free pages unmapped so a growth did not raise reserved
+  std::int64_t num_fence_host_waits = 0;      ///< fences waited for on the host before unmapping a moved page's old mapping
+  std::int64_t num_moved_pages = 0;           ///< free pages moved so a growth did not raise reserved
 
   /// Flat map with PyTorch's key names ("allocated_bytes.all.current", "num_ooms", ...).
   [[nodiscard]] std::map<std::string, std::int64_t> to_map() const;

@@ -96,6 +96,9 @@ void expandable_segments::fall_back_to_normal_segments(const std::string& reason
 // --- growth -----------------------------------------------------------------------------------------
 
 block* expandable_segments::grow(stream_arena& a, std::size_t rounded, bool small, bool fresh) {
+  // A ghost mapping cannot be unmapped during a capture: such a growth takes a fresh reservation
+  // (Note [Moving pages still in use]).
+  if (!fresh && a.order() != nullptr && pages_.has_ghosts() && device_->capture_underway()) fresh = true;
   if (a.order() != nullptr && !fresh) reclaim_pages(a, rounded, small);  // Note [Moving free pages]
   block* c = fresh ? nullptr : a.blocks().find_growable(small, rounded);
   if (c == nullptr) c = reserve_segment(a, small, rounded);

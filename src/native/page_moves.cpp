@@ -48,22 +48,44 @@ block* stream_arena::partial_page_fit(std::size_t rounded) const noexcept {
 // free hole in the middle of a segment stays mapped while the segment grows at its end, so peak
 // reserved runs above peak requested by the holes (up to 5% on the real traces we replay, 10% with
 // two streams). With cross_stream_reuse the shared arena moves such pages instead: when a growth
-// would raise reserved memory above its peak so far, it first unmaps free whole pages (both pool
-// kinds, oldest frees first, the highest pages of a block first) until the growth fits under the
-// peak or nothing free is left, and then grows as usual (the holes it made may be where the
-// growth lands). Reserved memory therefore rises only when live memory (plus the partial pages at
+// would raise reserved memory above its peak so far, it first takes free whole pages out of their
+// blocks (both pool kinds, oldest frees first, the highest pages of a block first) until the growth
+// fits under the peak or nothing free is left, and then grows as usual (the holes it made may be
+// where the growth lands). Reserved memory therefore rises only when live memory (plus the partial pages at
 // block edges) does, and the pages are 2 MiB in both kinds to keep those edges small.
-// Unmapping needs the work on the pages done, not merely ordered (cuMemUnmap does not wait): the
-// fences of the streams that last used the block are waited for on the host (stream_order::
-// complete; an event synchronize, never the whole device; the oldest fence recorded after the
-// free, Note [Fence checkpoints], so the wait ends where the last use did). Moved pages keep their physical
-// handle (a spare page, still counted in reserved_bytes) and the growth maps them again: no
-// cuMemRelease / cuMemCreate. This runs whenever a growth would set a new peak, which with
-// varying shapes keeps happening at the peak's edge in the steady state too (about 50 pages per
-// step in a small two-stream CNN: docs/benchmarks.md, its step time cost).
-// Outside a capture, every decision depends only on the sequence of calls, never on timing (which fences happen to be
-// complete changes waits, not placement), so the sim predicts the device's figures exactly.
-// Pages are not moved while a capture is underway (unmapping is illegal then).
+// A moved page keeps its physical handle (a spare page, still counted in reserved_bytes) and the
+// growth maps it again: no cuMemRelease / cuMemCreate; and its old mapping stays until its last
+// uses are done (Note [Moving pages still in use]), so a move never waits on the host.
+// This runs whenever a growth would set a new peak, which with varying shapes keeps happening at
+// the peak's edge in the steady state too (about 50 pages per step in a small two-stream CNN:
+// docs/benchmarks.md). Outside a capture, every decision depends only on the sequence of calls,
+// never on timing (which fences happen to be complete changes waits and driver calls, not
+// placement), so the sim predicts the device's figures exactly. Pages are not moved while a
+// capture is underway.
+
+// Note [Moving pages still in use]
+// Unmapping needs the work on a page done, not merely ordered (cuMemUnmap does not wait), and in a
+// training loop, whose host runs ahead of the device, the pages a growth wants were often freed
+// moments ago: waiting for them on the host stalled every step that moved pages (docs/
+// benchmarks.md, session 5). So a move unmaps nothing. The page's handle becomes a spare at once,
+// carrying the last uses of the block it left (streams and ticket; none when they are already
+// seen complete), while its old mapping stays as a *ghost*: a hole for the blocks, still mapped
+// for the kernels that may be using it. A growth that takes the spare maps the handle at its new
+// place (one physical page, two mappings) and its merged block carries those last uses, so the
+// allocating stream is ordered after them by an event wait like any cross-stream reuse (and never
+// during a capture: no spare with last uses is taken then). The ghost is unmapped without a wait
+// once its uses are seen complete (polled at every growth), or taken back as it is, with no driver
+// call at all, when a growth lands on it while its handle is still an unused spare (a page that
+// would have moved to where it already was); the spare's last uses are the handle's newest (it may
+// have been mapped elsewhere since an older ghost of it was left), so a page taken back carries
+// both. Only a growth that must map over a ghost whose handle went elsewhere waits for it on the
+// host (oldest covering fence, Note [Fence checkpoints]); empty_cache and the OOM ladder's release
+// wait for every stream and unmap all ghosts; teardown synchronises the device first; a growth of
+// the shared arena during a capture, which could unmap nothing, takes a fresh reservation.
+// Placement does not change (the same pages move, the same holes are grown into): only when the
+// driver calls happen does. The sim's hazard checker also tracks uses by physical page, so a use
+// through one mapping of a page is checked against unfinished uses through the other (Note [Sim
+// aliased mappings]); it found the "newest last uses" rule above.
 void expandable_segments::reclaim_pages(stream_arena& a, std::size_t rounded, bool small) {
   if (device_->capture_underway() || !enabled()) return;
   a.order()->checkpoint();  // Note [Fence checkpoints]

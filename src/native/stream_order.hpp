@@ -39,9 +39,10 @@ namespace streampool::native {
 //   * While a capture is underway none of this runs (an event recorded on, or waited for by, a
 //     capturing stream would become part of its graph): a block that would need it is skipped and
 //     the allocation takes new memory. Private pools (graph capture) are never shared.
-//   * Unmapping pages (expandable segments) needs the work done, not ordered: the fences of the
-//     streams that last used the pages are waited for on the host (event synchronize, never a
-//     device-wide synchronisation), see Note [Moving free pages].
+//   * Unmapping pages (expandable segments) needs the work done, not ordered: a moved page's old
+//     mapping stays until a query sees its last users' fences complete, and the host waits for
+//     them (event synchronize, never a device-wide synchronisation) only where nothing else will
+//     do, see Note [Moving pages still in use] in page_moves.cpp.
 // The sim checks the rule: tests run multi-stream programs with random completion through its
 // hazard checker (every use of a byte range on a stream must be ordered after the last uses on
 // other streams) with this policy on.
@@ -49,13 +50,13 @@ namespace streampool::native {
 // Note [Fence checkpoints]
 // A fence recorded when a block is needed covers everything its stream has been given so far,
 // and in a training loop the host runs far ahead of the device: waiting for such a fence before an
-// unmap (Note [Moving free pages]) drains the stream, though the block's last use ended long
-// before. So each stream keeps its last few fences (up to 8, oldest first, each with the ticket
+// unmap drains the stream, and ordering a stream after it delays that stream, though the block's
+// last use ended long before. So each stream keeps its last few fences (up to 8, oldest first, each with the ticket
 // counter at its record), a wait or a query takes the oldest fence that covers the block's ticket,
 // and every growth of a shared arena first records a checkpoint fence on each stream that freed
 // memory since its newest fence (one cudaEventRecord per such stream, on a path that maps pages
-// anyway). A later move then waits only until the device reaches the checkpoint after the free,
-// usually long done. Fences seen complete go back to the device's event pool. A stream that
+// anyway). A later wait then lasts only until the device reaches the checkpoint after the free,
+// and a query (is a moved page's old mapping idle yet?) sees it done sooner. Fences seen complete go back to the device's event pool. A stream that
 // refuses the checkpoint record (destroyed since) is skipped: a checkpoint is only an optimisation.
 
 class stream_order {
