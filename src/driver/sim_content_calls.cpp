@@ -21,16 +21,18 @@ std::string range_text(std::uintptr_t addr, std::size_t bytes) {
 
 }  // namespace
 
+drv_result content_calls::stream_of(int device, stream_t stream, std::uint32_t& index) const {
+  if (const drv_result bad = device_.check_device(device); !bad.ok()) return bad;
+  index = device_.streams_.find_stream(stream, device);
+  if (index == no_stream) return device_.streams_.failure(stream);
+  if (device_.streams_[index].device != device) return fail(status::invalid_value);
+  return drv_result{};
+}
+
 drv_result content_calls::memset_async(int device, void* ptr, std::uint8_t value, std::size_t bytes,
                                        stream_t stream) {
-  if (const drv_result bad = device_.check_device(device); !bad.ok()) return bad;
-  const std::uint32_t index = device_.streams_.find_stream(stream, device);
-  if (index == no_stream) {
-    return device_.streams_.failure(stream);
-  }
-  if (device_.streams_[index].device != device) {
-    return fail(status::invalid_value);
-  }
+  std::uint32_t index = no_stream;
+  if (const drv_result bad = stream_of(device, stream, index); !bad.ok()) return bad;
   if (bytes == 0) return drv_result{};
   const auto addr = reinterpret_cast<std::uintptr_t>(ptr);
   if (device_.device_of_range(addr, bytes) != device) return fail(status::invalid_value);
@@ -42,14 +44,8 @@ drv_result content_calls::memset_async(int device, void* ptr, std::uint8_t value
 drv_result content_calls::check_bytes(int device, const void* ptr, std::size_t bytes, std::uint8_t expected,
                                       stream_t stream, byte_check* out) {
   *out = byte_check{};
-  if (const drv_result bad = device_.check_device(device); !bad.ok()) return bad;
-  const std::uint32_t index = device_.streams_.find_stream(stream, device);
-  if (index == no_stream) {
-    return device_.streams_.failure(stream);
-  }
-  if (device_.streams_[index].device != device) {
-    return fail(status::invalid_value);
-  }
+  std::uint32_t index = no_stream;
+  if (const drv_result bad = stream_of(device, stream, index); !bad.ok()) return bad;
   if (device_.streams_[index].capture == capture_status::active) {
     return fail(status::illegal_in_capture);
   }

@@ -28,6 +28,9 @@ class content_calls {
   bool use(stream_t stream, const void* ptr, std::size_t bytes);
 
  private:
+  /// `stream`'s index into `index` when it is a live stream of `device`; else the driver's error.
+  [[nodiscard]] drv_result stream_of(int device, stream_t stream, std::uint32_t& index) const;
+
   device_model& device_;
 };
 

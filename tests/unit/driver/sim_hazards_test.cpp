@@ -185,6 +185,14 @@ class sim_hazards_vmm : public sim_hazards {
     ASSERT_TRUE(ok(sim().vmm_map(va, granule, *handle)));
     ASSERT_TRUE(ok(sim().vmm_set_access(va, granule, 0)));
   }
+  /// One page mapped at `va` and again at `va` + 2 pages (Note [Sim aliased mappings]).
+  void map_twice(void** va, void** alias, vmm_handle_t* handle) {
+    ASSERT_TRUE(ok(sim().vmm_reserve(0, 4 * granule, 0, va)));
+    *alias = static_cast<char*>(*va) + 2 * granule;
+    map(*va, handle);
+    ASSERT_TRUE(ok(sim().vmm_map(*alias, granule, *handle)));
+    ASSERT_TRUE(ok(sim().vmm_set_access(*alias, granule, 0)));
+  }
   static constexpr std::size_t granule = 2 * mib;
 };
 
@@ -232,12 +240,9 @@ TEST_F(sim_hazards_vmm, AUseThroughASecondMappingOfAPageIsCheckedAgainstTheFirst
   // Note [Sim aliased mappings]: one handle mapped at two addresses; a's use through the first is
   // not finished when b uses the second.
   void* va = nullptr;
-  ASSERT_TRUE(ok(sim().vmm_reserve(0, 4 * granule, 0, &va)));
-  void* alias = static_cast<char*>(va) + 2 * granule;
+  void* alias = nullptr;
   vmm_handle_t handle = 0;
-  map(va, &handle);
-  ASSERT_TRUE(ok(sim().vmm_map(alias, granule, handle)));
-  ASSERT_TRUE(ok(sim().vmm_set_access(alias, granule, 0)));
+  map_twice(&va, &alias, &handle);
   EXPECT_TRUE(sim().use(a_, va, granule));
   EXPECT_FALSE(sim().use(b_, alias, granule)) << "the same bytes, unordered";
   EXPECT_EQ(sim().hazard_violations(), 1u) << reports();
@@ -255,12 +260,9 @@ TEST_F(sim_hazards_vmm, AUseThroughASecondMappingOfAPageIsCheckedAgainstTheFirst
 
 TEST_F(sim_hazards_vmm, AnOrderedUseThroughASecondMappingIsFine) {
   void* va = nullptr;
-  ASSERT_TRUE(ok(sim().vmm_reserve(0, 4 * granule, 0, &va)));
-  void* alias = static_cast<char*>(va) + 2 * granule;
+  void* alias = nullptr;
   vmm_handle_t handle = 0;
-  map(va, &handle);
-  ASSERT_TRUE(ok(sim().vmm_map(alias, granule, handle)));
-  ASSERT_TRUE(ok(sim().vmm_set_access(alias, granule, 0)));
+  map_twice(&va, &alias, &handle);
   EXPECT_TRUE(sim().use(a_, va, granule));
   order(b_, a_);
   EXPECT_TRUE(sim().use(b_, alias, granule));
