@@ -34,10 +34,21 @@ block* segment_pages::map(stream_arena& a, block* b, std::size_t bytes) {
   const std::size_t page = b->seg->page;
   const std::size_t wanted = (bytes + page - 1) / page;
   if (ghosts_.empty()) return map_fresh(a, b, wanted * page);
-  // Runs of pages to take back as they are, and of pages to map anew, in address order.
+  // Runs of pages to take back as they are, and of pages to map anew, in address order. A handle
+  // may have two ghosts (mapped at one place, moved on, mapped elsewhere, moved again): only one of
+  // them can be taken back, so a run of those ends where a handle comes round again.
   std::size_t run = 0;
   const bool back = revivable(b->ptr) != nullptr;
-  while (run < wanted && (revivable(b->ptr + run * page) != nullptr) == back) ++run;
+  while (run < wanted) {
+    const ghost_mapping* g = revivable(b->ptr + run * page);
+    if ((g != nullptr) != back) break;
+    if (back && run > 0 && std::any_of(ghosts_.begin(), ghosts_.end(), [&](const ghost_mapping& x) {
+          return x.handle == g->handle && x.va >= b->ptr && x.va < b->ptr + run * page;
+        })) {
+      break;
+    }
+    ++run;
+  }
   block* merged = back ? revive(a, b, run) : map_fresh(a, b, run * page);
   if (merged == nullptr || run == wanted) return merged;
   return map(a, merged->next, (wanted - run) * page);  // merged->next: the unmapped rest of b
@@ -100,7 +111,9 @@ block* segment_pages::map_fresh(stream_arena& a, block* b, std::size_t bytes) {
   // where giving back is illegal: what was obtained is mapped and kept as free memory.
   const bool capture = device_->capture_underway();
   page_hazard hazard;
-  std::size_t count = leftovers_.take(&seg.handles[first], wanted, page, /*with_hazards=*/!capture, hazard);
+  // Spares with last uses only where they can be ordered: a shared arena, outside a capture.
+  const bool with_hazards = !capture && a.order() != nullptr;
+  std::size_t count = leftovers_.take(&seg.handles[first], wanted, page, with_hazards, hazard);
   drv_result result{};
   while (count < wanted && (result = drv_->vmm_create(index_, page, &seg.handles[first + count])).ok()) ++count;
   if (count < wanted && !(result.code == status::out_of_memory && capture && count > 0)) {
