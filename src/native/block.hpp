@@ -24,6 +24,15 @@ struct stream_use {
   bool during_capture = false;  ///< recorded while a capture was underway (dropped at deferral, §3.4)
 };
 
+// Note [Uses recorded again after a capture]
+// A stream recorded on a block during a capture is a capture-time use: if the block is freed
+// during a capture, the deferred free drops it (the captured work is ordered by the graph). PyTorch
+// keeps that mark even when the same stream is recorded again after the capture ended, so the
+// later, real use is dropped too and the block can be handed out while that stream still uses it
+// (our model-based stress test found such a sequence). Here a record outside a capture clears the
+// mark: the block then waits for that stream as for any use. A deliberate difference from PyTorch
+// (docs/pytorch-compatibility.md), in the safe direction; it changes nothing without captures.
+
 /// The streams a block is used on besides its own. Small and inline: almost every block has none,
 /// a few have one or two; more spill into a vector.
 class stream_use_set {
@@ -33,10 +42,13 @@ class stream_use_set {
   [[nodiscard]] const stream_use& operator[](std::size_t i) const noexcept {
     return i < inline_.size() ? inline_[i] : overflow_[i - inline_.size()];
   }
-  /// Adds `stream` unless present (a use recorded before a capture stays a pre-capture use).
+  /// Adds `stream` unless present. A use recorded before a capture stays a pre-capture use, and
+  /// one recorded again outside a capture becomes one (Note [Uses recorded again after a capture]).
   void add(stream_t stream, bool during_capture) {
     for (std::size_t i = 0; i < count_; ++i) {
-      if ((*this)[i].stream == stream) return;
+      if ((*this)[i].stream != stream) continue;
+      if (!during_capture) at(i).during_capture = false;
+      return;
     }
     if (count_ < inline_.size()) {
       inline_[count_] = {stream, during_capture};

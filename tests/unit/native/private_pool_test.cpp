@@ -199,6 +199,30 @@ TEST(native_capture, StreamUsesRecordedDuringCaptureAreDropped) {
   env.alloc->deallocate(y);
 }
 
+// Note [Uses recorded again after a capture]: the same stream recorded during one capture and again
+// after it is a real use; a free during a later capture keeps it (PyTorch would drop it).
+TEST(native_capture, AStreamRecordedAgainAfterTheCaptureIsWaitedFor) {
+  capture_env env;
+  const stream_t other = env.new_stream();
+  void* x = env.alloc->allocate(4096, env.side);
+  env.begin();
+  env.alloc->record_stream(x, other);  // a capture-time use
+  env.end();
+  env.alloc->record_stream(x, other);  // the same stream, for real work after the capture
+  env.begin();
+  env.alloc->deallocate(x);  // deferred
+  env.end();
+  env.sim->reset_counters();
+  void* y = env.alloc->allocate(4096, env.side);
+  EXPECT_NE(y, x) << "other's use after the capture is not done: x waits for its event";
+  EXPECT_EQ(env.calls(driver_call::event_record), 1u) << "the event on other, recorded at the deferred free";
+  env.sim->complete(other);
+  env.alloc->deallocate(y);
+  void* z = env.alloc->allocate(4096, env.side);
+  EXPECT_TRUE(z == x || z == y) << "after other's work x is free again";
+  env.alloc->deallocate(z);
+}
+
 // Note [record_stream across devices]: the stream's device is not looked up while a capture is
 // underway (the lookup invalidated a real capture on the H200); the use is still recorded, and
 // dropped at the end of the capture as any capture-time use.
