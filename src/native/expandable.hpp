@@ -108,11 +108,12 @@ class expandable_segments {
 
   void fall_back_to_normal_segments(const std::string& reason);
   [[nodiscard]] block* reserve_segment(stream_arena& a, bool small, std::size_t rounded);
-  /// Unmaps at most `max_pages` whole pages (the highest) inside free block `b`, keeping their
-  /// handles as spare pages for the next growth; returns how many (Note [Moving free pages]).
+  /// Takes at most `max_pages` whole pages (the highest) out of free block `b`: their handles
+  /// become spare pages for the next growth, their mappings ghosts until idle (carrying the
+  /// block's last uses when `in_use`); returns how many (Note [Moving pages still in use]).
   std::size_t move_out(stream_arena& a, segment& seg, block* b, std::size_t max_pages, bool in_use);
-  /// Before a growth of a shared arena: unmaps free pages so that reserved memory does not pass
-  /// its peak (Note [Moving free pages], page_moves.cpp).
+  /// Before a growth of a shared arena: unmaps the ghosts seen idle, then moves free pages so that
+  /// reserved memory does not pass its peak (Note [Moving free pages], page_moves.cpp).
   void reclaim_pages(stream_arena& a, std::size_t rounded, bool small);
   void destroy(stream_arena& a, segment* seg);
 

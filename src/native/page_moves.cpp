@@ -1,13 +1,13 @@
 // page_moves.cpp — the growth side of cross_stream_reuse with expandable segments: before a
-// shared arena maps new pages, the free pages it already holds are unmapped so that what it
-// reserves does not pass its peak (Note [Moving free pages]).
+// shared arena maps new pages, the free pages it already holds are taken out of their blocks so
+// that what it reserves does not pass its peak (Note [Moving free pages], Note [Moving pages still
+// in use]).
 #include <algorithm>
-#include <string>
 #include <vector>
 
 #include "native/expandable.hpp"
 #include "native/stream_arena.hpp"
-#include "streampool/errors.hpp"
+#include "native/stream_order.hpp"
 
 namespace streampool::native {
 
@@ -131,10 +131,10 @@ void expandable_segments::reclaim_pages(stream_arena& a, std::size_t rounded, bo
 
 std::size_t expandable_segments::move_out(stream_arena& a, segment& seg, block* b, std::size_t max_pages,
                                           bool in_use) {
-  // As segment_pages::unmap, but the handle is kept (a spare page, still counted in reserved_bytes) for
-  // the growth that follows, which maps it where it is needed: no cuMemRelease / cuMemCreate.
-  // `in_use`: the old mapping stays until the block's last uses are done (a ghost mapping), and the
-  // spare carries them (Note [Moving pages still in use]).
+  // The handle becomes a spare page (still counted in reserved_bytes) for the growth that follows,
+  // which maps it where it is needed: no cuMemRelease / cuMemCreate. The old mapping stays as a
+  // ghost until its last uses are seen done; `in_use`: the spare carries them (Note [Moving pages
+  // still in use]).
   const std::size_t page = seg.page;
   const page_span whole = whole_pages(b);
   const std::size_t last = whole.last;

@@ -54,16 +54,22 @@ drv_result stream_order::record_fence(stream_slot& a) {
   return recorded;
 }
 
-stream_order::fence stream_order::fence_for(stream_slot& a, std::uint64_t ticket) {
+const stream_order::fence* stream_order::covering(const stream_slot& a, std::uint64_t ticket) noexcept {
   for (std::size_t i = 0; i < a.fence_count; ++i) {
-    if (a.fences[i].ticket >= ticket) return a.fences[i];
+    if (a.fences[i].ticket >= ticket) return &a.fences[i];
   }
+  return nullptr;
+}
+
+stream_order::fence stream_order::fence_for(stream_slot& a, std::uint64_t ticket) {
+  if (const fence* f = covering(a, ticket)) return *f;
   const drv_result recorded = record_fence(a);
   if (!recorded.ok()) fail("cudaEventRecord of a fence", a.stream, recorded);
   return a.fences[a.fence_count - 1];
 }
 
-void stream_order::drop_done(stream_slot& a) noexcept {
+void stream_order::mark_done(stream_slot& a, std::uint64_t ticket) noexcept {
+  a.done_ticket = std::max(a.done_ticket, ticket);
   std::size_t done = 0;
   while (done < a.fence_count && a.fences[done].ticket <= a.done_ticket) device_->events.release(a.fences[done++].event);
   if (done == 0) return;
@@ -72,11 +78,10 @@ void stream_order::drop_done(stream_slot& a) noexcept {
   a.fence_count -= done;
 }
 
-bool stream_order::fence_done(stream_slot& a, const fence& f) {
+bool stream_order::fence_done(stream_slot& a, fence f) {
   const drv_result r = device_->drv->event_query(f.event);
   if (r.ok()) {
-    a.done_ticket = std::max(a.done_ticket, f.ticket);
-    drop_done(a);
+    mark_done(a, f.ticket);
     return true;
   }
   if (r.code != status::not_ready) fail("cudaEventQuery of a fence", a.stream, r);
@@ -136,8 +141,7 @@ void stream_order::complete(std::uint64_t users, std::uint64_t ticket) {
     if (fence_done(a, f)) continue;
     const drv_result r = device_->drv->event_synchronize(f.event);
     if (!r.ok()) fail("cudaEventSynchronize of a fence", a.stream, r);
-    a.done_ticket = std::max(a.done_ticket, f.ticket);
-    drop_done(a);
+    mark_done(a, f.ticket);
     ++host_waits_;
   }
 }
@@ -151,9 +155,8 @@ bool stream_order::completed(std::uint64_t users, std::uint64_t ticket) {
   for (; users != 0; users &= users - 1) {
     stream_slot& a = streams_[static_cast<std::size_t>(__builtin_ctzll(users))];
     if (a.done_ticket >= ticket) continue;
-    std::size_t i = 0;
-    while (i < a.fence_count && a.fences[i].ticket < ticket) ++i;
-    if (i == a.fence_count || !fence_done(a, a.fences[i])) return false;
+    const fence* f = covering(a, ticket);
+    if (f == nullptr || !fence_done(a, *f)) return false;
   }
   return true;
 }

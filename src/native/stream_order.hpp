@@ -139,10 +139,12 @@ class stream_order {
   [[nodiscard]] fence fence_for(stream_slot& a, std::uint64_t ticket);
   /// Records a new fence on `a` (the oldest is dropped when all are taken); false if refused.
   [[nodiscard]] drv_result record_fence(stream_slot& a);
-  /// True when the host sees `f` complete (then done_ticket moves up and older fences go).
-  [[nodiscard]] bool fence_done(stream_slot& a, const fence& f);
-  /// Drops the fences of `a` up to its done_ticket.
-  void drop_done(stream_slot& a) noexcept;
+  /// The oldest fence of `a` covering `ticket`, or nullptr.
+  [[nodiscard]] static const fence* covering(const stream_slot& a, std::uint64_t ticket) noexcept;
+  /// True when the host sees `f` complete (then mark_done).
+  [[nodiscard]] bool fence_done(stream_slot& a, fence f);
+  /// The host saw `a`'s work complete up to `ticket`: done_ticket moves up, older fences go.
+  void mark_done(stream_slot& a, std::uint64_t ticket) noexcept;
   [[noreturn]] void fail(const char* what, stream_t stream, const drv_result& result) const;
 
   device_context* device_;
