@@ -32,6 +32,14 @@ inline ::testing::AssertionResult fails_with(const driver& drv, status expected,
 
 inline std::uintptr_t address(const void* ptr) { return reinterpret_cast<std::uintptr_t>(ptr); }
 
+/// Two devices whose work completes only when the test says so (complete(), a synchronize).
+inline sim_options lazy_two_devices() {
+  sim_options options;
+  options.device_count = 2;
+  options.eager_completion = false;
+  return options;
+}
+
 /// Fixture base with a sim driver built from `options()` (override to change them).
 class sim_test : public ::testing::Test {
  protected:

@@ -6,6 +6,7 @@
 
 #include <vector>
 
+#include "driver_test_support.hpp"
 #include "streampool/errors.hpp"
 #include "streampool/sim_driver.hpp"
 
@@ -18,12 +19,7 @@ class sim_contents : public ::testing::Test {
     check(sim_, sim_.malloc(0, 4096, &block_), "malloc");
     check(sim_, sim_.stream_create(0, &stream_), "stream_create");
   }
-  static sim_options make_options() {
-    sim_options options;
-    options.device_count = 2;
-    options.eager_completion = false;
-    return options;
-  }
+  static sim_options make_options() { return lazy_two_devices(); }
   std::uint8_t* at(std::size_t offset) { return static_cast<std::uint8_t*>(block_) + offset; }
 
   sim_driver sim_;

@@ -14,12 +14,7 @@ namespace {
 
 class sim_hazards : public sim_test {
  protected:
-  sim_options make_options() override {
-    sim_options options;
-    options.device_count = 2;
-    options.eager_completion = false;
-    return options;
-  }
+  sim_options make_options() override { return lazy_two_devices(); }
   void SetUp() override {
     sim_test::SetUp();
     ASSERT_TRUE(ok(sim().malloc(0, 1 * mib, &block_)));

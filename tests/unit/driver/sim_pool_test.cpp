@@ -14,10 +14,8 @@ namespace {
 class sim_pool : public sim_test {
  protected:
   sim_options make_options() override {
-    sim_options options;
-    options.device_count = 2;
+    sim_options options = lazy_two_devices();
     options.capacity = 256 * mib;
-    options.eager_completion = false;
     return options;
   }
   void SetUp() override {

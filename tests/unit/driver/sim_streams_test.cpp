@@ -13,12 +13,7 @@ namespace {
 
 class sim_streams : public sim_test {
  protected:
-  sim_options make_options() override {
-    sim_options options;
-    options.device_count = 2;
-    options.eager_completion = false;
-    return options;
-  }
+  sim_options make_options() override { return lazy_two_devices(); }
   void record(event_t event, stream_t stream) { ASSERT_TRUE(ok(sim().event_record(event, stream))); }
   ::testing::AssertionResult done(event_t event) { return ok(sim().event_query(event)); }
   ::testing::AssertionResult pending(event_t event) { return fails(status::not_ready, sim().event_query(event)); }
