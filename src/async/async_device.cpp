@@ -96,7 +96,8 @@ void* async_device::allocate(std::size_t bytes, stream_t stream) {
   if (bytes > cap_.total_memory()) throw oom_locked(bytes, stream, record.pool, oom_cause::device_size);
   // See Note [Memory fraction]: checked before the driver is asked, so a capped request never
   // grows the pool. Idle blocks of private pools are held memory too.
-  if (cap_.refuses(held_bytes_locked(), async_footprint(bytes))) {
+  if (cap_.refuses(held_bytes_locked(), async_footprint(bytes)) &&
+      !cap_allows_after_release_locked(async_footprint(bytes))) {
     throw oom_locked(bytes, stream, record.pool, oom_cause::cap);
   }
   void* ptr = nullptr;
@@ -127,7 +128,9 @@ void* async_device::allocate_private_locked(private_pool& pool, std::size_t byte
   // pool; idle private blocks are held memory too.
   if (bytes > cap_.total_memory()) throw oom_locked(bytes, stream, pool.id, oom_cause::device_size);
   const std::size_t size = private_pools::new_block_size(bytes);
-  if (cap_.refuses(held_bytes_locked(), size)) throw oom_locked(bytes, stream, pool.id, oom_cause::cap);
+  if (cap_.refuses(held_bytes_locked(), size) && !cap_allows_after_release_locked(size)) {
+    throw oom_locked(bytes, stream, pool.id, oom_cause::cap);
+  }
   void* ptr = private_pools_.add_block(pool, bytes, size, stream);
   if (ptr == nullptr) throw oom_locked(bytes, stream, pool.id, oom_cause::driver);
   return ptr;
@@ -151,6 +154,23 @@ drv_result async_device::malloc_with_retry_locked(std::size_t bytes, stream_t st
   accounting_.on_retry();
   last_malloc_retried_ = true;
   return driver_->malloc_async(pool_.handle(), bytes, stream, out);
+}
+
+// Note [Cap refusals give back released pools first]
+// The idle blocks of a released private pool are cache: they are given back at the next
+// empty_cache, or when the driver runs out of memory (synchronize_and_trim_locked), as the native
+// backend's OOM ladder releases cached memory before it fails. They also count in the bytes the
+// fraction cap compares, so a request the cap refused only because of them failed although
+// nothing the program holds stood in its way (a random model-based sequence found it: a block of
+// a pool released during its capture and freed after it kept 32 MiB held). So a refusal of the
+// cap first gives those blocks back (device synchronise, as for the driver's out of memory; never
+// during a capture, when cudaFree is illegal) and asks the cap again; the retry is counted in
+// num_alloc_retries.
+bool async_device::cap_allows_after_release_locked(std::size_t more) noexcept {
+  if (captures_.underway() || !captures_.has_freeable() || private_pools_.idle_bytes() == 0) return false;
+  if (!synchronize_and_trim_locked()) return false;
+  accounting_.on_retry();
+  return !cap_.refuses(held_bytes_locked(), more);
 }
 
 bool async_device::synchronize_and_trim_locked() noexcept {

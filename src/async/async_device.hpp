@@ -83,6 +83,10 @@ class async_device {
   [[nodiscard]] drv_result malloc_with_retry_locked(std::size_t bytes, stream_t stream, void** out);
   /// Device synchronise + pool_trim_to(0). False when the synchronise failed.
   bool synchronize_and_trim_locked() noexcept;
+  /// The cap refused `more` bytes: gives back the idle blocks of released private pools (when
+  /// there are any and no capture is underway) and says whether the cap takes them now (Note
+  /// [Cap refusals give back released pools first] in async_device.cpp).
+  [[nodiscard]] bool cap_allows_after_release_locked(std::size_t more) noexcept;
   /// Reads the reserve (the pool's and the private pools' blocks) into the statistics.
   void sample_reserved_locked() noexcept { pool_.sample_reserved(accounting_, private_pools_.bytes()); }
   /// Bytes the fraction cap compares (Note [Memory fraction] in memory_cap.cpp): allocations not

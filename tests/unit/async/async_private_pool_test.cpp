@@ -260,6 +260,39 @@ TEST_F(async_private_pool, AnAllocationThatRunsOutOfMemoryFirstFreesReleasedPriv
   alloc_->deallocate(big);
 }
 
+// Note [Cap refusals give back released pools first]: the fraction cap counts idle private
+// blocks as held; those of a released pool are cache and go back before the cap refuses. A pool
+// still in use keeps them, and the cap refuses as before.
+TEST_F(async_private_pool, TheFractionCapFirstGivesBackReleasedPrivatePools) {
+  sim_options options;
+  options.capacity = 1024 * mib;
+  make(options, "per_process_memory_fraction:0.25");  // 256 MiB allowed
+  capturing_ = new_stream();
+  eager_ = new_stream();
+  const mempool_id kept = allocator::create_pool_id();
+  const mempool_id released = allocator::create_pool_id();
+  for (const mempool_id pool : {kept, released}) {
+    begin(pool);
+    void* block = alloc_->allocate(96 * mib, capturing_);
+    (void)end(pool);
+    alloc_->deallocate(block);  // idle in its pool, still held: 192 MiB
+  }
+  destroy_graphs();
+  EXPECT_THROW((void)alloc_->allocate(96 * mib, eager_), out_of_memory) << "both pools are in use";
+  EXPECT_EQ(sim_->calls(driver_call::free), 0u);
+  EXPECT_EQ(alloc_->stats(0).num_alloc_retries, 0) << "nothing released, nothing retried";
+
+  alloc_->release_pool(released);
+  void* p = alloc_->allocate(96 * mib, eager_);  // fits under the cap once the released block is gone
+  EXPECT_EQ(sim_->calls(driver_call::free), 1u);
+  EXPECT_EQ(alloc_->stats(0).num_alloc_retries, 1);
+  EXPECT_EQ(alloc_->stats(0).reserved_bytes[0].current, static_cast<std::int64_t>(96 * mib) +
+                                                            alloc_->stats(0).allocated_bytes[0].current);
+  EXPECT_THROW((void)alloc_->allocate(96 * mib, eager_), out_of_memory) << "the kept pool still holds 96 MiB";
+  alloc_->deallocate(p);
+  alloc_->release_pool(kept);
+}
+
 TEST_F(async_private_pool, TeardownGivesPrivateBlocksBack) {
   const mempool_id pool = allocator::create_pool_id();
   begin(pool);
