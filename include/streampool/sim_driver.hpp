@@ -14,6 +14,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -77,6 +78,10 @@ class STREAMPOOL_API sim_driver final : public driver {
   /// The next `count` calls of `call`, after `skip` successful ones, fail with `code`.
   void fail_next(driver_call call, int count = 1, status code = status::out_of_memory, int skip = 0);
   void clear_faults();
+  /// Runs `gate` at the start of every later `call` (before a fault or the call itself, outside
+  /// the sim's lock), in the calling thread: a test holds a thread inside a driver call with it
+  /// (e.g. to see what other threads can do meanwhile). An empty function removes the gate.
+  void set_call_gate(driver_call call, std::function<void()> gate);
   /// Number of calls of `call` since construction or the last reset_counters() (failed ones too).
   [[nodiscard]] std::uint64_t calls(driver_call call) const noexcept;
   void reset_counters() noexcept;

@@ -23,13 +23,9 @@ using k = config_key;
 // (src/host, make_host_allocator), which runs beside either backend: used by both.
 //
 // Note [Keys accepted but not implemented]
-// Two PyTorch keys are accepted, so that a PyTorch config string keeps working, but streampool
-// does not do what they ask; a set key gets a warning saying so (config_parse.cpp), `config`
-// lists them as "accepted but not implemented", and docs/config.md says the same:
-// - release_lock_on_cudamalloc: PyTorch unlocks its allocator mutex around cudaMalloc so other
-//   threads' allocations proceed meanwhile. streampool's native backend keeps the device lock
-//   (and the stream's) while a segment is obtained; only cache hits on other streams (which take
-//   their own stream's lock, not the device's) proceed.
+// One PyTorch key is accepted, so that a PyTorch config string keeps working, but streampool
+// does not do what it asks; a set key gets a warning saying so (config_parse.cpp), `config`
+// lists it as "accepted but not implemented", and docs/config.md says the same:
 // - graph_capture_record_stream_reuse: PyTorch (2.9+) lets a block freed during a capture, with
 //   record_stream uses, be reused within the same capture once the graph orders the allocating
 //   stream after every user. streampool defers such frees to the end of the capture
@@ -61,9 +57,7 @@ constexpr std::array<key_info, config_key_count> key_table{{
      "a number in (0.0, 1.0), both ends excluded", true, false, "garbage_collection_threshold", "", "1.12"},
     {k::expandable_segments, "expandable_segments", "", "True or False", true, false, "expandable_segments", "", "2.1"},
     {k::release_lock_on_cudamalloc, "release_lock_on_cudamalloc", "release_lock_on_hipmalloc",
-     "True or False", true, false, "release_lock_on_cudamalloc",
-     "the native backend holds its device lock, and the stream's, while it obtains a segment from the "
-     "device: other threads' cache hits on other streams proceed, everything else waits", "2.2"},
+     "True or False", true, false, "release_lock_on_cudamalloc", "", "2.2"},
     {k::graph_capture_record_stream_reuse, "graph_capture_record_stream_reuse", "", "True or False",
      true, false, "graph_capture_record_stream_reuse",
      "a block freed during a capture after record_stream is reused only after the capture ends (always safe, "

@@ -55,6 +55,10 @@ void sim_driver::clear_faults() {
   state_->device.faults_.clear();
 }
 
+void sim_driver::set_call_gate(driver_call call, std::function<void()> gate) {
+  state_->set_gate(call, std::move(gate));
+}
+
 std::uint64_t sim_driver::calls(driver_call call) const noexcept {
   return call < driver_call::count_ ? counters_[static_cast<std::size_t>(call)].load(std::memory_order_relaxed) : 0;
 }

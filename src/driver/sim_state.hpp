@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 
 #include "driver/sim_content_calls.hpp"
@@ -43,6 +44,7 @@ struct sim_driver::state {
   template <class Body>
   drv_result run(driver_call call, Body&& body) noexcept {
     counters_[static_cast<std::size_t>(call)].fetch_add(1, std::memory_order_relaxed);
+    if (gated_.load(std::memory_order_acquire)) pass_gate(call);
     try {
       const std::lock_guard lock(device.mutex_);
       return device.faults_.apply(call, body);
@@ -51,8 +53,32 @@ struct sim_driver::state {
     }
   }
 
+  /// sim_driver::set_call_gate.
+  void set_gate(driver_call call, std::function<void()> gate) {
+    const std::lock_guard lock(gate_mutex_);
+    gates_[static_cast<std::size_t>(call)] = std::move(gate);
+    gated_.store(true, std::memory_order_release);
+  }
+
  private:
+  /// Runs the test's gate for `call`, if any, outside the sim's mutex (it may block).
+  void pass_gate(driver_call call) noexcept {
+    std::function<void()> gate;
+    {
+      const std::lock_guard lock(gate_mutex_);
+      gate = gates_[static_cast<std::size_t>(call)];
+    }
+    try {
+      if (gate) gate();
+    } catch (...) {
+      // a test hook: nothing to report through a driver result
+    }
+  }
+
   call_counters& counters_;
+  std::atomic<bool> gated_{false};
+  std::mutex gate_mutex_;
+  std::array<std::function<void()>, driver_call_count> gates_{};
 };
 
 }  // namespace streampool

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <mutex>
 #include <vector>
 
 #include "capture/capture_router.hpp"
@@ -62,6 +63,9 @@ struct device_context {
   std::atomic<std::uint64_t> gc_clock{0};        ///< large-pool searches while GC is on (docs/pytorch-compatibility.md §2.11)
   std::atomic<bool> gc_enabled{false};           ///< a fraction cap and a GC threshold are set
   capture_router* captures;  ///< parked frees (defer) and the capture-underway count
+  /// The device mutex (device_state's), for release_lock_on_cudamalloc:True only (Note [Releasing
+  /// the locks around cudaMalloc] in segment_source.cpp).
+  std::mutex* device_mutex = nullptr;
   /// cross_stream_reuse:True: the default pool's streams share one arena (docs/cross-stream-reuse.md)
   bool cross_stream;
 };

@@ -15,6 +15,7 @@ device_state::device_state(driver& drv, const allocator_config& config, const si
       context_(drv, index, config, policy, captures_),
       source_(context_, segments, vmm_warned),
       arenas_(context_) {
+  context_.device_mutex = &mutex_;
   set_fraction(config.per_process_memory_fraction);
 }
 

@@ -62,6 +62,37 @@ block* segment_source::grow(stream_arena& a, std::size_t rounded, bool small, bo
   return new_segment(a, alloc_size, small);
 }
 
+// Note [Releasing the locks around cudaMalloc]
+// With release_lock_on_cudamalloc:True, as in PyTorch, the locks are dropped while cudaMalloc runs
+// (it can take milliseconds, and much longer when the driver must first free memory), so that other
+// threads allocate and free meanwhile: cache hits on the same stream (the arena's lock) and slow
+// paths of other streams, empty_cache, stats (the device mutex). What was decided before the call
+// stays decided: the segment is obtained even if a block that fits was freed meanwhile, and two
+// threads may each pass the per_process_memory_fraction check and together exceed it by one
+// segment (PyTorch has the same races). Nothing taken before the call is trusted after it: the
+// locks are taken again in their order (device mutex, then the arena's) and the block objects
+// reserved again. Only for the default pool's arenas outside a capture: a private pool's arena can
+// be recycled once its pool is released, which another thread could do meanwhile.
+drv_result segment_source::malloc_maybe_unlocked(stream_arena& a, std::size_t alloc_size, void** ptr) {
+  const bool unlock = device_->config->release_lock_on_cudamalloc && device_->device_mutex != nullptr &&
+                      a.pool() == nullptr && !device_->capture_underway();
+  if (!unlock) return device_->drv->malloc(device_->index, alloc_size, ptr);
+  a.mutex().unlock();
+  device_->device_mutex->unlock();
+  const drv_result result = device_->drv->malloc(device_->index, alloc_size, ptr);
+  device_->device_mutex->lock();
+  a.mutex().lock();
+  if (result.ok()) {
+    try {
+      a.reserve_blocks();  // other threads may have used the objects reserved before the call
+    } catch (...) {
+      (void)device_->drv->free(device_->index, *ptr);
+      throw;
+    }
+  }
+  return result;
+}
+
 block* segment_source::new_segment(stream_arena& a, std::size_t alloc_size, bool small) {
   a.reserve_blocks();
   auto seg = std::make_unique<segment>();
@@ -70,7 +101,7 @@ block* segment_source::new_segment(stream_arena& a, std::size_t alloc_size, bool
   // in driver.hpp); if the thread cannot be switched, no cudaMalloc that could break the capture.
   const relaxed_thread_scope relaxed(*device_->drv, device_->capture_underway());
   drv_result result = relaxed.refusal();
-  if (result.ok()) result = device_->drv->malloc(device_->index, alloc_size, &ptr);
+  if (result.ok()) result = malloc_maybe_unlocked(a, alloc_size, &ptr);
   if (result.code == status::out_of_memory) return nullptr;
   if (!result.ok()) {
     throw cuda_error("streampool: cudaMalloc of " + format_size(alloc_size) + " on device " +

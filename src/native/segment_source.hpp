@@ -68,6 +68,10 @@ class segment_source {
 
  private:
   [[nodiscard]] block* new_segment(stream_arena& a, std::size_t alloc_size, bool small);
+  /// cudaMalloc, with the device mutex and `a`'s lock released around it under
+  /// release_lock_on_cudamalloc:True (Note [Releasing the locks around cudaMalloc]).
+  /// @throws std::bad_alloc (the memory given back first)
+  [[nodiscard]] drv_result malloc_maybe_unlocked(stream_arena& a, std::size_t alloc_size, void** ptr);
   [[nodiscard]] std::size_t total_memory();
 
   device_context* device_;

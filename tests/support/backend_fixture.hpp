@@ -28,8 +28,11 @@ inline std::vector<backend_case> all_backend_cases() {
   return {
       {"native_sim", "backend:native", false},
       {"async_sim", "backend:cudaMallocAsync", false},
+      // The locks released around cudaMalloc (Note [Releasing the locks around cudaMalloc]).
+      {"native_unlocked_malloc_sim", "backend:native,release_lock_on_cudamalloc:True", false},
       {"native_cuda", "backend:native", true},
       {"async_cuda", "backend:cudaMallocAsync", true},
+      {"native_unlocked_malloc_cuda", "backend:native,release_lock_on_cudamalloc:True", true},
   };
 }
 

@@ -84,8 +84,15 @@ TEST(multi_thread, ThreadsOnOwnStreamsLoseNothingWithCrossStreamReuse) {
   own_streams_lose_nothing("cross_stream_reuse:True,expandable_segments:True");
 }
 
-TEST(multi_thread, ThreadsSharingAStream) {
-  native_env env;
+// The locks dropped around cudaMalloc (Note [Releasing the locks around cudaMalloc]): the same
+// churn, with every new segment's cudaMalloc made while other threads run on the arena.
+TEST(multi_thread, ThreadsOnOwnStreamsLoseNothingWithTheLockReleasedAroundCudaMalloc) {
+  own_streams_lose_nothing("release_lock_on_cudamalloc:True");
+  own_streams_lose_nothing("release_lock_on_cudamalloc:True,cross_stream_reuse:True");
+}
+
+void threads_sharing_a_stream(const char* conf) {
+  native_env env(conf);
   const stream_t shared = env.new_stream();
   std::atomic<bool> failed{false};
   std::vector<std::thread> pool;
@@ -98,6 +105,11 @@ TEST(multi_thread, ThreadsSharingAStream) {
   EXPECT_FALSE(failed);
   EXPECT_EQ(s.reserved_bytes[0].current, 0);
   EXPECT_EQ(env.sim->bytes_in_use(0), 0u);
+}
+
+TEST(multi_thread, ThreadsSharingAStream) {
+  threads_sharing_a_stream("");
+  threads_sharing_a_stream("release_lock_on_cudamalloc:True");
 }
 
 TEST(multi_thread, NoAddressIsHandedOutTwice) {
