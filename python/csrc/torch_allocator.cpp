@@ -79,8 +79,11 @@ void* torch_allocator::malloc_on(size_t nbytes, c10::DeviceIndex device, cudaStr
     uncached_count_.fetch_add(1);
     return ptr;
   }
+  context_ptr context = contexts_.before_alloc();  // Note [Stack contexts]: before any lock of ours
   try {
-    return alloc_->allocate(nbytes, stream, device);
+    void* ptr = alloc_->allocate(nbytes, stream, device);
+    if (context != nullptr) contexts_.after_alloc(ptr, std::move(context));
+    return ptr;
   } catch (const out_of_memory& oom) {
     raise_oom(oom, nbytes, device);
   } catch (const std::exception& e) {
@@ -144,6 +147,7 @@ void torch_allocator::raw_delete(void* ptr) {
       return;
     }
   }
+  contexts_.before_free(ptr);  // Note [Stack contexts]
   try {
     alloc_->deallocate(ptr);
   } catch (const std::exception& e) {

@@ -24,6 +24,7 @@
 #include <streampool/streampool.hpp>
 
 #include "env_watch.hpp"
+#include "stack_contexts.hpp"
 
 namespace streampool::torch_ext {
 
@@ -120,6 +121,8 @@ class torch_allocator final : public c10a::CUDAAllocator {
   std::mutex history_mutex_;
   std::set<trace_action> skipped_actions_;  ///< recordHistory's skip_actions
   std::size_t history_max_entries_ = 0;
+  /// recordHistory's stack traces (Note [Stack contexts]).
+  stack_contexts contexts_;
 
   /// Note [Caching disabled]: enable(false) makes allocations plain cudaMalloc/cudaFree, as in
   /// PyTorch's own allocator; those pointers are kept here so raw_delete knows them.

@@ -123,15 +123,15 @@ c10a::SnapshotInfo torch_allocator::snapshot(c10::MempoolId_t mempool_id, bool i
       out.device_traces[static_cast<std::size_t>(e.device)].push_back(std::move(entry));
     }
   }
+  contexts_.annotate(out);  // Note [Stack contexts]
   out.config_metadata = config_info(alloc_->config());
   return out;
 }
 
-void torch_allocator::recordHistory(bool enabled, c10a::CreateContextFn /*context_recorder*/,
-                                    size_t alloc_trace_max_entries, c10a::RecordContext /*when*/,
+void torch_allocator::recordHistory(bool enabled, c10a::CreateContextFn context_recorder,
+                                    size_t alloc_trace_max_entries, c10a::RecordContext when,
                                     bool clear_history, const std::vector<std::string>& skip_actions) {
-  // Stack traces (context_recorder / when) are not recorded: streampool's trace has no frames, so
-  // the snapshot's entries carry empty "frames" (docs/integrations/pytorch.md says so).
+  // Stack traces: gathered and kept by the extension (Note [Stack contexts]), attached at snapshot.
   std::set<trace_action> skipped;
   for (const std::string& name : skip_actions) {
     bool known = false;
@@ -149,6 +149,7 @@ void torch_allocator::recordHistory(bool enabled, c10a::CreateContextFn /*contex
   }
   std::lock_guard<std::mutex> lock(history_mutex_);
   skipped_actions_ = std::move(skipped);
+  contexts_.configure(enabled, context_recorder, when, alloc_trace_max_entries, clear_history);
   const bool was_enabled = history_enabled_.load();
   // streampool's record_history restarts (clears) the ring; keep the history when PyTorch asks to
   // keep it and nothing about the ring changes.

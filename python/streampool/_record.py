@@ -7,7 +7,9 @@ With PyTorch's own allocator (the default when streampool is not installed) it t
 torch.cuda.memory._record_memory_history(enabled="all", context=None, max_entries=...): the events
 without stack traces, which keeps the file small (a few dozen bytes per event instead of several
 KiB); `stacks=True` records Python stacks too. With streampool installed as PyTorch's allocator,
-or source="streampool", it turns on streampool's own trace (streampool_record_history). Either way
+or source="streampool", it turns on streampool's own trace (streampool_record_history); with
+`stacks=True` it goes through PyTorch's API even then, which the extension allocator serves with
+the stacks attached (streampool's own trace has no room for them). Either way
 the ring buffer keeps the last `max_entries` events per device; the default keeps them all, so the
 trace starts at the first event after record() began. Begin it before the model is built: memory
 allocated earlier (weights, optimizer state) is then in the trace, not only in the final state,
@@ -26,7 +28,7 @@ from typing import Iterator, List, Optional
 from ._core import record_history
 from ._library import StreampoolError
 from ._snapshot import PICKLE_PROTOCOL, snapshot
-from ._torch import is_installed
+from ._torch import installed_route, is_installed
 
 #: streampool's ring buffer size when record() is asked to keep every event.
 UNBOUNDED = 1 << 62
@@ -77,12 +79,20 @@ def record(path: str, max_entries: Optional[int] = None, source: str = "auto", s
 
     `source`: "torch" (PyTorch's allocator), "streampool" (streampool's), or "auto" (streampool's
     when install() was called, else PyTorch's). `max_entries`: events kept per device (None = all).
-    `stacks`: also record Python stack traces (PyTorch only; much larger files).
+    `stacks`: also record Python stack traces (much larger files; for streampool's allocator only
+    through the extension route of install()).
     Raises StreampoolError when the chosen allocator cannot record (e.g. no torch)."""
     if max_entries is not None and max_entries < 1:
         raise ValueError(f"streampool.record: max_entries must be at least 1 (or None), not {max_entries}")
     recording = Recording(str(path), _resolve_source(source), max_entries)
-    if recording.source == "torch":
+    if stacks and recording.source == "streampool" and installed_route() != "extension":
+        how = f"install() took the {installed_route()} route" if is_installed() else "install() was not called"
+        raise StreampoolError("streampool.record(stacks=True): stack traces of streampool's allocator are gathered "
+                              f"through PyTorch's memory-history hooks, which only the extension route has ({how}); "
+                              "call streampool.install(route='extension') first, or record without stacks")
+    # Note [Recording a run]: stacks of streampool's allocator come through PyTorch's API, which the
+    # extension serves (Note [Stack contexts] in python/csrc/stack_contexts.hpp).
+    if recording.source == "torch" or stacks:
         import torch
 
         torch.cuda.memory._record_memory_history(enabled="all", context="all" if stacks else None,

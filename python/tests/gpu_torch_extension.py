@@ -21,6 +21,9 @@ package installed with the extension (pip install --no-build-isolation ./python 
                    (Tensor.record_stream): no early reuse, checked on the data
   history          _record_memory_history + _snapshot() (segments, blocks, trace) + _dump_snapshot
                    opened by `python -m torch.cuda._memory_viz stats` and `trace_plot`
+  history_stacks   _record_memory_history(context="all", stacks="python"): the alloc and free
+                   entries and the live block carry frames naming the Python functions that
+                   allocated and freed; memory_viz trace_plot / segment_plot open the file
   mempool          torch.cuda.MemPool + use_mem_pool: the allocations land in that private pool
   ipc              native: a CUDA tensor sent to a spawned process (torch.multiprocessing) that also
                    installed streampool is read there; cudaMallocAsync: the documented refusal
@@ -371,6 +374,54 @@ def check_history(torch, sp, out: Path) -> str:
     return f"{len(trace)} trace entries ({', '.join(sorted(actions))}), {len(segments)} segments; memory_viz ok"
 
 
+def _allocate_here_for_the_stack_check(torch):
+    return [torch.empty(s * MIB, dtype=torch.uint8, device="cuda") for s in (1, 5)]
+
+
+def _free_here_for_the_stack_check(tensors) -> None:
+    del tensors[0]
+
+
+def check_history_stacks(torch, sp, out: Path) -> str:
+    torch.cuda.memory._record_memory_history(context="all", stacks="python", max_entries=100000)
+    tensors = _allocate_here_for_the_stack_check(torch)
+    _free_here_for_the_stack_check(tensors)
+    snap = torch.cuda.memory._snapshot()
+    path = out / "history_stacks.pickle"
+    torch.cuda.memory._dump_snapshot(str(path))
+    torch.cuda.memory._record_memory_history(enabled=None)
+
+    def names(frames) -> set:
+        return {f.get("name") for f in frames}
+
+    trace = snap["device_traces"][torch.cuda.current_device()]
+    allocs = [e for e in trace
+              if e["action"] == "alloc" and "_allocate_here_for_the_stack_check" in names(e.get("frames", []))]
+    frees = [e for e in trace
+             if e["action"] == "free_requested" and "_free_here_for_the_stack_check" in names(e.get("frames", []))]
+    expect(len(allocs) == 2, f"{len(allocs)} alloc entries with the allocating function in their frames, 2 expected")
+    expect(len(frees) == 1, f"{len(frees)} free_requested entries with the freeing function in their frames, 1 expected")
+    live = tensors[0].data_ptr()
+    block_frames = None
+    for seg in snap["segments"]:
+        addr = seg["address"]
+        for b in seg["blocks"]:
+            if addr == live and b["state"] == "active_allocated":
+                block_frames = b.get("frames", [])
+            addr += b["size"]
+    expect(block_frames is not None, "the live tensor's block is not in the snapshot")
+    expect("_allocate_here_for_the_stack_check" in names(block_frames),
+           "the live tensor's block has no frames of the function that allocated it")
+    for command in (["trace_plot", "-o", str(out / "stacks_trace_plot.html")],
+                    ["segment_plot", "-o", str(out / "stacks_segment_plot.html")]):
+        result = subprocess.run([sys.executable, "-m", "torch.cuda._memory_viz", command[0], str(path)] + command[1:],
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        expect(result.returncode == 0, f"_memory_viz {command[0]} failed: {result.stdout[-800:]}")
+    depth = max(len(e["frames"]) for e in allocs)
+    del tensors
+    return f"alloc, free and block frames name their Python functions ({depth} frames deep); memory_viz ok"
+
+
 def check_oom(torch, sp, out: Path) -> str:
     seen = []
     # An observer that reads the allocator (as memory-dump observers do): it must not deadlock.
@@ -603,6 +654,7 @@ CHECKS: Dict[str, Callable] = {
     "route": check_route, "graph_step": check_graph_step, "shared_pool": check_shared_pool,
     "graphed_callables": check_graphed_callables, "compile": check_compile, "stats": check_stats,
     "empty_cache": check_empty_cache, "record_stream": check_record_stream, "history": check_history,
+    "history_stacks": check_history_stacks,
     "mempool": check_mempool, "ipc": check_ipc, "oom": check_oom, "gpt2": check_gpt2, "ddp": check_ddp,
 }
 

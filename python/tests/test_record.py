@@ -78,6 +78,10 @@ class RecordStreampool(SimTestCase):
         with self.assertRaisesRegex(ValueError, "source must be"):
             with streampool.record(self.path, source="cuda"):
                 pass
+        # Stacks of streampool's allocator need the extension route (Note [Stack contexts]).
+        with self.assertRaisesRegex(streampool.StreampoolError, r"stacks=True.*install\(\) was not called.*route='extension'"):
+            with streampool.record(self.path, source="streampool", stacks=True):
+                pass
         self.assertFalse(os.path.exists(self.path))
 
     def test_auto_without_torch_says_what_to_do(self):
