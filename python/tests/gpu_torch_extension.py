@@ -24,6 +24,8 @@ package installed with the extension (pip install --no-build-isolation ./python 
   history_stacks   _record_memory_history(context="all", stacks="python"): the alloc and free
                    entries and the live block carry frames naming the Python functions that
                    allocated and freed; memory_viz trace_plot / segment_plot open the file
+  record_stacks    streampool.record(stacks=True) with streampool's allocator: the file's alloc
+                   entries name the Python function that allocated
   mempool          torch.cuda.MemPool + use_mem_pool: the allocations land in that private pool
   ipc              native: a CUDA tensor sent to a spawned process (torch.multiprocessing) that also
                    installed streampool is read there; cudaMallocAsync: the documented refusal
@@ -422,6 +424,23 @@ def check_history_stacks(torch, sp, out: Path) -> str:
     return f"alloc, free and block frames name their Python functions ({depth} frames deep); memory_viz ok"
 
 
+def check_record_stacks(torch, sp, out: Path) -> str:
+    import pickle
+
+    path = out / "record_stacks.pickle"
+    with sp.record(str(path), stacks=True) as rec:
+        tensors = _allocate_here_for_the_stack_check(torch)
+        del tensors
+    with open(path, "rb") as f:
+        data = pickle.load(f)
+    trace = data["device_traces"][torch.cuda.current_device()]
+    named = [e for e in trace if e["action"] == "alloc"
+             and any(f.get("name") == "_allocate_here_for_the_stack_check" for f in e.get("frames", []))]
+    expect(rec.source == "streampool", f"record() recorded {rec.source}, not streampool's allocator")
+    expect(len(named) == 2, f"{len(named)} alloc entries name the allocating function, 2 expected")
+    return f"record(stacks=True): {len(trace)} events, the allocations name their Python function"
+
+
 def check_oom(torch, sp, out: Path) -> str:
     seen = []
     # An observer that reads the allocator (as memory-dump observers do): it must not deadlock.
@@ -654,7 +673,7 @@ CHECKS: Dict[str, Callable] = {
     "route": check_route, "graph_step": check_graph_step, "shared_pool": check_shared_pool,
     "graphed_callables": check_graphed_callables, "compile": check_compile, "stats": check_stats,
     "empty_cache": check_empty_cache, "record_stream": check_record_stream, "history": check_history,
-    "history_stacks": check_history_stacks,
+    "history_stacks": check_history_stacks, "record_stacks": check_record_stacks,
     "mempool": check_mempool, "ipc": check_ipc, "oom": check_oom, "gpt2": check_gpt2, "ddp": check_ddp,
 }
 
