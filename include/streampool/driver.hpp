@@ -15,6 +15,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace streampool {
 
@@ -24,6 +25,7 @@ using mempool_t = void*;    ///< cudaMemPool_t
 using vmm_handle_t = std::uint64_t;  ///< CUmemGenericAllocationHandle
 using graph_t = void*;       ///< cudaGraph_t
 using graph_exec_t = void*;  ///< cudaGraphExec_t
+using graph_node_t = void*;  ///< cudaGraphNode_t
 
 /// Outcome of a driver call, in streampool's vocabulary (the native code is kept alongside).
 enum class status : std::uint8_t {
@@ -122,7 +124,7 @@ enum class driver_call : std::uint8_t {
   memset_async, check_bytes,
   stream_get_device,
   host_alloc, host_free, host_register, host_unregister, memcpy_async,
-  capture_on_graph_release,
+  capture_on_graph_release, capture_dependencies, graph_node_dependencies,
   count_
 };
 inline constexpr std::size_t driver_call_count = static_cast<std::size_t>(driver_call::count_);
@@ -243,6 +245,12 @@ class STREAMPOOL_API driver {
   /// never called. Legal during any capture. docs/graph-capture.md, "Captures streampool was not
   /// told about".
   virtual drv_result capture_on_graph_release(stream_t stream, void (*on_release)(void*), void* arg) noexcept;
+  /// The nodes the next work captured on `stream` would depend on (cudaStreamGetCaptureInfo's
+  /// dependencies), replacing `*out`; empty when `stream` is not capturing. Legal during any capture.
+  virtual drv_result capture_dependencies(stream_t stream, std::vector<graph_node_t>* out) noexcept;
+  /// The nodes `node` of a graph being captured depends on (cudaGraphNodeGetDependencies),
+  /// replacing `*out`. Legal during any capture.
+  virtual drv_result graph_node_dependencies(graph_node_t node, std::vector<graph_node_t>* out) noexcept;
 
   // --- memory contents (checking mode, src/check; docs/reliability.md#checking-mode) ----------
   // Not pure: a driver without them inherits these, which return status::not_supported.

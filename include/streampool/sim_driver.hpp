@@ -181,6 +181,8 @@ class STREAMPOOL_API sim_driver final : public driver {
   drv_result graph_mem_trim(int device) noexcept override;
   drv_result thread_exchange_capture_mode(capture_mode* mode) noexcept override;
   drv_result capture_on_graph_release(stream_t stream, void (*on_release)(void*), void* arg) noexcept override;
+  drv_result capture_dependencies(stream_t stream, std::vector<graph_node_t>* out) noexcept override;
+  drv_result graph_node_dependencies(graph_node_t node, std::vector<graph_node_t>* out) noexcept override;
   // Memory contents (sim_content_calls.cpp).
   drv_result memset_async(int device, void* ptr, std::uint8_t value, std::size_t bytes,
                           stream_t stream) noexcept override;

@@ -201,6 +201,24 @@ class capture_router {
     deferred_count_.store(0, std::memory_order_relaxed);
     return out;
   }
+  /// Takes out and returns the parked frees for which `ready(const Deferred&)` is true, in the order
+  /// they were parked, whether or not a recording is underway (graph_capture_record_stream_reuse:
+  /// the backend decided that the capture's graph orders them). @throws bad_alloc (nothing taken)
+  template <typename Pred>
+  [[nodiscard]] std::vector<Deferred> take_deferred_if(Pred ready) {
+    std::vector<Deferred> out;
+    const std::lock_guard lock(deferred_mutex_);
+    std::vector<Deferred> kept;
+    out.reserve(deferred_.size());  // no allocation below: nothing moved until both have room
+    kept.reserve(deferred_.size());
+    for (Deferred& d : deferred_) {
+      if (ready(static_cast<const Deferred&>(d))) out.push_back(std::move(d));
+      else kept.push_back(std::move(d));
+    }
+    deferred_.swap(kept);
+    deferred_count_.store(static_cast<std::uint32_t>(deferred_.size()), std::memory_order_relaxed);
+    return out;
+  }
   /// Parks again, ahead of anything parked since, the frees of `items` the backend could not
   /// complete. A caller that holds the lock serialising begin() from take_deferred() to here lets
   /// nothing be parked meanwhile (frees are parked only while a recording is underway), and then

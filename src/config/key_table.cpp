@@ -23,13 +23,11 @@ using k = config_key;
 // (src/host, make_host_allocator), which runs beside either backend: used by both.
 //
 // Note [Keys accepted but not implemented]
-// One PyTorch key is accepted, so that a PyTorch config string keeps working, but streampool
-// does not do what it asks; a set key gets a warning saying so (config_parse.cpp), `config`
-// lists it as "accepted but not implemented", and docs/config.md says the same:
-// - graph_capture_record_stream_reuse: PyTorch (2.9+) lets a block freed during a capture, with
-//   record_stream uses, be reused within the same capture once the graph orders the allocating
-//   stream after every user. streampool defers such frees to the end of the capture
-//   (Note [Deferred frees during capture]), which uses more memory but is always safe.
+// A PyTorch key that streampool accepts, so that a PyTorch config string keeps working, but does
+// not honour, has a `missing` text: a set key gets a warning saying what streampool does instead
+// (config_parse.cpp), `config` lists it as "accepted but not implemented", and docs/config.md says
+// the same. Every key of the table is honoured today (release_lock_on_cudamalloc and
+// graph_capture_record_stream_reuse were the last two); the mechanism stays for keys PyTorch adds.
 // A key's `missing` text is what the warning says happens instead.
 //
 // Note [Which PyTorch accepts a key]
@@ -59,9 +57,7 @@ constexpr std::array<key_info, config_key_count> key_table{{
     {k::release_lock_on_cudamalloc, "release_lock_on_cudamalloc", "release_lock_on_hipmalloc",
      "True or False", true, false, "release_lock_on_cudamalloc", "", "2.2"},
     {k::graph_capture_record_stream_reuse, "graph_capture_record_stream_reuse", "", "True or False",
-     true, false, "graph_capture_record_stream_reuse",
-     "a block freed during a capture after record_stream is reused only after the capture ends (always safe, "
-     "uses more memory in the capture)", "2.9"},
+     true, false, "graph_capture_record_stream_reuse", "", "2.9"},
     {k::per_process_memory_fraction, "per_process_memory_fraction", "", "a number in [0.0, 1.0]",
      true, true, "per_process_memory_fraction", "", "main"},
     {k::large_segment_size_mb, "large_segment_size_mb", "", "an integer > 10 (MiB)", true, false, "large_segment_size", "", "main"},

@@ -129,6 +129,12 @@ class cuda_driver final : public driver {
   drv_result capture_on_graph_release(stream_t stream, void (*on_release)(void*), void* arg) noexcept override {
     return cuda_graphs::on_graph_release(*this, stream, on_release, arg);
   }
+  drv_result capture_dependencies(stream_t stream, std::vector<graph_node_t>* out) noexcept override {
+    return cuda_graphs::capture_dependencies(stream, out);
+  }
+  drv_result graph_node_dependencies(graph_node_t node, std::vector<graph_node_t>* out) noexcept override {
+    return cuda_graphs::node_dependencies(node, out);
+  }
   // cuda_check_ops.cpp (checking mode)
   drv_result memset_async(int device, void* ptr, std::uint8_t value, std::size_t bytes,
                           stream_t stream) noexcept override;

@@ -8,6 +8,7 @@
 #include "driver/cuda_driver.hpp"
 
 #include <new>
+#include <vector>
 
 #include "driver/cuda_scopes.hpp"
 
@@ -127,6 +128,47 @@ drv_result cuda_graphs::on_graph_release(driver& self, stream_t stream, void (*o
     (void)cudaUserObjectRelease(object, 1);  // runs the (disarmed) trampoline, which deletes itself
   }
   return runtime_result(error);
+}
+
+// The edge data is asked for too (and ignored): without it CUDA refuses a query whose edges are
+// not the default ones (cudaErrorLossyQuery).
+drv_result cuda_graphs::capture_dependencies(stream_t stream, std::vector<graph_node_t>* out) noexcept {
+  if (out == nullptr) return runtime_result(cudaErrorInvalidValue);
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  const cudaGraphNode_t* nodes = nullptr;
+  const cudaGraphEdgeData* edges = nullptr;
+  std::size_t count = 0;
+  const cudaError_t error =
+      cudaStreamGetCaptureInfo(static_cast<cudaStream_t>(stream), &status, nullptr, nullptr, &nodes, &edges, &count);
+  if (error != cudaSuccess) return runtime_result(error);
+  try {
+    out->clear();
+    if (status == cudaStreamCaptureStatusActive) {
+      for (std::size_t i = 0; i < count; ++i) out->push_back(static_cast<graph_node_t>(nodes[i]));
+    }
+  } catch (...) {
+    return runtime_result(cudaErrorMemoryAllocation);
+  }
+  return {};
+}
+
+drv_result cuda_graphs::node_dependencies(graph_node_t node, std::vector<graph_node_t>* out) noexcept {
+  if (out == nullptr) return runtime_result(cudaErrorInvalidValue);
+  const auto graph_node = static_cast<cudaGraphNode_t>(node);
+  std::size_t count = 0;
+  cudaError_t error = cudaGraphNodeGetDependencies(graph_node, nullptr, nullptr, &count);
+  if (error != cudaSuccess) return runtime_result(error);
+  try {
+    std::vector<cudaGraphNode_t> nodes(count);
+    std::vector<cudaGraphEdgeData> edges(count);
+    if (count != 0) error = cudaGraphNodeGetDependencies(graph_node, nodes.data(), edges.data(), &count);
+    if (error != cudaSuccess) return runtime_result(error);
+    out->clear();
+    for (std::size_t i = 0; i < count && i < nodes.size(); ++i) out->push_back(static_cast<graph_node_t>(nodes[i]));
+  } catch (...) {
+    return runtime_result(cudaErrorMemoryAllocation);
+  }
+  return {};
 }
 
 }  // namespace streampool::driver_impl

@@ -22,6 +22,8 @@ class cuda_graphs {
   static drv_result mem_trim(driver& self, int device) noexcept;
   static drv_result exchange_capture_mode(capture_mode* mode) noexcept;
   static drv_result on_graph_release(driver& self, stream_t stream, void (*on_release)(void*), void* arg) noexcept;
+  static drv_result capture_dependencies(stream_t stream, std::vector<graph_node_t>* out) noexcept;
+  static drv_result node_dependencies(graph_node_t node, std::vector<graph_node_t>* out) noexcept;
 };
 
 }  // namespace streampool::driver_impl

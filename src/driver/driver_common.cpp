@@ -57,6 +57,8 @@ std::string_view to_string(driver_call call) noexcept {
     case driver_call::host_unregister: return "host_unregister";
     case driver_call::memcpy_async: return "memcpy_async";
     case driver_call::capture_on_graph_release: return "capture_on_graph_release";
+    case driver_call::capture_dependencies: return "capture_dependencies";
+    case driver_call::graph_node_dependencies: return "graph_node_dependencies";
     case driver_call::count_: break;
   }
   return "unknown_call";
@@ -100,6 +102,12 @@ drv_result driver::stream_get_device(stream_t /*stream*/, int* /*device*/) noexc
 drv_result driver::thread_exchange_capture_mode(capture_mode* /*mode*/) noexcept { return unsupported; }
 drv_result driver::capture_on_graph_release(stream_t /*stream*/, void (* /*on_release*/)(void*),
                                             void* /*arg*/) noexcept {
+  return unsupported;
+}
+drv_result driver::capture_dependencies(stream_t /*stream*/, std::vector<graph_node_t>* /*out*/) noexcept {
+  return unsupported;
+}
+drv_result driver::graph_node_dependencies(graph_node_t /*node*/, std::vector<graph_node_t>* /*out*/) noexcept {
   return unsupported;
 }
 

@@ -33,6 +33,8 @@ void capture_model::enter(std::uint32_t stream, std::uint64_t id, bool strict, b
   rec.begun = begun;
   rec.origin = origin;
   rec.joined_through = rec.submitted;
+  rec.capture_base = rec.submitted;
+  rec.capture_waits.clear();
   active_ += int(strict);
 }
 
@@ -41,6 +43,7 @@ void capture_model::leave(std::uint32_t stream) noexcept {
   active_ -= int(rec.capture == capture_status::active && rec.strict);
   rec.capture = capture_status::none;
   rec.capture_id = 0;
+  rec.capture_waits.clear();
   rec.strict = true;
   rec.begun = false;
   rec.origin = false;
@@ -85,7 +88,7 @@ bool capture_model::refuses_uncaptured(std::uint32_t stream) const noexcept {
 }
 
 
-void capture_model::join_on_wait(std::uint32_t waiter, const event_rec& event) noexcept {
+void capture_model::join_on_wait(std::uint32_t waiter, const event_rec& event) {
   stream_rec& recorder = streams_[event.stream];
   if (recorder.capture != capture_status::active || recorder.capture_id != event.capture_id) {
     return;  // that capture is over: an ordinary wait
@@ -95,6 +98,69 @@ void capture_model::join_on_wait(std::uint32_t waiter, const event_rec& event) n
   if (rec.capture == capture_status::none && recorder.begun) {
     enter(waiter, event.capture_id, recorder.strict, /*begun=*/true, /*origin=*/false);
   }
+  if (rec.capture == capture_status::active && rec.capture_id == event.capture_id && waiter != event.stream) {
+    rec.capture_waits.push_back({rec.submitted, event.stream, event.target});
+  }
+}
+
+// Note [Sim capture graph]
+// The graph a capture records, as far as its dependencies go: every item submitted to a stream
+// while it captures (event records, memsets, the sim's kernels) is a node, named by its stream and
+// item number; item k depends on item k-1 of its stream (when that one is captured too) and on
+// the event positions its stream waited for between k-1 and k (capture_waits). A position that is
+// no captured item of its stream (an event recorded before any work of the capture) stands for
+// what that stream itself depended on there. capture_dependencies gives these for the stream's
+// next item. Enough for what the allocator asks: whether one node is an ancestor of another.
+namespace {
+
+constexpr unsigned node_item_bits = 40;
+
+graph_node_t node_of(std::uint32_t stream, std::uint64_t item) noexcept {
+  return reinterpret_cast<graph_node_t>(((static_cast<std::uintptr_t>(stream) + 1) << node_item_bits) |
+                                        static_cast<std::uintptr_t>(item));
+}
+
+}  // namespace
+
+void capture_model::resolve(std::uint32_t stream, std::uint64_t target, std::vector<graph_node_t>* out) const {
+  const stream_rec& rec = streams_[stream];
+  if (rec.capture != capture_status::active) return;
+  if (target > rec.capture_base) {
+    out->push_back(node_of(stream, target));
+    return;
+  }
+  for (const wait_dep& w : rec.capture_waits) {
+    if (w.after == target) resolve(w.stream, w.target, out);
+  }
+}
+
+drv_result capture_model::dependencies(std::uint32_t stream, std::vector<graph_node_t>* out) const {
+  out->clear();
+  const stream_rec& rec = streams_[stream];
+  if (rec.capture != capture_status::active) return {};
+  if (rec.submitted > rec.capture_base) out->push_back(node_of(stream, rec.submitted));
+  for (const wait_dep& w : rec.capture_waits) {
+    if (w.after == rec.submitted) resolve(w.stream, w.target, out);
+  }
+  return {};
+}
+
+drv_result capture_model::node_dependencies(graph_node_t node, std::vector<graph_node_t>* out) const {
+  const auto bits = reinterpret_cast<std::uintptr_t>(node);
+  const std::uintptr_t stream_plus_one = bits >> node_item_bits;
+  const std::uint64_t item = bits & ((std::uintptr_t{1} << node_item_bits) - 1);
+  if (stream_plus_one == 0 || stream_plus_one > streams_.size()) return fail(status::invalid_value);
+  const auto stream = static_cast<std::uint32_t>(stream_plus_one - 1);
+  const stream_rec& rec = streams_[stream];
+  if (rec.capture != capture_status::active || item <= rec.capture_base || item > rec.submitted) {
+    return fail(status::invalid_value);
+  }
+  out->clear();
+  if (item - 1 > rec.capture_base) out->push_back(node_of(stream, item - 1));
+  for (const wait_dep& w : rec.capture_waits) {
+    if (w.after == item - 1) resolve(w.stream, w.target, out);
+  }
+  return {};
 }
 
 }  // namespace streampool::sim

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "driver/sim_common.hpp"
 #include "driver/sim_streams.hpp"
@@ -35,11 +36,18 @@ class capture_model {
   [[nodiscard]] bool refuses_uncaptured(std::uint32_t stream) const noexcept;
   /// stream_wait_event(waiter, event) inside a capture: joins `waiter` to the event's capture and
   /// marks the recording stream joined up to the event.
-  void join_on_wait(std::uint32_t waiter, const event_rec& event) noexcept;
+  /// @throws std::bad_alloc (run() turns it into a failed call)
+  void join_on_wait(std::uint32_t waiter, const event_rec& event);
+  /// cudaStreamGetCaptureInfo's dependencies of `stream` (Note [Sim capture graph]).
+  [[nodiscard]] drv_result dependencies(std::uint32_t stream, std::vector<graph_node_t>* out) const;
+  /// cudaGraphNodeGetDependencies of a node of an active capture (Note [Sim capture graph]).
+  [[nodiscard]] drv_result node_dependencies(graph_node_t node, std::vector<graph_node_t>* out) const;
   /// Sets the calling thread's capture mode; returns the previous one.
   static capture_mode exchange_thread_mode(capture_mode mode) noexcept;
 
  private:
+  /// Adds to `out` the nodes standing for position `target` of `stream` in its capture.
+  void resolve(std::uint32_t stream, std::uint64_t target, std::vector<graph_node_t>* out) const;
   stream_model& streams_;
   int active_ = 0;
   std::uint64_t next_id_ = first_capture_id;

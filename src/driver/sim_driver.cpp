@@ -288,6 +288,15 @@ drv_result sim_driver::capture_on_graph_release(stream_t stream, void (*on_relea
   });
 }
 
+drv_result sim_driver::capture_dependencies(stream_t stream, std::vector<graph_node_t>* out) noexcept {
+  return state_->run(driver_call::capture_dependencies, [&] { return state_->graphs.capture_dependencies(stream, out); });
+}
+
+drv_result sim_driver::graph_node_dependencies(graph_node_t node, std::vector<graph_node_t>* out) noexcept {
+  return state_->run(driver_call::graph_node_dependencies,
+                     [&] { return state_->graphs.graph_node_dependencies(node, out); });
+}
+
 drv_result sim_driver::graph_instantiate(graph_t graph, graph_exec_t* out, instantiate_flags flags) noexcept {
   return state_->run(driver_call::graph_instantiate, [&] {
     return state_->graphs.graph_instantiate(graph, out, flags);

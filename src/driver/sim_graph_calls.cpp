@@ -69,6 +69,24 @@ drv_result graph_calls::capture_on_graph_release(stream_t stream, void (*on_rele
   return drv_result{};
 }
 
+drv_result graph_calls::capture_dependencies(stream_t stream, std::vector<graph_node_t>* out) {
+  const std::uint32_t index = device_.streams_.find_stream(stream);
+  if (index == no_stream) {
+    return device_.streams_.failure(stream);
+  }
+  if (out == nullptr) {
+    return fail(status::invalid_value);
+  }
+  return device_.captures_.dependencies(index, out);
+}
+
+drv_result graph_calls::graph_node_dependencies(graph_node_t node, std::vector<graph_node_t>* out) {
+  if (out == nullptr) {
+    return fail(status::invalid_value);
+  }
+  return device_.captures_.node_dependencies(node, out);
+}
+
 drv_result graph_calls::graph_instantiate(graph_t graph, graph_exec_t* out, instantiate_flags flags) {
   *out = nullptr;
   const graph_book::graph_rec* rec = device_.graphs_.find_graph(graph);

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "driver/sim_device.hpp"
 
@@ -25,6 +26,8 @@ class graph_calls {
   drv_result graph_exec_destroy(graph_exec_t exec);
   drv_result graph_destroy(graph_t graph);
   drv_result graph_mem_trim(int device);
+  drv_result capture_dependencies(stream_t stream, std::vector<graph_node_t>* out);
+  drv_result graph_node_dependencies(graph_node_t node, std::vector<graph_node_t>* out);
 
  private:
   device_model& device_;

@@ -30,6 +30,8 @@ struct stream_rec {
   bool begun = false;    ///< part of a capture from stream_begin_capture (not scripted)
   bool origin = false;   ///< the stream that began it
   std::uint64_t joined_through = 0;  ///< items up to this one are joined back into the capture
+  std::uint64_t capture_base = 0;    ///< items after this one were captured (Note [Sim capture graph])
+  std::vector<wait_dep> capture_waits;  ///< waits on events of the same capture, while capturing
   std::uint64_t submitted = 0;  ///< work items submitted so far
   std::uint64_t completed = 0;  ///< work items completed so far (<= submitted)
   std::vector<wait_dep> waits;

@@ -4,6 +4,7 @@
 // completion of frees the router parked. The bookkeeping itself (recordings, filters, use counts,
 // the parking rule) is the router's: src/capture/capture_router.hpp.
 #include <cstddef>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -37,6 +38,24 @@ stream_arena& device_state::route_locked(stream_t stream) {
   return default_arena_locked(stream);
 }
 
+void device_state::reuse_in_capture_locked(stream_t stream) {
+  if (reuse_ == nullptr || reuse_->empty()) return;  // Note [Reuse within a capture]
+  std::vector<const block*> candidates;
+  captures_.for_each_deferred([&](block* b) {
+    if (b->stream == stream) candidates.push_back(b);
+  });
+  if (candidates.empty()) return;
+  const std::unordered_set<const block*> ready = reuse_->ready(stream, candidates);
+  if (ready.empty()) return;
+  const std::vector<block*> blocks = captures_.take_deferred_if([&](block* b) { return ready.count(b) != 0; });
+  for (block* b : blocks) {
+    reuse_->forget(b);
+    const std::lock_guard lock(b->arena->mutex());
+    b->uses.clear();  // ordered before the stream's next work by the graph
+    b->arena->complete_deferred(b);  // no use left: back to its free list, no event
+  }
+}
+
 stream_arena& device_state::pool_arena(private_pool& pool, stream_t stream) {
   std::vector<stream_arena*>& arenas = pool.memory.arenas;
   for (stream_arena* a : arenas) {
@@ -66,6 +85,7 @@ void device_state::process_deferred(const stream_arena* held) {
   std::vector<block*> parked = captures_.take_deferred();  // none while a capture is underway
   for (std::size_t i = 0; i < parked.size(); ++i) {
     block* b = parked[i];
+    if (reuse_ != nullptr) reuse_->forget(b);  // Note [Reuse within a capture]
     std::unique_lock<hybrid_mutex> lock;
     if (b->arena != held) lock = std::unique_lock(b->arena->mutex());
     try {

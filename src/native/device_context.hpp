@@ -20,6 +20,7 @@
 
 namespace streampool::native {
 
+class capture_reuse;
 class stream_arena;
 struct block;
 
@@ -66,6 +67,9 @@ struct device_context {
   /// The device mutex (device_state's), for release_lock_on_cudamalloc:True only (Note [Releasing
   /// the locks around cudaMalloc] in segment_source.cpp).
   std::mutex* device_mutex = nullptr;
+  /// graph_capture_record_stream_reuse:True: notes the free markers of frees parked during a
+  /// capture (Note [Reuse within a capture] in capture_reuse.hpp); nullptr otherwise.
+  capture_reuse* reuse = nullptr;
   /// cross_stream_reuse:True: the default pool's streams share one arena (docs/cross-stream-reuse.md)
   bool cross_stream;
 };

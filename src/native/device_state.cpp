@@ -16,6 +16,10 @@ device_state::device_state(driver& drv, const allocator_config& config, const si
       source_(context_, segments, vmm_warned),
       arenas_(context_) {
   context_.device_mutex = &mutex_;
+  if (config.graph_capture_record_stream_reuse) {
+    reuse_ = std::make_unique<capture_reuse>(drv);
+    context_.reuse = reuse_.get();
+  }
   set_fraction(config.per_process_memory_fraction);
 }
 

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "native/capture_reuse.hpp"
 #include "native/device_arenas.hpp"
 #include "native/device_context.hpp"
 #include "native/segment_map.hpp"
@@ -77,6 +78,10 @@ class device_state {
   /// The arena an allocation on `stream` goes to: the newest capture route whose filter accepts
   /// `stream` (docs/pytorch-compatibility.md §3.2), else the default pool.
   [[nodiscard]] stream_arena& route_locked(stream_t stream);
+  /// graph_capture_record_stream_reuse:True, a capture underway: parked blocks allocated on
+  /// `stream` that the graph orders before its next work go back to their free lists (Note [Reuse
+  /// within a capture]). @throws std::bad_alloc (nothing changed)
+  void reuse_in_capture_locked(stream_t stream);
   /// Allocation after a miss (docs/pytorch-compatibility.md §2.3 steps 4–5); `a` locked. Throws out_of_memory at the end.
   [[nodiscard]] block* allocate_slow(stream_arena& a, std::size_t rounded, std::size_t requested, stream_t stream);
   /// Parked frees (capture_arenas.cpp) and outstanding events of every arena (no capture may be
@@ -121,6 +126,7 @@ class device_state {
   segment_source source_;
   device_arenas arenas_;
   device_counters counters_;
+  std::unique_ptr<capture_reuse> reuse_;  // graph_capture_record_stream_reuse:True only
 };
 
 }  // namespace streampool::native

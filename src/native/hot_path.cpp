@@ -144,6 +144,8 @@ inline void stream_arena::free_request(block* b) {
     // Note [Deferred frees during capture] in native_allocator.hpp.
     device_->captures->defer(b);
     b->deferred = true;
+    // Note [Reuse within a capture] (capture_reuse.hpp): where the graph stands on its streams.
+    if (device_->reuse != nullptr && pool_ != nullptr) device_->reuse->note_free(b);
   }
 }
 

@@ -34,6 +34,7 @@ block* native_allocator::allocate_slow_entry(device_state& d, stream_t stream, s
   std::lock_guard device_lock(d.mutex());
   stream_arena* a = nullptr;
   if (d.capture_underway()) {
+    d.reuse_in_capture_locked(stream);  // Note [Reuse within a capture] (graph_capture_record_stream_reuse)
     a = &d.route_locked(stream);  // Note [Deferred frees during capture]: no event processing
   } else {
     d.process_deferred(nullptr);

@@ -73,14 +73,16 @@ inline std::vector<stress_case> stress_cases() {
 
 /// The configurations run through the sim's stream-ordering hazard checker on multi-stream
 /// programs (hazard_stress_test.cpp, fault_injection_test.cpp; Note [Sim hazard checker]): the
-/// native defaults, expandable segments, the cross-stream reuse policy with and without them, and
-/// cudaMallocAsync. The one list to extend when a reuse policy is added.
+/// native defaults, expandable segments, the cross-stream reuse policy with and without them, reuse
+/// within a capture, and cudaMallocAsync. The one list to extend when a reuse policy is added.
 inline std::vector<stress_case> hazard_cases() {
   return {
       {"native_default", "backend:native", false},
       {"native_expandable", "backend:native,expandable_segments:True", false},
       {"native_cross_stream", "backend:native,cross_stream_reuse:True", false},
       {"native_cross_stream_expandable", "backend:native,cross_stream_reuse:True,expandable_segments:True", false},
+      // Blocks freed during a capture reused within it (Note [Reuse within a capture]).
+      {"native_capture_reuse", "backend:native,graph_capture_record_stream_reuse:True", false},
       {"async", "backend:cudaMallocAsync", true},
   };
 }

@@ -78,15 +78,13 @@ TEST(config_key_use, KeyUsedByFollowsTheSpecTable) {
   for (const k key :
        {k::max_split_size_mb, k::max_non_split_rounding_mb, k::roundup_power2_divisions,
         k::roundup_bypass_threshold_mb, k::garbage_collection_threshold, k::expandable_segments,
-        k::large_segment_size_mb, k::expandable_segments_reserve, k::release_lock_on_cudamalloc}) {
+        k::large_segment_size_mb, k::expandable_segments_reserve, k::release_lock_on_cudamalloc,
+        k::graph_capture_record_stream_reuse}) {
     EXPECT_TRUE(key_used_by(key, native)) << key_name(key);
     EXPECT_FALSE(key_used_by(key, async)) << key_name(key);
   }
   EXPECT_TRUE(key_used_by(k::per_process_memory_fraction, native));
   EXPECT_TRUE(key_used_by(k::per_process_memory_fraction, async));
-  // Accepted but not implemented (Note [Keys accepted but not implemented]): used by neither.
-  EXPECT_FALSE(key_used_by(k::graph_capture_record_stream_reuse, native));
-  EXPECT_FALSE(key_used_by(k::graph_capture_record_stream_reuse, async));
   EXPECT_FALSE(key_used_by(k::async_pool, native));
   EXPECT_TRUE(key_used_by(k::async_pool, async));
   for (const k key : {k::pinned_use_cuda_host_register, k::pinned_num_register_threads,
