@@ -58,6 +58,14 @@ class capture_reuse_test : public ::testing::Test {
     return x;
   }
 
+  /// After the join, the next allocation on main_ does not get `freed`; then the capture ends.
+  void expect_not_reused_then_end(void* freed, const char* why) {
+    void* after = env_->alloc->allocate(MiB, main_);
+    EXPECT_NE(after, freed) << why;
+    env_->alloc->deallocate(after);
+    end();
+  }
+
   std::unique_ptr<native_env> env_;
   stream_t main_ = nullptr;
   stream_t side_ = nullptr;
@@ -88,10 +96,7 @@ TEST_F(capture_reuse_test, WithoutTheKeyTheBlockWaitsForTheEndOfTheCapture) {
   begin();
   void* x = used_on_both_and_freed();
   join();
-  void* after = env_->alloc->allocate(MiB, main_);
-  EXPECT_NE(after, x);
-  env_->alloc->deallocate(after);
-  end();
+  expect_not_reused_then_end(x, "without the key the block waits for the end of the capture");
   env_->alloc->empty_cache();
   EXPECT_EQ(env_->sim->bytes_in_use(0), 0u);
 }
@@ -104,10 +109,7 @@ TEST_F(capture_reuse_test, AUseOnAStreamOutsideTheCaptureWaitsForItsEnd) {
   env_->alloc->record_stream(x, outside);  // not capturing: no marker can be taken there
   env_->alloc->deallocate(x);
   join();
-  void* after = env_->alloc->allocate(MiB, main_);
-  EXPECT_NE(after, x);
-  env_->alloc->deallocate(after);
-  end();
+  expect_not_reused_then_end(x, "a use outside the capture: no marker");
 }
 
 TEST_F(capture_reuse_test, AGraphThatCannotBeReadLeavesTheBlockParked) {
@@ -117,10 +119,7 @@ TEST_F(capture_reuse_test, AGraphThatCannotBeReadLeavesTheBlockParked) {
   join();
   env_->sim->fail_next(driver_call::graph_node_dependencies, 1, status::other);
   env_->sim->fail_next(driver_call::capture_dependencies, 1, status::other);
-  void* after = env_->alloc->allocate(MiB, main_);
-  EXPECT_NE(after, x) << "unsure: the block stays parked";
-  env_->alloc->deallocate(after);
-  end();
+  expect_not_reused_then_end(x, "unsure: the block stays parked");
   env_->alloc->empty_cache();
   EXPECT_EQ(env_->sim->bytes_in_use(0), 0u) << "the parked block came back at the end of the capture";
 }
@@ -132,10 +131,7 @@ TEST_F(capture_reuse_test, ABlockOfTheGeneralPoolIsNotReusedWithinTheCapture) {
   env_->alloc->record_stream(x, side_);
   env_->alloc->deallocate(x);
   join();
-  void* after = env_->alloc->allocate(MiB, main_);
-  EXPECT_NE(after, x);
-  env_->alloc->deallocate(after);
-  end();
+  expect_not_reused_then_end(x, "a block of the general pool waits for the end of the capture");
 }
 
 }  // namespace
