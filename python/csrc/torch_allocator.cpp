@@ -10,6 +10,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstdint>
 #include <utility>
 
 namespace streampool::torch_ext {
@@ -50,6 +51,29 @@ void copy_stats(const stat_array& from, c10::CachingAllocator::StatArray& to) {
   for (std::size_t i = 0; i < stat_pool_count; ++i) copy_stat(from[i], to[i]);
 }
 
+// Note [Profiler memory events]
+// torch.profiler(profile_memory=True) learns of every allocation and free from the allocator
+// (c10::reportMemoryUsageToProfiler: the pointer, the bytes, the device's allocated and reserved
+// totals), as PyTorch's allocator reports them. The extension does the same while a profiler asks
+// for memory (one thread-local check otherwise). The bytes are the change of the device's
+// allocated_bytes across the call (the size as rounded by the backend, which the C++ API does not
+// return; a free knows only its pointer); with other threads allocating on the device at the same
+// moment the figure can include theirs.
+struct device_usage {
+  std::int64_t allocated = 0;
+  std::int64_t reserved = 0;
+};
+
+device_usage usage_of(const allocator& a, c10::DeviceIndex device) {
+  const memory_stats s = a.stats(device);
+  return {s.allocated_bytes[0].current, s.reserved_bytes[0].current};
+}
+
+void report_to_profiler(void* ptr, std::int64_t bytes, const device_usage& now, c10::DeviceIndex device) {
+  c10::reportMemoryUsageToProfiler(ptr, bytes, static_cast<size_t>(now.allocated), static_cast<size_t>(now.reserved),
+                                   c10::Device(c10::DeviceType::CUDA, device));
+}
+
 }  // namespace
 
 torch_allocator* installed() noexcept { return g_installed.load(std::memory_order_acquire); }
@@ -80,9 +104,15 @@ void* torch_allocator::malloc_on(size_t nbytes, c10::DeviceIndex device, cudaStr
     return ptr;
   }
   context_ptr context = contexts_.before_alloc();  // Note [Stack contexts]: before any lock of ours
+  const bool profiling = c10::memoryProfilingEnabled();  // Note [Profiler memory events]
+  const std::int64_t before = profiling ? usage_of(*alloc_, device).allocated : 0;
   try {
     void* ptr = alloc_->allocate(nbytes, stream, device);
     if (context != nullptr) contexts_.after_alloc(ptr, std::move(context));
+    if (profiling) {
+      const device_usage now = usage_of(*alloc_, device);
+      report_to_profiler(ptr, now.allocated - before, now, device);
+    }
     return ptr;
   } catch (const out_of_memory& oom) {
     raise_oom(oom, nbytes, device);
@@ -148,10 +178,26 @@ void torch_allocator::raw_delete(void* ptr) {
     }
   }
   contexts_.before_free(ptr);  // Note [Stack contexts]
+  // Note [Profiler memory events]: the pointer's device, and the allocated bytes before the free.
+  c10::DeviceIndex device = -1;
+  std::int64_t before = 0;
+  if (c10::memoryProfilingEnabled()) {
+    cudaPointerAttributes attributes{};
+    if (cudaPointerGetAttributes(&attributes, ptr) == cudaSuccess && attributes.device >= 0) {
+      device = static_cast<c10::DeviceIndex>(attributes.device);
+      before = usage_of(*alloc_, device).allocated;
+    } else {
+      (void)cudaGetLastError();  // not reported; the free goes on
+    }
+  }
   try {
     alloc_->deallocate(ptr);
   } catch (const std::exception& e) {
     TORCH_CHECK(false, "streampool: freeing ", ptr, " failed: ", e.what());
+  }
+  if (device >= 0) {
+    const device_usage now = usage_of(*alloc_, device);
+    report_to_profiler(ptr, now.allocated - before, now, device);
   }
 }
 

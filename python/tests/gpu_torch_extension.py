@@ -26,6 +26,8 @@ package installed with the extension (pip install --no-build-isolation ./python 
                    allocated and freed; memory_viz trace_plot / segment_plot open the file
   record_stacks    streampool.record(stacks=True) with streampool's allocator: the file's alloc
                    entries name the Python function that allocated
+  profiler         torch.profiler(profile_memory=True): the device memory of aten::empty and of
+                   a dtype conversion, and the frees, are reported per op
   mempool          torch.cuda.MemPool + use_mem_pool: the allocations land in that private pool
   ipc              native: a CUDA tensor sent to a spawned process (torch.multiprocessing) that also
                    installed streampool is read there; cudaMallocAsync: the documented refusal
@@ -441,6 +443,31 @@ def check_record_stacks(torch, sp, out: Path) -> str:
     return f"record(stacks=True): {len(trace)} events, the allocations name their Python function"
 
 
+def check_profiler(torch, sp, out: Path) -> str:
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], profile_memory=True) as prof:
+        x = torch.empty(16 * MIB, dtype=torch.uint8, device="cuda")
+        y = x.to(torch.float16)  # 32 MiB more
+        del x, y
+    torch.cuda.synchronize()
+
+    def device_memory(event) -> int:
+        for name in ("self_device_memory_usage", "self_cuda_memory_usage"):
+            if hasattr(event, name):
+                return int(getattr(event, name))
+        return 0
+
+    by_op = {e.key: device_memory(e) for e in prof.key_averages()}
+    (out / "profiler_memory.txt").write_text("\n".join(f"{k}: {v}" for k, v in sorted(by_op.items())))
+    expect(by_op.get("aten::empty", 0) >= 16 * MIB, f"aten::empty's device memory {by_op.get('aten::empty')}, 16 MiB expected")
+    expect(any(k in by_op and by_op[k] >= 32 * MIB for k in ("aten::to", "aten::_to_copy", "aten::empty_strided")),
+           f"no 32 MiB allocation reported for the conversion: {by_op}")
+    frees = sum(v for v in by_op.values() if v < 0)
+    expect(frees <= -48 * MIB, f"the frees were not reported (sum of negative usage {frees})")
+    return f"aten::empty {by_op['aten::empty'] // MIB} MiB; frees {frees // MIB} MiB reported to the profiler"
+
+
 def check_oom(torch, sp, out: Path) -> str:
     seen = []
     # An observer that reads the allocator (as memory-dump observers do): it must not deadlock.
@@ -673,7 +700,7 @@ CHECKS: Dict[str, Callable] = {
     "route": check_route, "graph_step": check_graph_step, "shared_pool": check_shared_pool,
     "graphed_callables": check_graphed_callables, "compile": check_compile, "stats": check_stats,
     "empty_cache": check_empty_cache, "record_stream": check_record_stream, "history": check_history,
-    "history_stacks": check_history_stacks, "record_stacks": check_record_stacks,
+    "history_stacks": check_history_stacks, "record_stacks": check_record_stacks, "profiler": check_profiler,
     "mempool": check_mempool, "ipc": check_ipc, "oom": check_oom, "gpt2": check_gpt2, "ddp": check_ddp,
 }
 
