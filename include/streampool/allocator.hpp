@@ -80,6 +80,13 @@ class STREAMPOOL_API allocator {
   void end_allocate_to_pool(mempool_id pool, int device = current_device);
   /// Drops one use of `pool`; at zero its free memory is released by the next empty_cache().
   void release_pool(mempool_id pool, int device = current_device);
+  /// Allocates exactly [ptr, ptr + bytes) of private pool `pool`: memory of the pool that is free
+  /// now (restoring a checkpoint of the pool, as PyTorch's CUDA graph trees do after a freed
+  /// allocation: docs/integrations/pytorch.md). Returns `ptr`; free it with deallocate().
+  /// @throws error when `bytes` is 0 or not a multiple of 512, when the range is not free memory
+  ///         of `pool` on `device` (nothing changed), or when the backend cannot (cudaMallocAsync,
+  ///         debug_checks)
+  [[nodiscard]] void* allocate_at(void* ptr, std::size_t bytes, mempool_id pool, int device = current_device);
 
   [[nodiscard]] const allocator_config& config() const noexcept { return config_; }
   [[nodiscard]] driver& device_driver() const noexcept { return *driver_; }
@@ -107,6 +114,8 @@ class STREAMPOOL_API allocator {
   virtual void do_begin_allocate_to_pool(int device, mempool_id pool, stream_filter filter) = 0;
   virtual void do_end_allocate_to_pool(int device, mempool_id pool) = 0;
   virtual void do_release_pool(int device, mempool_id pool) = 0;
+  /// allocate_at(); the default refuses (a backend that cannot place an allocation).
+  [[nodiscard]] virtual void* do_allocate_at(int device, void* ptr, std::size_t bytes, mempool_id pool);
 
   allocator_config config_;
   std::shared_ptr<driver> driver_;

@@ -6,17 +6,20 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <utility>
+#include <vector>
 
 namespace streampool::torch_ext {
 
 namespace {
 
 /// Note [Checkpoint of a pool]: the allocations live in a private pool when a cudagraph-trees
-/// recording ended. Restoring it later (setCheckpointPoolState) frees what was allocated since and
-/// hands back the checkpoint's allocations; streampool cannot re-create an allocation at a fixed
-/// address, so an allocation of the checkpoint that has been freed since makes the restore fail
-/// with an error saying so (cudagraph trees keep those blocks allocated until the restore: they
-/// free dead outputs with raw_delete after it).
+/// recording ended. Restoring it later (setCheckpointPoolState) frees what was allocated since,
+/// makes the checkpoint's allocations that were freed since again at their addresses
+/// (allocator::allocate_at, Note [Allocations at an address]; native backend), and hands back all
+/// the checkpoint's allocations, as PyTorch's allocator does. A restore that cannot place one of
+/// them (its range is no longer free memory of the pool, or the backend is cudaMallocAsync) fails
+/// with an error saying so.
 struct pool_checkpoint final : c10a::AllocatorState {
   c10::DeviceIndex device = 0;
   c10::MempoolId_t pool{0, 0};
@@ -132,28 +135,32 @@ c10a::CheckpointDelta torch_allocator::setCheckpointPoolState(c10::DeviceIndex d
   TORCH_CHECK(checkpoint != nullptr, "streampool: setCheckpointPoolState got a state streampool did not make");
   TORCH_CHECK(checkpoint->device == device, "streampool: setCheckpointPoolState: the checkpoint is of device ",
               static_cast<int>(checkpoint->device), ", not ", static_cast<int>(device));
-  std::vector<std::uintptr_t> now;
+  std::vector<std::pair<std::uintptr_t, std::size_t>> now;  // address, size; sorted
   for (const segment_info& s : segments_of(device, checkpoint->pool)) {
     if (s.pool.is_default()) continue;
     for (const block_info& b : s.blocks) {
-      if (b.state == block_state::active_allocated) now.push_back(b.address);
+      if (b.state == block_state::active_allocated) now.emplace_back(b.address, b.size);
     }
   }
   std::sort(now.begin(), now.end());
-  for (const auto& [address, size] : checkpoint->live) {  // Note [Checkpoint of a pool]
-    TORCH_CHECK(std::binary_search(now.begin(), now.end(), address),
-                "streampool: cannot restore the checkpoint of private pool ", pool_text(checkpoint->pool),
-                ": its allocation at 0x", std::hex, address, std::dec, " (", size,
-                " bytes) was freed since, and streampool cannot re-create an allocation at a given address. "
-                "torch.compile(mode=\"reduce-overhead\") needs this when a new CUDA graph branches off a replayed "
-                "one; use mode=\"max-autotune-no-cudagraphs\" for such programs, or PyTorch's own allocator.");
-  }
   c10a::CheckpointDelta delta;
-  for (std::uintptr_t address : now) {
-    auto it = std::lower_bound(checkpoint->live.begin(), checkpoint->live.end(), std::make_pair(address, std::size_t{0}));
-    if (it != checkpoint->live.end() && it->first == address) continue;
-    raw_delete(reinterpret_cast<void*>(address));
-    delta.ptrs_freed.push_back(reinterpret_cast<void*>(address));
+  for (const auto& allocation : now) {  // allocated since the checkpoint (or resized): freed
+    if (std::binary_search(checkpoint->live.begin(), checkpoint->live.end(), allocation)) continue;
+    raw_delete(reinterpret_cast<void*>(allocation.first));
+    delta.ptrs_freed.push_back(reinterpret_cast<void*>(allocation.first));
+  }
+  for (const auto& allocation : checkpoint->live) {  // freed since the checkpoint: made again
+    if (std::binary_search(now.begin(), now.end(), allocation)) continue;
+    const auto [address, size] = allocation;
+    try {
+      (void)alloc_->allocate_at(reinterpret_cast<void*>(address), size, to_pool(checkpoint->pool), device);
+    } catch (const std::exception& e) {
+      TORCH_CHECK(false, "streampool: cannot restore the checkpoint of private pool ", pool_text(checkpoint->pool),
+                  ": its allocation at 0x", std::hex, address, std::dec, " (", size,
+                  " bytes) was freed since and cannot be made again there: ", e.what(),
+                  ". torch.compile(mode=\"reduce-overhead\") needs this when a new CUDA graph branches off a replayed "
+                  "one; use mode=\"max-autotune-no-cudagraphs\" for such programs, or the native backend.");
+    }
   }
   for (const auto& [address, size] : checkpoint->live) {
     void* ptr = reinterpret_cast<void*>(address);

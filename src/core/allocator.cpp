@@ -143,4 +143,20 @@ void allocator::release_pool(mempool_id pool, int device) {
   do_release_pool(resolve_device(device), pool);
 }
 
+void* allocator::allocate_at(void* ptr, std::size_t bytes, mempool_id pool, int device) {
+  if (ptr == nullptr || bytes == 0 || bytes % 512 != 0) {
+    throw error("streampool: allocate_at(" + core::format_pointer(reinterpret_cast<std::uintptr_t>(ptr)) + ", " +
+                std::to_string(bytes) + " bytes): give a pointer of a private pool and a size that is a positive "
+                "multiple of 512 (a block size of the pool)");
+  }
+  if (pool.is_default()) throw error("streampool: allocate_at: {0,0} is the default pool; name a private pool");
+  return do_allocate_at(resolve_device(device), ptr, bytes, pool);
+}
+
+void* allocator::do_allocate_at(int /*device*/, void* /*ptr*/, std::size_t /*bytes*/, mempool_id /*pool*/) {
+  throw error("streampool: allocate_at is not supported by this allocator (" + std::string(backend_name()) +
+              (config_.debug_checks ? " with debug_checks" : "") +
+              "): only the native backend places an allocation at a given address");
+}
+
 }  // namespace streampool

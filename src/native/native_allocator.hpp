@@ -75,6 +75,7 @@ class native_allocator final : public allocator {
   void do_begin_allocate_to_pool(int device, mempool_id pool, stream_filter filter) override;
   void do_end_allocate_to_pool(int device, mempool_id pool) override;
   void do_release_pool(int device, mempool_id pool) override;
+  [[nodiscard]] void* do_allocate_at(int device, void* ptr, std::size_t bytes, mempool_id pool) override;
 
   /// The slow entry: device mutex, routing, deferred frees and events, then the OOM ladder.
   [[nodiscard]] block* allocate_slow_entry(device_state& d, stream_t stream, std::size_t rounded,

@@ -4,6 +4,8 @@
 // (docs/pytorch-compatibility.md §2.6–§2.8) are in hot_path.cpp, over the arena's block store.
 #include "native/stream_arena.hpp"
 
+#include <cstdint>
+
 namespace streampool::native {
 
 stream_arena::stream_arena(device_context& device, stream_t stream, private_pool* pool, mempool_id pool_id)
@@ -44,6 +46,46 @@ void stream_arena::complete_deferred(block* b) {
   }
   events_.record(b);  // all or nothing (Note [Failed frees] in event_queues.cpp)
   b->deferred = false;
+}
+
+block* stream_arena::allocate_at(std::uintptr_t address, std::size_t bytes) {
+  // Note [Allocations at an address] in native_allocator.cpp.
+  block* b = nullptr;
+  for (segment* seg = segments_; seg != nullptr && b == nullptr; seg = seg->next) {
+    if (address < seg->base || address >= seg->base + seg->size) continue;
+    for (block* x = seg->head; x != nullptr; x = x->next) {
+      if (address >= x->ptr && address < x->ptr + x->size) {
+        b = x;
+        break;
+      }
+    }
+  }
+  if (b == nullptr || !b->in_free_list || !b->mapped || address + bytes > b->ptr + b->size) return nullptr;
+  reserve_blocks();  // the two splits below
+  const bool small = b->seg->small;
+  const bool counts_split = !b->seg->expandable;  // inactive_split ignores expandable blocks (§2.14)
+  const bool was_split = b->is_split();
+  const auto whole = static_cast<std::int64_t>(b->size);
+  std::int64_t pieces = 1;
+  blocks_.remove_free(b);
+  if (b->ptr < address) {
+    block* rest = blocks_.split(b, address - b->ptr);  // `b` stays free before the range
+    blocks_.insert_free(b);
+    blocks_.remove_free(rest);
+    b = rest;
+    ++pieces;
+  }
+  if (b->size > bytes) {
+    (void)blocks_.split(b, bytes);  // the rest after the range stays free
+    ++pieces;
+  }
+  // The free block (one inactive split block when it was split) is now `pieces` split blocks; the
+  // allocation below counts the range out of them as any hit of a split block does.
+  if (counts_split && pieces > 1) {
+    stats_.add(arena_stat_kind::inactive_split, small, pieces - (was_split ? 1 : 0));
+    if (!was_split) stats_.add(arena_stat_kind::inactive_split_bytes, small, whole);
+  }
+  return allocate_block(b, bytes, bytes, stream_);
 }
 
 // --- segments ---------------------------------------------------------------------------------------

@@ -55,6 +55,10 @@ class stream_arena {
   /// try_allocate, inlined into do_allocate (hot_path.cpp only; Note [Hot path layout]).
   [[nodiscard, gnu::always_inline]] inline block* try_allocate_inline(std::size_t rounded, std::size_t requested,
                                                                       stream_t stream);
+  /// Hands out exactly [address, address + bytes) when it lies in one free mapped block of this
+  /// arena (split off before and after); nullptr otherwise, nothing changed (Note [Allocations at
+  /// an address] in native_allocator.cpp). Device mutex held too. @throws std::bad_alloc
+  [[nodiscard]] block* allocate_at(std::uintptr_t address, std::size_t bytes);
   /// Hands out `b`, a block of at least `rounded` bytes that is in no list (from the segment
   /// source): split, stats, trace (the new-segment branch of docs/pytorch-compatibility.md §2.3).
   [[nodiscard]] block* allocate_block(block* b, std::size_t rounded, std::size_t requested, stream_t stream);

@@ -293,6 +293,23 @@ TEST_F(async_private_pool, TheFractionCapFirstGivesBackReleasedPrivatePools) {
   alloc_->release_pool(kept);
 }
 
+// allocate_at (restoring a CUDA graph trees checkpoint) is the native backend's: refused here.
+TEST_F(async_private_pool, AllocateAtIsRefused) {
+  const mempool_id pool = allocator::create_pool_id();
+  begin(pool);
+  void* p = alloc_->allocate(mib, capturing_);
+  (void)end(pool);
+  try {
+    (void)alloc_->allocate_at(p, mib, pool);
+    ADD_FAILURE() << "allocate_at succeeded on the cudaMallocAsync backend";
+  } catch (const error& e) {
+    EXPECT_TRUE(contains(e.what(), "only the native backend")) << e.what();
+  }
+  alloc_->deallocate(p);
+  destroy_graphs();
+  alloc_->release_pool(pool);
+}
+
 TEST_F(async_private_pool, TeardownGivesPrivateBlocksBack) {
   const mempool_id pool = allocator::create_pool_id();
   begin(pool);
