@@ -39,7 +39,11 @@ stream_arena& device_state::route_locked(stream_t stream) {
 }
 
 void device_state::reuse_in_capture_locked(stream_t stream) {
-  if (reuse_ == nullptr || reuse_->empty()) return;  // Note [Reuse within a capture]
+  if (reuse_ == nullptr) return;  // Note [Reuse within a capture]
+  if (reuse_->empty()) {
+    reuse_->reset_walks();
+    return;
+  }
   std::vector<const block*> candidates;
   captures_.for_each_deferred([&](block* b) {
     if (b->stream == stream) candidates.push_back(b);

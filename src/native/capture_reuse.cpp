@@ -56,21 +56,30 @@ std::unordered_set<const block*> capture_reuse::ready(stream_t stream, const std
     }
   }
   if (wanted_by.empty()) return out;
-  // Walk the graph backwards from the stream's next work until every wanted marker is seen.
+  // Walk the graph backwards from the stream's next work, through nodes not seen before, until
+  // every wanted marker is seen.
+  capture_info info;
   std::vector<graph_node_t> frontier;
-  if (!dependencies(stream, &frontier)) return out;
-  std::unordered_set<graph_node_t> seen(frontier.begin(), frontier.end());
-  std::size_t found = 0;
-  for (const graph_node_t node : seen) found += wanted.count(node);
+  if (!drv_->stream_capture_info(stream, &info).ok() || info.status != capture_status::active ||
+      !drv_->capture_dependencies(stream, &frontier).ok()) {
+    return out;
+  }
+  walked& w = walked_[stream];
+  if (w.capture_id != info.id) w = walked{info.id, {}, {}};
+  std::unordered_set<graph_node_t>& seen = w.seen;
+  for (const graph_node_t node : frontier) {
+    if (seen.insert(node).second) w.pending.push_back(node);
+  }
+  const auto all_seen = [&] {
+    return std::all_of(wanted.begin(), wanted.end(), [&](graph_node_t m) { return seen.count(m) != 0; });
+  };
   std::vector<graph_node_t> parents;
-  while (!frontier.empty() && found < wanted.size()) {
-    const graph_node_t node = frontier.back();
-    frontier.pop_back();
+  while (!w.pending.empty() && !all_seen()) {
+    const graph_node_t node = w.pending.back();
     if (!drv_->graph_node_dependencies(node, &parents).ok()) return out;  // unsure: they stay parked
+    w.pending.pop_back();
     for (const graph_node_t parent : parents) {
-      if (!seen.insert(parent).second) continue;
-      found += wanted.count(parent);
-      frontier.push_back(parent);
+      if (seen.insert(parent).second) w.pending.push_back(parent);
     }
   }
   for (const auto& [b, markers] : wanted_by) {

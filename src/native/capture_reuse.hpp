@@ -4,6 +4,7 @@
 // them, so that the block can be reused inside the same capture.
 #pragma once
 
+#include <cstdint>
 #include <mutex>
 #include <unordered_map>
 #include <unordered_set>
@@ -29,7 +30,11 @@ namespace streampool::native {
 // general pool freed during a capture could otherwise be handed to work outside the graph that
 // runs before the graph's uses do. The graph is walked backwards from the stream's dependencies
 // (cudaStreamGetCaptureInfo, cudaGraphNodeGetDependencies) until every wanted marker is found or
-// nothing is left; a failed query leaves the blocks parked (safe: they wait for the end).
+// nothing is left; a failed query leaves the blocks parked (safe: they wait for the end). As in
+// PyTorch, the nodes found are kept per (stream, capture id) and a later walk goes only through
+// nodes not seen before: a stream's next work depends on what its earlier work depended on, so
+// what was an ancestor stays one, and a capture costs one walk of its graph per stream, not one
+// per allocation.
 class capture_reuse {
  public:
   explicit capture_reuse(driver& drv) noexcept : drv_(&drv) {}
@@ -40,6 +45,8 @@ class capture_reuse {
   /// Forgets `b`'s markers (it left the parked frees).
   void forget(const block* b) noexcept;
   [[nodiscard]] bool empty() const noexcept;
+  /// Drops what earlier walks found (nothing is parked with markers). Device mutex held.
+  void reset_walks() noexcept { walked_.clear(); }
   /// Of the parked blocks `candidates` allocated on `stream`, those whose markers all precede
   /// `stream`'s next captured work. @throws std::bad_alloc
   [[nodiscard]] std::unordered_set<const block*> ready(stream_t stream, const std::vector<const block*>& candidates);
@@ -47,9 +54,17 @@ class capture_reuse {
  private:
   [[nodiscard]] bool dependencies(stream_t stream, std::vector<graph_node_t>* out) const noexcept;
 
+  /// The ancestors of a stream's next work found so far in one capture.
+  struct walked {
+    std::uint64_t capture_id = 0;
+    std::unordered_set<graph_node_t> seen;  ///< ancestors found
+    std::vector<graph_node_t> pending;      ///< of which those whose parents are not looked at yet
+  };
+
   driver* drv_;
   mutable std::mutex mutex_;
   std::unordered_map<const block*, std::vector<graph_node_t>> markers_;
+  std::unordered_map<stream_t, walked> walked_;  // device mutex held (ready() only)
 };
 
 }  // namespace streampool::native

@@ -91,6 +91,22 @@ TEST_F(capture_reuse_test, ReusedWithinTheCaptureOnceTheSideStreamIsJoinedBack) 
   EXPECT_EQ(env_->sim->bytes_in_use(0), 0u);
 }
 
+// The walk of the graph is kept per stream and capture: allocations that find nothing new to
+// look at make no graph queries (one walk per capture, not one per allocation).
+TEST_F(capture_reuse_test, TheGraphIsWalkedOnlyThroughNewNodes) {
+  make("graph_capture_record_stream_reuse:True");
+  begin();
+  (void)used_on_both_and_freed();
+  std::vector<void*> more{env_->alloc->allocate(MiB, main_)};
+  const std::uint64_t queries = env_->calls(driver_call::graph_node_dependencies);
+  EXPECT_GT(queries, 0u);
+  for (int i = 0; i < 10; ++i) more.push_back(env_->alloc->allocate(MiB, main_));
+  EXPECT_EQ(env_->calls(driver_call::graph_node_dependencies), queries) << "the same nodes walked again";
+  for (void* p : more) env_->alloc->deallocate(p);
+  join();
+  end();
+}
+
 TEST_F(capture_reuse_test, WithoutTheKeyTheBlockWaitsForTheEndOfTheCapture) {
   make("");
   begin();
