@@ -12,14 +12,9 @@ torch 2.11) and a GPU. Prints one line; exit 0 when it passed, 1 when it failed,
 GPU is missing (a skip)."""
 import os
 os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "graph_capture_record_stream_reuse:True"
-try:
-    import torch
-except ImportError:
-    print("SKIP: torch is not importable")
-    raise SystemExit(3)
-if not torch.cuda.is_available():
-    print("SKIP: no GPU")
-    raise SystemExit(3)
+from gpu_checks import torch_with_gpu  # beside this script
+
+torch = torch_with_gpu()
 import streampool  # noqa: E402
 streampool.install(route="extension")
 N = 8 << 20

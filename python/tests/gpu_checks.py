@@ -1,9 +1,24 @@
-"""The PASS/FAIL recorder the GPU scripts share (gpu_package.py, gpu_pluggable_capture.py): one
-line per check, failures kept for the script's exit status."""
+"""What the GPU scripts share: the PASS/FAIL recorder (gpu_package.py, gpu_pluggable_capture.py):
+one line per check, failures kept for the script's exit status; and the skip when torch or a GPU
+is missing (gpu_capture_reuse.py, gpu_graph_trees_branch.py)."""
 
 from __future__ import annotations
 
 from typing import List
+
+
+def torch_with_gpu():
+    """The torch module; prints SKIP and exits with status 3 (a skip) when torch cannot be imported
+    or has no CUDA device."""
+    try:
+        import torch
+    except ImportError:
+        print("SKIP: torch is not importable")
+        raise SystemExit(3)
+    if not torch.cuda.is_available():
+        print("SKIP: no GPU")
+        raise SystemExit(3)
+    return torch
 
 
 class Checks:

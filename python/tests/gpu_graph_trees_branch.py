@@ -9,14 +9,9 @@ Prints the checkpoint calls counted and whether the results equal eager ones.
 
 Needs the package installed with the extension and a GPU; exit 0 when it passed, 1 when it
 failed, 3 when torch or a GPU is missing (a skip)."""
-try:
-    import torch
-except ImportError:
-    print("SKIP: torch is not importable")
-    raise SystemExit(3)
-if not torch.cuda.is_available():
-    print("SKIP: no GPU")
-    raise SystemExit(3)
+from gpu_checks import torch_with_gpu  # beside this script
+
+torch = torch_with_gpu()
 import streampool  # noqa: E402
 streampool.install(route="extension")
 calls = {"set": 0, "get": 0}

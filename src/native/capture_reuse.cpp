@@ -7,9 +7,11 @@
 
 namespace streampool::native {
 
-bool capture_reuse::dependencies(stream_t stream, std::vector<graph_node_t>* out) const noexcept {
+bool capture_reuse::dependencies(stream_t stream, std::vector<graph_node_t>* out,
+                                 std::uint64_t* capture_id) const noexcept {
   capture_info info;
   if (!drv_->stream_capture_info(stream, &info).ok() || info.status != capture_status::active) return false;
+  if (capture_id != nullptr) *capture_id = info.id;
   return drv_->capture_dependencies(stream, out).ok();
 }
 
@@ -58,14 +60,11 @@ std::unordered_set<const block*> capture_reuse::ready(stream_t stream, const std
   if (wanted_by.empty()) return out;
   // Walk the graph backwards from the stream's next work, through nodes not seen before, until
   // every wanted marker is seen.
-  capture_info info;
+  std::uint64_t capture_id = 0;
   std::vector<graph_node_t> frontier;
-  if (!drv_->stream_capture_info(stream, &info).ok() || info.status != capture_status::active ||
-      !drv_->capture_dependencies(stream, &frontier).ok()) {
-    return out;
-  }
+  if (!dependencies(stream, &frontier, &capture_id)) return out;
   walked& w = walked_[stream];
-  if (w.capture_id != info.id) w = walked{info.id, {}, {}};
+  if (w.capture_id != capture_id) w = walked{capture_id, {}, {}};
   std::unordered_set<graph_node_t>& seen = w.seen;
   for (const graph_node_t node : frontier) {
     if (seen.insert(node).second) w.pending.push_back(node);

@@ -52,7 +52,10 @@ class capture_reuse {
   [[nodiscard]] std::unordered_set<const block*> ready(stream_t stream, const std::vector<const block*>& candidates);
 
  private:
-  [[nodiscard]] bool dependencies(stream_t stream, std::vector<graph_node_t>* out) const noexcept;
+  /// The nodes `stream`'s next captured work depends on, and (when asked) its capture's id; false
+  /// when it is not capturing or a query failed.
+  [[nodiscard]] bool dependencies(stream_t stream, std::vector<graph_node_t>* out,
+                                  std::uint64_t* capture_id = nullptr) const noexcept;
 
   /// The ancestors of a stream's next work found so far in one capture.
   struct walked {
