@@ -80,6 +80,12 @@ class STREAMPOOL_API allocator {
   void end_allocate_to_pool(mempool_id pool, int device = current_device);
   /// Drops one use of `pool`; at zero its free memory is released by the next empty_cache().
   void release_pool(mempool_id pool, int device = current_device);
+  /// Sets the options of private pool `pool` (existing: begun and not forgotten), as
+  /// torch.cuda.MemPool's no_split / use_on_oom do. no_split applies to blocks handed out from now
+  /// on. @throws error if `pool` is the default id or unknown on `device`
+  void set_pool_options(mempool_id pool, const pool_options& options, int device = current_device);
+  /// The options of private pool `pool`. @throws error if `pool` is the default id or unknown
+  [[nodiscard]] pool_options get_pool_options(mempool_id pool, int device = current_device) const;
   /// Allocates exactly [ptr, ptr + bytes) of private pool `pool`: memory of the pool that is free
   /// now (restoring a checkpoint of the pool, as PyTorch's CUDA graph trees do after a freed
   /// allocation: docs/integrations/pytorch.md). Returns `ptr`; free it with deallocate().
@@ -114,6 +120,9 @@ class STREAMPOOL_API allocator {
   virtual void do_begin_allocate_to_pool(int device, mempool_id pool, stream_filter filter) = 0;
   virtual void do_end_allocate_to_pool(int device, mempool_id pool) = 0;
   virtual void do_release_pool(int device, mempool_id pool) = 0;
+  /// Defaults refuse (allocators without private pools of their own).
+  virtual void do_set_pool_options(int device, mempool_id pool, const pool_options& options);
+  [[nodiscard]] virtual pool_options do_get_pool_options(int device, mempool_id pool) const;
   /// allocate_at(); the default refuses (a backend that cannot place an allocation).
   [[nodiscard]] virtual void* do_allocate_at(int device, void* ptr, std::size_t bytes, mempool_id pool);
 

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 
 #include "streampool/driver.hpp"
 
@@ -24,6 +25,32 @@ struct STREAMPOOL_API mempool_id {
   friend constexpr bool operator==(mempool_id, mempool_id) = default;
   friend constexpr auto operator<=>(mempool_id, mempool_id) = default;
   [[nodiscard]] constexpr bool is_default() const noexcept { return first == 0 && second == 0; }
+};
+
+/// Where a private pool's segments come from instead of cudaMalloc / cudaFree, as for a
+/// torch.cuda.MemPool with an allocator of its own (a CUDAPluggableAllocator, ...). `allocate`
+/// returns nullptr when it has no memory (the pool's allocation then goes on down the OOM ladder);
+/// `deallocate` gets each pointer `allocate` returned, once, with the same bytes and device. Both
+/// run under the allocator's locks: they must not call back into the allocator. Segments from a
+/// provider are never expandable.
+struct STREAMPOOL_API segment_provider {
+  std::string name;  ///< for messages and snapshots
+  std::function<void*(std::size_t bytes, int device, stream_t stream)> allocate;
+  std::function<void(void* ptr, std::size_t bytes, int device, stream_t stream)> deallocate;
+};
+
+/// Options of a private pool, as torch.cuda.MemPool(no_split=..., use_on_oom=...) sets them
+/// (docs/pytorch-compatibility.md §3.6, Note [Pool options] in src/core/allocator.cpp).
+struct STREAMPOOL_API pool_options {
+  /// Blocks of the pool are handed out whole, never split (one allocation per segment).
+  bool no_split = false;
+  /// A default-pool allocation that is about to fail with out of memory may take a free block of
+  /// this pool (on its stream; no new memory), after every other step of the OOM ladder.
+  bool use_on_oom = false;
+  /// New segments of the pool come from here (null: from the device, as for any pool). Segments
+  /// obtained earlier go back to where they came from.
+  std::shared_ptr<const segment_provider> provider;
+  friend bool operator==(const pool_options&, const pool_options&) = default;
 };
 
 /// Decides, for the stream of an allocation, whether it goes to the pool being recorded.

@@ -3,6 +3,7 @@
 // and the checkpoints of cudagraph trees (torch.compile mode="reduce-overhead").
 #include "torch_allocator.hpp"
 
+#include <c10/cuda/CUDAGuard.h>
 #include <c10/util/Exception.h>
 
 #include <algorithm>
@@ -78,26 +79,68 @@ int torch_allocator::getPoolUseCount(c10::DeviceIndex device, c10::MempoolId_t m
 
 void torch_allocator::createOrIncrefPool(c10::DeviceIndex device, c10::MempoolId_t mempool_id,
                                          std::shared_ptr<c10a::CUDAAllocator> allocator) {
-  TORCH_CHECK(allocator == nullptr || allocator.get() == this,
-              "streampool: a torch.cuda.MemPool with an allocator of its own (", allocator ? allocator->name() : "",
-              ") is not supported while streampool is PyTorch's allocator: streampool serves every pool itself. "
-              "Create the MemPool without an allocator argument.");
+  bool created = false;
+  {
+    std::lock_guard<std::mutex> lock(pools_mutex_);
+    created = pool_uses_.count({device, to_pool(mempool_id)}) == 0;
+  }
   // A begin whose filter matches no stream, ended at once: the pool exists (or gains a use) and
   // nothing is routed to it until torch.cuda.use_mem_pool begins routing.
   beginAllocateToPool(device, mempool_id, [](cudaStream_t) { return false; });
   endAllocateToPool(device, mempool_id);
+  if (allocator == nullptr || allocator.get() == this || !created) return;
+  // Note [Pool options]: a MemPool with an allocator of its own (a CUDAPluggableAllocator, ...)
+  // gets its segments from that allocator and gives them back to it; the pool keeps it alive.
+  auto provider = std::make_shared<segment_provider>();
+  provider->name = allocator->name();
+  provider->allocate = [allocator](std::size_t bytes, int dev, stream_t stream) -> void* {
+    const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(dev));
+    try {
+      return allocator->raw_alloc_with_stream(bytes, static_cast<cudaStream_t>(stream));
+    } catch (const c10::OutOfMemoryError&) {
+      return nullptr;  // streampool's OOM ladder goes on, and reports
+    }
+  };
+  provider->deallocate = [allocator](void* ptr, std::size_t /*bytes*/, int dev, stream_t /*stream*/) {
+    const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(dev));
+    allocator->raw_delete(ptr);
+  };
+  try {
+    pool_options options = alloc_->get_pool_options(to_pool(mempool_id), device);
+    options.provider = std::move(provider);
+    alloc_->set_pool_options(to_pool(mempool_id), options, device);
+  } catch (const std::exception& e) {
+    TORCH_CHECK(false, "streampool: torch.cuda.MemPool with allocator ", allocator->name(), " on device ",
+                static_cast<int>(device), " failed: ", e.what());
+  }
 }
 
-void torch_allocator::setUseOnOOM(c10::DeviceIndex /*device*/, c10::MempoolId_t mempool_id, bool use_on_oom) {
-  // ~MemPool turns it off for every pool: that is what streampool always does (a private pool's
-  // cache never serves the general pools), so only turning it on is refused.
-  TORCH_CHECK(!use_on_oom, "streampool: torch.cuda.MemPool(use_on_oom=True) is not supported: streampool never "
-              "serves general allocations from a private pool's cache (pool ", pool_text(mempool_id), ")");
+void torch_allocator::setUseOnOOM(c10::DeviceIndex device, c10::MempoolId_t mempool_id, bool use_on_oom) {
+  // Note [Pool options] (src/core/allocator.cpp). ~MemPool turns it off before releasing the pool;
+  // turning it off for a pool streampool no longer knows has nothing to do.
+  if (!use_on_oom) {
+    std::lock_guard<std::mutex> lock(pools_mutex_);
+    if (pool_uses_.count({device, to_pool(mempool_id)}) == 0) return;
+  }
+  try {
+    pool_options options = alloc_->get_pool_options(to_pool(mempool_id), device);
+    options.use_on_oom = use_on_oom;
+    alloc_->set_pool_options(to_pool(mempool_id), options, device);
+  } catch (const std::exception& e) {
+    TORCH_CHECK(false, "streampool: setUseOnOOM(device ", static_cast<int>(device), ", pool ",
+                pool_text(mempool_id), ") failed: ", e.what());
+  }
 }
 
-void torch_allocator::setNoSplit(c10::DeviceIndex /*device*/, c10::MempoolId_t mempool_id) {
-  TORCH_CHECK(false, "streampool: torch.cuda.MemPool(no_split=True) is not supported: streampool's pools split "
-              "blocks by its max_split_size_mb setting (pool ", pool_text(mempool_id), ")");
+void torch_allocator::setNoSplit(c10::DeviceIndex device, c10::MempoolId_t mempool_id) {
+  try {
+    pool_options options = alloc_->get_pool_options(to_pool(mempool_id), device);
+    options.no_split = true;
+    alloc_->set_pool_options(to_pool(mempool_id), options, device);
+  } catch (const std::exception& e) {
+    TORCH_CHECK(false, "streampool: setNoSplit(device ", static_cast<int>(device), ", pool ",
+                pool_text(mempool_id), ") failed: ", e.what());
+  }
 }
 
 bool torch_allocator::checkPoolLiveAllocations(c10::DeviceIndex device, c10::MempoolId_t mempool_id,

@@ -29,6 +29,12 @@ package installed with the extension (pip install --no-build-isolation ./python 
   profiler         torch.profiler(profile_memory=True): the device memory of aten::empty and of
                    a dtype conversion, and the frees, are reported per op
   mempool          torch.cuda.MemPool + use_mem_pool: the allocations land in that private pool
+  mempool_options  MemPool(no_split=True): two small tensors get a segment each; MemPool(
+                   use_on_oom=True): under a memory-fraction cap a general tensor that cannot grow
+                   the cache gets the pool's free block (same address); without it, OOM
+  mempool_allocator torch.cuda.MemPool(CUDAPluggableAllocator(...).allocator()) (a small C library
+                   built with gcc here): the pool's segments come from that allocator and go back
+                   to it when the pool is deleted
   ipc              native: a CUDA tensor sent to a spawned process (torch.multiprocessing) that also
                    installed streampool is read there; cudaMallocAsync: the documented refusal
   oom              an impossible request raises torch.cuda.OutOfMemoryError with streampool's
@@ -524,6 +530,126 @@ def check_mempool(torch, sp, out: Path) -> str:
     return "use_mem_pool allocations land in the MemPool's private pool; the pool is released cleanly"
 
 
+def check_mempool_options(torch, sp, out: Path) -> str:
+    def segments_of(pool_id):
+        return [s for s in torch.cuda.memory._snapshot()["segments"] if tuple(s["segment_pool_id"]) == tuple(pool_id)]
+
+    def segment_index(segments, ptr):
+        for i, seg in enumerate(segments):
+            if seg["address"] <= ptr < seg["address"] + seg["total_size"]:
+                return i
+        return None
+
+    unsplit = torch.cuda.MemPool(no_split=True)
+    with torch.cuda.use_mem_pool(unsplit):
+        a = torch.empty(1000, dtype=torch.uint8, device="cuda")
+        b = torch.empty(1000, dtype=torch.uint8, device="cuda")
+    segments = segments_of(unsplit.id)
+    ia, ib = segment_index(segments, a.data_ptr()), segment_index(segments, b.data_ptr())
+    expect(ia is not None and ib is not None and ia != ib, f"no_split: a in segment {ia}, b in {ib}")
+    if sp.backend_name() == "native":
+        blocks = [len(seg["blocks"]) for seg in segments]
+        expect(all(n == 1 for n in blocks), f"no_split: blocks per segment {blocks}")
+    del a, b, unsplit
+
+    torch.cuda.empty_cache()
+    fallback = torch.cuda.MemPool(use_on_oom=True)
+    with torch.cuda.use_mem_pool(fallback):
+        pooled = torch.empty(64 * MIB, dtype=torch.uint8, device="cuda")
+    address = pooled.data_ptr()
+    del pooled  # free memory of the pool now
+    torch.cuda.synchronize()
+    total = torch.cuda.get_device_properties(0).total_memory
+    held = torch.cuda.memory_reserved()
+    torch.cuda.set_per_process_memory_fraction((held + 16 * MIB) / total)
+    try:
+        general = torch.empty(48 * MIB, dtype=torch.uint8, device="cuda")
+        expect(general.data_ptr() == address,
+               f"use_on_oom: the general tensor is at {general.data_ptr():#x}, not the pool's block {address:#x}")
+        general.fill_(7)
+        torch.cuda.synchronize()
+        expect(int(general.sum()) == 7 * 48 * MIB, "use_on_oom: the borrowed block does not hold its data")
+        del general
+        del fallback  # ~MemPool: setUseOnOOM(false), releasePool, emptyCache(pool)
+        torch.cuda.synchronize()
+        plain = torch.cuda.MemPool()
+        with torch.cuda.use_mem_pool(plain):
+            pooled = torch.empty(64 * MIB, dtype=torch.uint8, device="cuda")
+        del pooled
+        torch.cuda.synchronize()
+        torch.cuda.set_per_process_memory_fraction((torch.cuda.memory_reserved() + 16 * MIB) / total)
+        try:
+            refused = torch.empty(48 * MIB, dtype=torch.uint8, device="cuda")
+            del refused
+            raise CheckFailed("without use_on_oom the capped allocation succeeded")
+        except torch.cuda.OutOfMemoryError:
+            pass
+        del plain
+    finally:
+        torch.cuda.set_per_process_memory_fraction(1.0)
+        torch.cuda.empty_cache()
+    return ("no_split pool: one segment per tensor; use_on_oom pool: a capped general tensor got its free "
+            "block and its data; a plain pool: OOM")
+
+
+_COUNTING_ALLOCATOR_C = r"""
+#include <stddef.h>
+#include <cuda_runtime_api.h>
+static int live, calls;
+void* counting_alloc(size_t size, int device, cudaStream_t stream) {
+  void* p = 0;
+  (void)device; (void)stream;
+  if (cudaMalloc(&p, size) != cudaSuccess) return 0;
+  ++live; ++calls;
+  return p;
+}
+void counting_free(void* ptr, size_t size, int device, cudaStream_t stream) {
+  (void)size; (void)device; (void)stream;
+  cudaFree(ptr);
+  --live;
+}
+int counting_live(void) { return live; }
+int counting_calls(void) { return calls; }
+"""
+
+
+def check_mempool_allocator(torch, sp, out: Path) -> str:
+    import ctypes
+    import shutil
+
+    gcc = shutil.which("gcc") or shutil.which("cc")
+    cuda = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda"))
+    expect(gcc is not None and (cuda / "include" / "cuda_runtime_api.h").exists(),
+           f"needs gcc and the CUDA headers (gcc {gcc}, {cuda}/include)")
+    source = out / "counting_allocator.c"
+    library_path = out / "libcounting_allocator.so"
+    source.write_text(_COUNTING_ALLOCATOR_C)
+    subprocess.run([gcc, "-shared", "-fPIC", "-O1", f"-I{cuda}/include", str(source), "-o", str(library_path),
+                    f"-L{cuda}/lib64", "-lcudart"], check=True)
+    counting = ctypes.CDLL(str(library_path))
+    pluggable = torch.cuda.memory.CUDAPluggableAllocator(str(library_path), "counting_alloc", "counting_free")
+    pool = torch.cuda.MemPool(pluggable.allocator())
+    with torch.cuda.use_mem_pool(pool):
+        x = torch.ones(8 * MIB, dtype=torch.uint8, device="cuda")
+        y = torch.ones(1000, dtype=torch.uint8, device="cuda")
+    general = torch.ones(8 * MIB, dtype=torch.uint8, device="cuda")
+    expect(counting.counting_calls() == 2, f"the pool's segments: {counting.counting_calls()} calls to the "
+           "MemPool's allocator, expected 2 (one large, one small segment)")
+    expect(int(x.sum()) == 8 * MIB and int(y.sum()) == 1000, "the tensors in the allocator's memory lost data")
+    segments = [s for s in torch.cuda.memory._snapshot()["segments"] if tuple(s["segment_pool_id"]) == tuple(pool.id)]
+    expect(len(segments) == 2, f"{len(segments)} segments in the pool")
+    del x, y
+    torch.cuda.synchronize()
+    expect(counting.counting_live() == 2, "the pool's segments went back before the pool was deleted")
+    del pool  # ~MemPool: releasePool, emptyCache(pool): the segments go back to the allocator
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    expect(counting.counting_live() == 0, f"{counting.counting_live()} segments not given back to the MemPool's "
+           "allocator")
+    del general
+    return "2 segments from the MemPool's allocator (tensors intact), both given back when the pool was deleted"
+
+
 def _ipc_child(queue, result):
     import streampool
 
@@ -701,7 +827,9 @@ CHECKS: Dict[str, Callable] = {
     "graphed_callables": check_graphed_callables, "compile": check_compile, "stats": check_stats,
     "empty_cache": check_empty_cache, "record_stream": check_record_stream, "history": check_history,
     "history_stacks": check_history_stacks, "record_stacks": check_record_stacks, "profiler": check_profiler,
-    "mempool": check_mempool, "ipc": check_ipc, "oom": check_oom, "gpt2": check_gpt2, "ddp": check_ddp,
+    "mempool": check_mempool, "mempool_options": check_mempool_options,
+    "mempool_allocator": check_mempool_allocator, "ipc": check_ipc, "oom": check_oom,
+    "gpt2": check_gpt2, "ddp": check_ddp,
 }
 
 

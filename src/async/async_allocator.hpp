@@ -53,6 +53,8 @@ class async_allocator final : public allocator {
   void do_begin_allocate_to_pool(int device, mempool_id pool, stream_filter filter) override;
   void do_end_allocate_to_pool(int device, mempool_id pool) override;
   void do_release_pool(int device, mempool_id pool) override;
+  void do_set_pool_options(int device, mempool_id pool, const pool_options& options) override;
+  [[nodiscard]] pool_options do_get_pool_options(int device, mempool_id pool) const override;
 
   pointer_map pointers_;  // declared before slots_: it outlives the devices that refer to it
   std::unique_ptr<device_slot[]> slots_;

@@ -98,11 +98,15 @@ void* async_device::allocate(std::size_t bytes, stream_t stream) {
   // grows the pool. Idle blocks of private pools are held memory too.
   if (cap_.refuses(held_bytes_locked(), async_footprint(bytes)) &&
       !cap_allows_after_release_locked(async_footprint(bytes))) {
+    if (void* borrowed = borrow_on_oom_locked(bytes, stream)) return borrowed;  // Note [Pool options]
     throw oom_locked(bytes, stream, record.pool, oom_cause::cap);
   }
   void* ptr = nullptr;
   const drv_result result = malloc_with_retry_locked(bytes, stream, &ptr);
-  if (result.code == status::out_of_memory) throw oom_locked(bytes, stream, record.pool, oom_cause::driver);
+  if (result.code == status::out_of_memory) {
+    if (void* borrowed = borrow_on_oom_locked(bytes, stream)) return borrowed;
+    throw oom_locked(bytes, stream, record.pool, oom_cause::driver);
+  }
   if (!result.ok()) {
     throw cuda_error("streampool: cudaMallocAsync of " + format_size(bytes) + " on device " +
                          std::to_string(device_) + " failed: " + driver_->describe(result),
@@ -134,6 +138,17 @@ void* async_device::allocate_private_locked(private_pool& pool, std::size_t byte
   void* ptr = private_pools_.add_block(pool, bytes, size, stream);
   if (ptr == nullptr) throw oom_locked(bytes, stream, pool.id, oom_cause::driver);
   return ptr;
+}
+
+void* async_device::borrow_on_oom_locked(std::size_t bytes, stream_t stream) {
+  // Note [Pool options] in src/core/allocator.cpp: an idle block of a use_on_oom pool on `stream`,
+  // after the cap's and the driver's retries; not of a released pool or one being recorded to.
+  void* found = nullptr;
+  captures_.for_each_pool([&](private_pool& pool) {
+    if (found != nullptr || !pool.options.use_on_oom || pool.freeable() || captures_.recording(pool.id)) return;
+    found = private_pools_.reuse(pool, bytes, stream);
+  });
+  return found;
 }
 
 out_of_memory async_device::oom_locked(std::size_t bytes, stream_t stream, mempool_id pool, oom_cause cause) {

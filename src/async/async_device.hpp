@@ -63,6 +63,8 @@ class async_device {
   void begin_allocate_to_pool(mempool_id pool, stream_filter filter);
   void end_allocate_to_pool(mempool_id pool);
   void release_pool(mempool_id pool);
+  void set_pool_options(mempool_id pool, const pool_options& options);
+  [[nodiscard]] pool_options get_pool_options(mempool_id pool) const;
 
   /// The device's cudaMemPool (tests read its attributes).
   [[nodiscard]] mempool_t pool() const noexcept { return pool_.handle(); }
@@ -96,6 +98,9 @@ class async_device {
   }
   /// The out_of_memory of a failed request, counted and traced (oom_reporter).
   [[nodiscard]] out_of_memory oom_locked(std::size_t bytes, stream_t stream, mempool_id pool, oom_cause cause);
+  /// A general allocation's last chance before its OOM: an idle block of a use_on_oom pool, handed
+  /// out, or nullptr (Note [Pool options]).
+  [[nodiscard]] void* borrow_on_oom_locked(std::size_t bytes, stream_t stream);
 
   driver* driver_;
   int device_;

@@ -105,6 +105,16 @@ void async_device::release_pool(mempool_id pool) {
   captures_.release(pool);  // forgotten at empty_cache once no allocation of it is live
 }
 
+void async_device::set_pool_options(mempool_id pool, const pool_options& options) {
+  std::lock_guard lock(mutex_);
+  captures_.set_options(pool, options);  // no_split: private blocks are never split anyway
+}
+
+pool_options async_device::get_pool_options(mempool_id pool) const {
+  std::lock_guard lock(mutex_);
+  return captures_.options(pool);
+}
+
 void async_device::forget_released_pools_locked() {
   if (!captures_.has_freeable()) return;
   captures_.forget_released([&](private_pool& pool) { return private_pools_.release_idle(pool); });

@@ -99,10 +99,18 @@ void* private_pools::add_block(private_pool& pool, std::size_t bytes, std::size_
   // node (key 0, never an address) is re-keyed below without allocating.
   memory.blocks.emplace(0, private_block{});
   void* ptr = nullptr;
+  const std::shared_ptr<const segment_provider> provider = pool.options.provider;
   const drv_result result = [&] {
     const relaxed_thread_scope relaxed(*driver_, true);  // Note [Relaxed capture mode]
     if (!relaxed.refusal().ok()) return relaxed.refusal();  // a cudaMalloc would break the capture
-    return driver_->malloc(device_, size, &ptr);
+    if (provider == nullptr) return driver_->malloc(device_, size, &ptr);
+    try {
+      ptr = provider->allocate(size, device_, stream);  // Note [Pool options]
+    } catch (...) {
+      memory.blocks.erase(0);
+      throw;
+    }
+    return ptr != nullptr ? drv_result{} : drv_result{status::out_of_memory, 0};
   }();
   if (!result.ok()) {
     memory.blocks.erase(0);
@@ -116,7 +124,7 @@ void* private_pools::add_block(private_pool& pool, std::size_t bytes, std::size_
   const auto address = reinterpret_cast<std::uintptr_t>(ptr);
   auto node = memory.blocks.extract(0);
   node.key() = address;
-  node.mapped() = private_block{size, stream, false};
+  node.mapped() = private_block{size, stream, false, provider};
   memory.blocks.insert(std::move(node));
   memory.bytes += size;
   ++memory.live;
@@ -163,7 +171,7 @@ bool private_pools::release_idle(private_pool& pool) noexcept {
   for (auto it = memory.idle.begin(); it != memory.idle.end();) {
     const std::uintptr_t address = it->second;
     const std::size_t size = it->first.second;
-    if (!driver_->free(device_, reinterpret_cast<void*>(address)).ok()) {
+    if (!free_block_memory(address, memory.blocks.at(address))) {
       ++it;  // kept for a later empty_cache
       continue;
     }
@@ -179,8 +187,17 @@ bool private_pools::release_idle(private_pool& pool) noexcept {
 }
 
 void private_pools::free_all(const private_pool& pool) noexcept {
-  for (const auto& [address, block] : pool.memory.blocks) {
-    (void)driver_->free(device_, reinterpret_cast<void*>(address));
+  for (const auto& [address, block] : pool.memory.blocks) (void)free_block_memory(address, block);
+}
+
+bool private_pools::free_block_memory(std::uintptr_t address, const private_block& block) noexcept {
+  void* ptr = reinterpret_cast<void*>(address);
+  if (block.provider == nullptr) return driver_->free(device_, ptr).ok();
+  try {
+    block.provider->deallocate(ptr, block.size, device_, block.stream);
+    return true;
+  } catch (...) {
+    return false;  // kept for a later empty_cache
   }
 }
 

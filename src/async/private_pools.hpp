@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -28,6 +29,8 @@ struct private_block {
   std::size_t size = 0;      ///< bytes obtained (the first request's footprint)
   stream_t stream = nullptr; ///< the stream it was allocated on: it is reused only on that stream
   bool idle = false;         ///< freed, waiting in the pool for a later allocation into the pool
+  /// Where the memory came from when not cudaMalloc (Note [Pool options] in src/core/allocator.cpp).
+  std::shared_ptr<const segment_provider> provider;
 };
 
 /// The memory of one private pool: every block it owns, live or idle, and the idle ones by
@@ -82,6 +85,8 @@ class private_pools {
 
  private:
   [[nodiscard]] allocation_record routed_record(const private_pool& pool, std::size_t bytes, stream_t stream) const;
+  /// cudaFree of a block, or its provider's deallocate; false when that failed (or threw).
+  bool free_block_memory(std::uintptr_t address, const private_block& block) noexcept;
 
   driver* driver_;
   int device_;

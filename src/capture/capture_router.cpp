@@ -53,4 +53,9 @@ void throw_release_released(int device, mempool_id pool) {
   throw error("streampool: release_pool: " + where(device, pool) + " was already released (use count 0)");
 }
 
+void throw_options_unknown(int device, mempool_id pool) {
+  throw error("streampool: pool options: unknown " + where(device, pool) +
+              " (never passed to begin_allocate_to_pool, or already freed); create the pool first");
+}
+
 }  // namespace streampool::capture

@@ -48,6 +48,7 @@ template <typename Memory>
 struct private_pool {
   mempool_id id;
   int use_count = 1;
+  pool_options options{};  ///< Note [Pool options] in src/core/allocator.cpp
   Memory memory{};
   /// Released by every user (use count 0): the backend may free its memory (Note [Released pools]).
   [[nodiscard]] bool freeable() const noexcept { return use_count == 0; }
@@ -59,6 +60,7 @@ struct private_pool {
 [[noreturn]] void throw_not_recording(int device, mempool_id pool);
 [[noreturn]] void throw_release_unknown(int device, mempool_id pool);
 [[noreturn]] void throw_release_released(int device, mempool_id pool);
+[[noreturn]] void throw_options_unknown(int device, mempool_id pool);
 
 template <typename Memory, typename Deferred>
 class capture_router {
@@ -113,6 +115,19 @@ class capture_router {
     if (found == pools_.end()) throw_release_unknown(device_, pool);
     if (found->second->freeable()) throw_release_released(device_, pool);
     --found->second->use_count;
+  }
+
+  /// The options of `pool`, set. @throws error if `pool` is unknown (never begun, or forgotten)
+  void set_options(mempool_id pool, const pool_options& options) {
+    const auto found = pools_.find(pool);
+    if (found == pools_.end()) throw_options_unknown(device_, pool);
+    found->second->options = options;
+  }
+  /// The options of `pool`. @throws error if `pool` is unknown
+  [[nodiscard]] pool_options options(mempool_id pool) const {
+    const auto found = pools_.find(pool);
+    if (found == pools_.end()) throw_options_unknown(device_, pool);
+    return found->second->options;
   }
 
   /// The pool of the newest recording whose filter accepts `stream`; nullptr: the default pool.

@@ -58,6 +58,8 @@ class checking_allocator final : public allocator {
   void do_begin_allocate_to_pool(int device, mempool_id pool, stream_filter filter) override;
   void do_end_allocate_to_pool(int device, mempool_id pool) override;
   void do_release_pool(int device, mempool_id pool) override;
+  void do_set_pool_options(int device, mempool_id pool, const pool_options& options) override;
+  [[nodiscard]] pool_options do_get_pool_options(int device, mempool_id pool) const override;
 
   /// True when `stream` is not capturing (and the query succeeded): stream work is then neither
   /// captured into a graph nor refused.

@@ -25,5 +25,11 @@ void checking_allocator::do_end_allocate_to_pool(int device, mempool_id pool) {
   inner_->end_allocate_to_pool(pool, device);
 }
 void checking_allocator::do_release_pool(int device, mempool_id pool) { inner_->release_pool(pool, device); }
+void checking_allocator::do_set_pool_options(int device, mempool_id pool, const pool_options& options) {
+  inner_->set_pool_options(pool, options, device);
+}
+pool_options checking_allocator::do_get_pool_options(int device, mempool_id pool) const {
+  return inner_->get_pool_options(pool, device);
+}
 
 }  // namespace streampool::check_impl

@@ -143,6 +143,37 @@ void allocator::release_pool(mempool_id pool, int device) {
   do_release_pool(resolve_device(device), pool);
 }
 
+// Note [Pool options]
+// PyTorch 2.8+ lets a torch.cuda.MemPool opt out of splitting (no_split: each allocation keeps the
+// whole block it finds or creates, so one allocation per segment) and opt in to serving the general
+// pools when they run out (use_on_oom: after every step of the OOM ladder, including releasing the
+// cache, an allocation outside any pool takes a free block of such a pool that fits, on its stream,
+// before it fails; the block stays the pool's and goes back to it when freed). Both backends keep
+// the options with the pool in the capture router; a pool released by all its users (a deleted
+// MemPool) never serves an allocation on OOM. The cudaMallocAsync backend's private blocks are
+// never split in the first place, so no_split changes nothing there.
+void allocator::set_pool_options(mempool_id pool, const pool_options& options, int device) {
+  if (pool.is_default()) {
+    throw error("streampool: set_pool_options: {0,0} is the default pool; options belong to private pools");
+  }
+  do_set_pool_options(resolve_device(device), pool, options);
+}
+
+pool_options allocator::get_pool_options(mempool_id pool, int device) const {
+  if (pool.is_default()) {
+    throw error("streampool: get_pool_options: {0,0} is the default pool; options belong to private pools");
+  }
+  return do_get_pool_options(resolve_device(device), pool);
+}
+
+void allocator::do_set_pool_options(int /*device*/, mempool_id /*pool*/, const pool_options& /*options*/) {
+  throw error("streampool: set_pool_options is not supported by this allocator (" + std::string(backend_name()) + ")");
+}
+
+pool_options allocator::do_get_pool_options(int /*device*/, mempool_id /*pool*/) const {
+  throw error("streampool: get_pool_options is not supported by this allocator (" + std::string(backend_name()) + ")");
+}
+
 void* allocator::allocate_at(void* ptr, std::size_t bytes, mempool_id pool, int device) {
   if (ptr == nullptr || bytes == 0 || bytes % 512 != 0) {
     throw error("streampool: allocate_at(" + core::format_pointer(reinterpret_cast<std::uintptr_t>(ptr)) + ", " +

@@ -9,9 +9,11 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "streampool/driver.hpp"
+#include "streampool/graph.hpp"
 
 namespace streampool::native {
 
@@ -120,6 +122,8 @@ struct segment {
   block* head = nullptr;     ///< block at `base`; survives merges (the lower block is kept)
   segment* prev = nullptr;   ///< the arena's list of segments
   segment* next = nullptr;
+  /// Where the memory came from when not cudaMalloc (Note [Pool options] in src/core/allocator.cpp).
+  std::shared_ptr<const segment_provider> provider;
   // --- expandable segments only ---
   std::size_t page = 0;                ///< bytes per physical handle
   std::vector<vmm_handle_t> handles;   ///< per page from base, 0 = unmapped; trailing zeros trimmed

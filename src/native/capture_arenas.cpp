@@ -28,6 +28,17 @@ void device_state::release_pool(mempool_id pool) {
   captures_.release(pool);  // the memory goes at the next release_cached (Note [Released pools])
 }
 
+void device_state::set_pool_options(mempool_id pool, const pool_options& options) {
+  std::lock_guard lock(mutex_);
+  (void)arenas_.lock_all(nullptr);  // no_split is read on the hot path under the arena locks
+  captures_.set_options(pool, options);
+}
+
+pool_options device_state::get_pool_options(mempool_id pool) const {
+  std::lock_guard lock(mutex_);
+  return captures_.options(pool);
+}
+
 int device_state::pool_use_count(mempool_id pool) const {
   std::lock_guard lock(mutex_);
   return captures_.use_count(pool);

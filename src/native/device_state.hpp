@@ -105,6 +105,12 @@ class device_state {
   void end_allocate_to_pool(mempool_id pool);
   void release_pool(mempool_id pool);
   [[nodiscard]] int pool_use_count(mempool_id pool) const;
+  void set_pool_options(mempool_id pool, const pool_options& options);
+  /// The OOM ladder's last step for an allocation of general arena `a`: a free block of a
+  /// use_on_oom pool on `stream`, handed out, or nullptr (Note [Pool options]). Device mutex and
+  /// `a`'s lock held.
+  [[nodiscard]] block* borrow_on_oom(const stream_arena& a, std::size_t rounded, std::size_t requested, stream_t stream);
+  [[nodiscard]] pool_options get_pool_options(mempool_id pool) const;
 
   // snapshot (device mutex taken inside)
   void append_segments(std::vector<segment_info>& out);

@@ -30,7 +30,9 @@ inline block* stream_arena::alloc_found(block* b, std::size_t rounded, std::size
   const bool small = seg->small;
   const bool counts_split = !seg->expandable;  // inactive_split ignores expandable blocks (§2.14)
   const bool was_split = b->is_split();
-  if (device_->policy->should_split(small || seg->expandable, b->size, rounded)) {
+  // Note [Pool options]: a no_split pool hands its blocks out whole.
+  if (device_->policy->should_split(small || seg->expandable, b->size, rounded) &&
+      (pool_ == nullptr || !pool_->options.no_split)) {
     const block* rest = blocks_.split(b, rounded);  // Note [Cross-stream reuse]: the rest is still free
     if (counts_split && was_split) {
       stats_.sub(arena_stat_kind::inactive_split_bytes, small, static_cast<std::int64_t>(rounded));

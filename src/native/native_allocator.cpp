@@ -181,6 +181,13 @@ void native_allocator::do_release_pool(int device, mempool_id pool) {
   devices_[static_cast<std::size_t>(device)]->release_pool(pool);
 }
 
+void native_allocator::do_set_pool_options(int device, mempool_id pool, const pool_options& options) {
+  devices_[static_cast<std::size_t>(device)]->set_pool_options(pool, options);
+}
+pool_options native_allocator::do_get_pool_options(int device, mempool_id pool) const {
+  return devices_[static_cast<std::size_t>(device)]->get_pool_options(pool);
+}
+
 // Note [Allocations at an address]
 // PyTorch's CUDA graph trees checkpoint a private pool (its allocated blocks) and restore it later,
 // when a new graph branches off a replayed one: allocations made since are freed and the

@@ -75,6 +75,8 @@ class native_allocator final : public allocator {
   void do_begin_allocate_to_pool(int device, mempool_id pool, stream_filter filter) override;
   void do_end_allocate_to_pool(int device, mempool_id pool) override;
   void do_release_pool(int device, mempool_id pool) override;
+  void do_set_pool_options(int device, mempool_id pool, const pool_options& options) override;
+  [[nodiscard]] pool_options do_get_pool_options(int device, mempool_id pool) const override;
   [[nodiscard]] void* do_allocate_at(int device, void* ptr, std::size_t bytes, mempool_id pool) override;
 
   /// The slow entry: device mutex, routing, deferred frees and events, then the OOM ladder.

@@ -38,12 +38,34 @@ block* device_state::allocate_slow(stream_arena& a, std::size_t rounded, std::si
     ++counters_.num_alloc_retries;
     b = source_.grow(a, rounded, small);
   }
-  if (b == nullptr) throw_oom(a, requested, rounded, context_.policy->allocation_size(rounded));
+  if (b == nullptr) {
+    if (block* borrowed = borrow_on_oom(a, rounded, requested, stream)) return borrowed;  // Note [Pool options]
+    throw_oom(a, requested, rounded, context_.policy->allocation_size(rounded));
+  }
   if (a.order() != nullptr && !a.order_growth(b, stream)) {
     b = source_.grow(a, rounded, small, /*fresh=*/true);  // Note [Growth next to another stream's free block]
     if (b == nullptr) throw_oom(a, requested, rounded, context_.policy->allocation_size(rounded));
   }
   return a.allocate_block(b, rounded, requested, stream);
+}
+
+block* device_state::borrow_on_oom(const stream_arena& a, std::size_t rounded, std::size_t requested,
+                                   stream_t stream) {
+  // Note [Pool options] in src/core/allocator.cpp: the last step before an OOM, for allocations of
+  // the general pools only (one routed to a pool fails with its pool). A pool that is released, or
+  // being recorded to (its free blocks may be the capture's), is not asked.
+  if (a.pool() != nullptr) return nullptr;
+  block* found = nullptr;
+  captures_.for_each_pool([&](private_pool& pool) {
+    if (found != nullptr || !pool.options.use_on_oom || pool.freeable() || captures_.recording(pool.id)) return;
+    for (stream_arena* pool_arena : pool.memory.arenas) {
+      if (pool_arena->stream() != stream) continue;
+      std::lock_guard lock(pool_arena->mutex());
+      found = pool_arena->try_allocate(rounded, requested, stream);  // a free block only, no new memory
+      break;
+    }
+  });
+  return found;
 }
 
 void device_state::release_cached(const stream_arena* held) {

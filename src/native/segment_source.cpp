@@ -51,7 +51,9 @@ std::size_t segment_source::allowed_bytes() {
 
 block* segment_source::grow(stream_arena& a, std::size_t rounded, bool small, bool fresh) {
   const std::size_t alloc_size = device_->policy->allocation_size(rounded);
-  const bool expandable = expandable_.enabled();  // probes the device at first use
+  const segment_provider* provider = a.pool() != nullptr ? a.pool()->options.provider.get() : nullptr;
+  // Segments of a provider are whole allocations of its own (Note [Pool options]).
+  const bool expandable = provider == nullptr && expandable_.enabled();  // probes the device at first use
   // The cap is checked against what we hold, without asking the driver (docs/pytorch-compatibility.md §2.3 alloc_block);
   // for expandable growth with get_allocation_size too, whatever gets mapped in the end (§2.13).
   if (fraction() < 1.0 && counters_.reserved() + alloc_size > allowed_bytes()) return nullptr;
@@ -101,7 +103,13 @@ block* segment_source::new_segment(stream_arena& a, std::size_t alloc_size, bool
   // in driver.hpp); if the thread cannot be switched, no cudaMalloc that could break the capture.
   const relaxed_thread_scope relaxed(*device_->drv, device_->capture_underway());
   drv_result result = relaxed.refusal();
-  if (result.ok()) result = malloc_maybe_unlocked(a, alloc_size, &ptr);
+  std::shared_ptr<const segment_provider> provider = a.pool() != nullptr ? a.pool()->options.provider : nullptr;
+  if (result.ok() && provider != nullptr) {
+    ptr = provider->allocate(alloc_size, device_->index, a.stream());  // Note [Pool options]
+    if (ptr == nullptr) return nullptr;  // out of memory, as the provider says
+  } else if (result.ok()) {
+    result = malloc_maybe_unlocked(a, alloc_size, &ptr);
+  }
   if (result.code == status::out_of_memory) return nullptr;
   if (!result.ok()) {
     throw cuda_error("streampool: cudaMalloc of " + format_size(alloc_size) + " on device " +
@@ -111,10 +119,11 @@ block* segment_source::new_segment(stream_arena& a, std::size_t alloc_size, bool
   seg->base = reinterpret_cast<std::uintptr_t>(ptr);
   seg->size = alloc_size;
   seg->small = small;
+  seg->provider = std::move(provider);
   try {
     segments_->insert(seg->base, alloc_size, &a);
   } catch (...) {
-    (void)device_->drv->free(device_->index, ptr);
+    (void)free_segment_memory(a, *seg);
     throw;
   }
   const std::size_t kind = small ? 1 : 2;
@@ -128,9 +137,15 @@ block* segment_source::new_segment(stream_arena& a, std::size_t alloc_size, bool
 
 // --- release ----------------------------------------------------------------------------------------
 
+drv_result segment_source::free_segment_memory(const stream_arena& a, const segment& seg) {
+  if (seg.provider == nullptr) return device_->drv->free(device_->index, reinterpret_cast<void*>(seg.base));
+  seg.provider->deallocate(reinterpret_cast<void*>(seg.base), seg.size, device_->index, a.stream());
+  return {};
+}
+
 void segment_source::release(stream_arena& a, block* b) {
   segment* seg = b->seg;
-  const drv_result result = device_->drv->free(device_->index, reinterpret_cast<void*>(seg->base));
+  const drv_result result = free_segment_memory(a, *seg);
   if (!result.ok()) {
     throw cuda_error("streampool: cudaFree of the segment at " + core::format_pointer(seg->base) + " (" +
                          format_size(seg->size) + ") failed: " + device_->drv->describe(result),
@@ -226,7 +241,10 @@ void segment_source::release_at_exit(stream_arena& a) noexcept {
     if (seg->expandable) {
       expandable_.release_at_exit(*seg);
     } else {
-      (void)device_->drv->free(device_->index, reinterpret_cast<void*>(seg->base));
+      try {
+        (void)free_segment_memory(a, *seg);
+      } catch (...) {  // a provider's deallocate threw: status form at teardown, the memory is its
+      }
     }
     delete seg;
     seg = next;

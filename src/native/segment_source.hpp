@@ -68,6 +68,9 @@ class segment_source {
 
  private:
   [[nodiscard]] block* new_segment(stream_arena& a, std::size_t alloc_size, bool small);
+  /// cudaFree of a malloc'd segment, or its provider's deallocate (Note [Pool options]).
+  /// @throws what the provider throws
+  drv_result free_segment_memory(const stream_arena& a, const segment& seg);
   /// cudaMalloc, with the device mutex and `a`'s lock released around it under
   /// release_lock_on_cudamalloc:True (Note [Releasing the locks around cudaMalloc]).
   /// @throws std::bad_alloc (the memory given back first)
