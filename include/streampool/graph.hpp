@@ -29,12 +29,15 @@ struct STREAMPOOL_API mempool_id {
 
 /// Where a private pool's segments come from instead of cudaMalloc / cudaFree, as for a
 /// torch.cuda.MemPool with an allocator of its own (a CUDAPluggableAllocator, ...). `allocate`
-/// returns nullptr when it has no memory (the pool's allocation then goes on down the OOM ladder);
-/// `deallocate` gets each pointer `allocate` returned, once, with the same bytes and device. Both
-/// run under the allocator's locks: they must not call back into the allocator. Segments from a
-/// provider are never expandable.
+/// returns nullptr when it has no memory (the pool's allocation then goes on down the OOM ladder)
+/// and otherwise memory aligned to `alignment` bytes (else the allocation fails with an error);
+/// `deallocate` gets each pointer `allocate` returned, once, with the same bytes and device (when
+/// it throws, the native backend reports it and keeps the segment cached; the cudaMallocAsync
+/// backend keeps the block for a later empty_cache). Both run under the allocator's locks: they
+/// must not call back into the allocator. Segments from a provider are never expandable.
 struct STREAMPOOL_API segment_provider {
-  std::string name;  ///< for messages and snapshots
+  static constexpr std::size_t alignment = 256;  ///< what cudaMalloc guarantees
+  std::string name;  ///< for error messages
   std::function<void*(std::size_t bytes, int device, stream_t stream)> allocate;
   std::function<void(void* ptr, std::size_t bytes, int device, stream_t stream)> deallocate;
 };

@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <cstddef>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -106,6 +107,10 @@ class torch_allocator final : public c10a::CUDAAllocator {
   /// Allocates through streampool; OOM becomes c10::OutOfMemoryError (observers first).
   void* malloc_on(size_t nbytes, c10::DeviceIndex device, cudaStream_t stream);
   [[noreturn]] void raise_oom(const out_of_memory& oom, size_t nbytes, c10::DeviceIndex device);
+  /// Reads the options of a pool, changes them with `change` and sets them, under options_mutex_;
+  /// a failure is a c10::Error naming `what`.
+  void change_pool_options(c10::DeviceIndex device, c10::MempoolId_t mempool_id, const char* what,
+                           const std::function<void(pool_options&)>& change);
   /// Segments of the snapshot, on `device`, in `pool` (default id: every pool).
   [[nodiscard]] std::vector<segment_info> segments_of(c10::DeviceIndex device, c10::MempoolId_t pool) const;
 
@@ -133,6 +138,8 @@ class torch_allocator final : public c10a::CUDAAllocator {
   /// PyTorch-side use counts of private pools (getPoolUseCount); streampool keeps its own.
   std::mutex pools_mutex_;
   std::map<std::pair<int, mempool_id>, int> pool_uses_;
+  /// Serialises change_pool_options' read-modify-write of a pool's options.
+  std::mutex options_mutex_;
 
   /// Note [IPC handles]: handles opened in this process, shared while any user holds one.
   std::mutex ipc_mutex_;

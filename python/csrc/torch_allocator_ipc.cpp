@@ -36,6 +36,11 @@ c10a::ShareableHandle torch_allocator::shareIpcHandle(void* ptr) {
     TORCH_CHECK(!s.is_expandable,
                 "streampool: sharing memory of an expandable segment with another process is not supported "
                 "(it is mapped pages, not one cudaMalloc); set expandable_segments:False to share CUDA tensors.");
+    // Note [Pool options]: a segment of a MemPool with an allocator of its own need not be one
+    // cudaMalloc of its own, so its cudaIpc handle could name other memory.
+    TORCH_CHECK(s.pool.is_default() || alloc_->get_pool_options(s.pool, s.device).provider == nullptr,
+                "streampool: sharing memory of a torch.cuda.MemPool with an allocator of its own with another "
+                "process is not supported (its segments come from that allocator, not from cudaMalloc).");
     c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(s.device));
     cudaIpcMemHandle_t handle;
     C10_CUDA_CHECK(cudaIpcGetMemHandle(&handle, reinterpret_cast<void*>(s.address)));

@@ -77,6 +77,20 @@ int torch_allocator::getPoolUseCount(c10::DeviceIndex device, c10::MempoolId_t m
   return it == pool_uses_.end() ? 0 : it->second;
 }
 
+void torch_allocator::change_pool_options(c10::DeviceIndex device, c10::MempoolId_t mempool_id, const char* what,
+                                          const std::function<void(pool_options&)>& change) {
+  // One read-modify-write at a time, so that two setters of different options lose neither.
+  std::lock_guard<std::mutex> lock(options_mutex_);
+  try {
+    pool_options options = alloc_->get_pool_options(to_pool(mempool_id), device);
+    change(options);
+    alloc_->set_pool_options(to_pool(mempool_id), options, device);
+  } catch (const std::exception& e) {
+    TORCH_CHECK(false, "streampool: ", what, "(device ", static_cast<int>(device), ", pool ", pool_text(mempool_id),
+                ") failed: ", e.what());
+  }
+}
+
 void torch_allocator::createOrIncrefPool(c10::DeviceIndex device, c10::MempoolId_t mempool_id,
                                          std::shared_ptr<c10a::CUDAAllocator> allocator) {
   bool created = false;
@@ -91,27 +105,26 @@ void torch_allocator::createOrIncrefPool(c10::DeviceIndex device, c10::MempoolId
   if (allocator == nullptr || allocator.get() == this || !created) return;
   // Note [Pool options]: a MemPool with an allocator of its own (a CUDAPluggableAllocator, ...)
   // gets its segments from that allocator and gives them back to it; the pool keeps it alive.
-  auto provider = std::make_shared<segment_provider>();
-  provider->name = allocator->name();
-  provider->allocate = [allocator](std::size_t bytes, int dev, stream_t stream) -> void* {
-    const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(dev));
-    try {
-      return allocator->raw_alloc_with_stream(bytes, static_cast<cudaStream_t>(stream));
-    } catch (const c10::OutOfMemoryError&) {
-      return nullptr;  // streampool's OOM ladder goes on, and reports
-    }
-  };
-  provider->deallocate = [allocator](void* ptr, std::size_t /*bytes*/, int dev, stream_t /*stream*/) {
-    const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(dev));
-    allocator->raw_delete(ptr);
-  };
   try {
-    pool_options options = alloc_->get_pool_options(to_pool(mempool_id), device);
-    options.provider = std::move(provider);
-    alloc_->set_pool_options(to_pool(mempool_id), options, device);
-  } catch (const std::exception& e) {
-    TORCH_CHECK(false, "streampool: torch.cuda.MemPool with allocator ", allocator->name(), " on device ",
-                static_cast<int>(device), " failed: ", e.what());
+    auto provider = std::make_shared<segment_provider>();
+    provider->name = allocator->name();
+    provider->allocate = [allocator](std::size_t bytes, int dev, stream_t stream) -> void* {
+      const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(dev));
+      try {
+        return allocator->raw_alloc_with_stream(bytes, static_cast<cudaStream_t>(stream));
+      } catch (const c10::OutOfMemoryError&) {
+        return nullptr;  // streampool's OOM ladder goes on, and reports
+      }
+    };
+    provider->deallocate = [allocator](void* ptr, std::size_t /*bytes*/, int dev, stream_t /*stream*/) {
+      const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(dev));
+      allocator->raw_delete(ptr);
+    };
+    change_pool_options(device, mempool_id, "torch.cuda.MemPool with an allocator of its own",
+                        [&provider](pool_options& options) { options.provider = std::move(provider); });
+  } catch (...) {
+    releasePool(device, mempool_id);  // the MemPool is not made: give back the use taken above
+    throw;
   }
 }
 
@@ -122,25 +135,12 @@ void torch_allocator::setUseOnOOM(c10::DeviceIndex device, c10::MempoolId_t memp
     std::lock_guard<std::mutex> lock(pools_mutex_);
     if (pool_uses_.count({device, to_pool(mempool_id)}) == 0) return;
   }
-  try {
-    pool_options options = alloc_->get_pool_options(to_pool(mempool_id), device);
-    options.use_on_oom = use_on_oom;
-    alloc_->set_pool_options(to_pool(mempool_id), options, device);
-  } catch (const std::exception& e) {
-    TORCH_CHECK(false, "streampool: setUseOnOOM(device ", static_cast<int>(device), ", pool ",
-                pool_text(mempool_id), ") failed: ", e.what());
-  }
+  change_pool_options(device, mempool_id, "setUseOnOOM",
+                      [use_on_oom](pool_options& options) { options.use_on_oom = use_on_oom; });
 }
 
 void torch_allocator::setNoSplit(c10::DeviceIndex device, c10::MempoolId_t mempool_id) {
-  try {
-    pool_options options = alloc_->get_pool_options(to_pool(mempool_id), device);
-    options.no_split = true;
-    alloc_->set_pool_options(to_pool(mempool_id), options, device);
-  } catch (const std::exception& e) {
-    TORCH_CHECK(false, "streampool: setNoSplit(device ", static_cast<int>(device), ", pool ",
-                pool_text(mempool_id), ") failed: ", e.what());
-  }
+  change_pool_options(device, mempool_id, "setNoSplit", [](pool_options& options) { options.no_split = true; });
 }
 
 bool torch_allocator::checkPoolLiveAllocations(c10::DeviceIndex device, c10::MempoolId_t mempool_id,

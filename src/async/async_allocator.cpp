@@ -144,7 +144,9 @@ void async_allocator::do_end_allocate_to_pool(int dev, mempool_id pool) { device
 void async_allocator::do_release_pool(int dev, mempool_id pool) { device(dev).release_pool(pool); }
 
 void async_allocator::do_set_pool_options(int dev, mempool_id pool, const pool_options& options) {
-  device(dev).set_pool_options(pool, options);
+  async_device* d = find_device(dev);
+  if (d == nullptr) capture::throw_options_unknown(dev, pool);  // no pool was made on it
+  d->set_pool_options(pool, options);
 }
 
 pool_options async_allocator::do_get_pool_options(int dev, mempool_id pool) const {

@@ -106,6 +106,13 @@ void* private_pools::add_block(private_pool& pool, std::size_t bytes, std::size_
     if (provider == nullptr) return driver_->malloc(device_, size, &ptr);
     try {
       ptr = provider->allocate(size, device_, stream);  // Note [Pool options]
+      if (ptr != nullptr && reinterpret_cast<std::uintptr_t>(ptr) % segment_provider::alignment != 0) {
+        provider->deallocate(ptr, size, device_, stream);
+        throw error("streampool: segment provider '" + provider->name + "' returned " +
+                    core::format_pointer(reinterpret_cast<std::uintptr_t>(ptr)) + " for " + format_size(size) +
+                    ", which is not aligned to " + std::to_string(segment_provider::alignment) +
+                    " bytes (cudaMalloc's alignment)");
+      }
     } catch (...) {
       memory.blocks.erase(0);
       throw;

@@ -30,7 +30,9 @@ void device_state::release_pool(mempool_id pool) {
 
 void device_state::set_pool_options(mempool_id pool, const pool_options& options) {
   std::lock_guard lock(mutex_);
-  (void)arenas_.lock_all(nullptr);  // no_split is read on the hot path under the arena locks
+  // Read under the device mutex (a pool's arenas are only allocated from on the slow entry) and
+  // under the arena's lock in alloc_found: both held here.
+  const auto locks = arenas_.lock_all(nullptr);
   captures_.set_options(pool, options);
 }
 

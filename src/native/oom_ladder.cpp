@@ -38,13 +38,12 @@ block* device_state::allocate_slow(stream_arena& a, std::size_t rounded, std::si
     ++counters_.num_alloc_retries;
     b = source_.grow(a, rounded, small);
   }
+  if (b != nullptr && a.order() != nullptr && !a.order_growth(b, stream)) {
+    b = source_.grow(a, rounded, small, /*fresh=*/true);  // Note [Growth next to another stream's free block]
+  }
   if (b == nullptr) {
     if (block* borrowed = borrow_on_oom(a, rounded, requested, stream)) return borrowed;  // Note [Pool options]
     throw_oom(a, requested, rounded, context_.policy->allocation_size(rounded));
-  }
-  if (a.order() != nullptr && !a.order_growth(b, stream)) {
-    b = source_.grow(a, rounded, small, /*fresh=*/true);  // Note [Growth next to another stream's free block]
-    if (b == nullptr) throw_oom(a, requested, rounded, context_.policy->allocation_size(rounded));
   }
   return a.allocate_block(b, rounded, requested, stream);
 }

@@ -107,6 +107,13 @@ block* segment_source::new_segment(stream_arena& a, std::size_t alloc_size, bool
   if (result.ok() && provider != nullptr) {
     ptr = provider->allocate(alloc_size, device_->index, a.stream());  // Note [Pool options]
     if (ptr == nullptr) return nullptr;  // out of memory, as the provider says
+    if (reinterpret_cast<std::uintptr_t>(ptr) % segment_provider::alignment != 0) {
+      provider->deallocate(ptr, alloc_size, device_->index, a.stream());
+      throw error("streampool: segment provider '" + provider->name + "' returned " +
+                  core::format_pointer(reinterpret_cast<std::uintptr_t>(ptr)) + " for " + format_size(alloc_size) +
+                  ", which is not aligned to " + std::to_string(segment_provider::alignment) +
+                  " bytes (cudaMalloc's alignment, which blocks rely on)");
+    }
   } else if (result.ok()) {
     result = malloc_maybe_unlocked(a, alloc_size, &ptr);
   }
@@ -139,7 +146,13 @@ block* segment_source::new_segment(stream_arena& a, std::size_t alloc_size, bool
 
 drv_result segment_source::free_segment_memory(const stream_arena& a, const segment& seg) {
   if (seg.provider == nullptr) return device_->drv->free(device_->index, reinterpret_cast<void*>(seg.base));
-  seg.provider->deallocate(reinterpret_cast<void*>(seg.base), seg.size, device_->index, a.stream());
+  try {
+    seg.provider->deallocate(reinterpret_cast<void*>(seg.base), seg.size, device_->index, a.stream());
+  } catch (const std::exception& e) {
+    throw error("streampool: segment provider '" + seg.provider->name + "' failed to take back the segment at " +
+                core::format_pointer(seg.base) + " (" + format_size(seg.size) + "): " + e.what() +
+                "; the segment stays cached (a later empty_cache tries again)");
+  }
   return {};
 }
 

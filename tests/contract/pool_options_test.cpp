@@ -6,6 +6,8 @@
 // from it and gives them back to it; the setters refuse the default pool and unknown pools.
 #include <algorithm>
 #include <map>
+#include <stdexcept>
+#include <string>
 
 #include "support/backend_fixture.hpp"
 
@@ -196,7 +198,10 @@ struct provider_log {
   std::map<void*, std::size_t> live;
   int allocations = 0;
   int deallocations = 0;
-  bool refuse = false;
+  bool refuse = false;           ///< allocate returns null
+  bool throw_on_allocate = false;
+  bool throw_on_deallocate = false;
+  std::uintptr_t misalign = 0;   ///< added to what allocate returns
 };
 
 /// A provider over the test's own driver, counting into `log`.
@@ -204,18 +209,21 @@ std::shared_ptr<const segment_provider> counting_provider(const std::shared_ptr<
   auto p = std::make_shared<segment_provider>();
   p->name = "counting";
   p->allocate = [log](std::size_t bytes, int device, stream_t) -> void* {
+    if (log->throw_on_allocate) throw std::runtime_error("provider: allocate failed");
     void* ptr = nullptr;
     if (log->refuse || !log->drv->malloc(device, bytes, &ptr).ok()) return nullptr;
+    ptr = static_cast<char*>(ptr) + log->misalign;
     log->live[ptr] = bytes;
     ++log->allocations;
     return ptr;
   };
   p->deallocate = [log](void* ptr, std::size_t bytes, int device, stream_t) {
+    if (log->throw_on_deallocate) throw std::runtime_error("provider: deallocate failed");
     EXPECT_EQ(log->live.count(ptr), 1u) << "deallocate of a pointer the provider did not hand out";
     EXPECT_EQ(log->live[ptr], bytes);
     log->live.erase(ptr);
     ++log->deallocations;
-    (void)log->drv->free(device, ptr);
+    (void)log->drv->free(device, static_cast<char*>(ptr) - log->misalign);
   };
   return p;
 }
@@ -276,6 +284,124 @@ TEST_P(pool_options_test, TeardownGivesAProvidersSegmentsBack) {
   EXPECT_EQ(provider->allocations, 1);
   EXPECT_EQ(provider->deallocations, 1);
   EXPECT_TRUE(provider->live.empty());
+}
+
+TEST_P(pool_options_test, AProviderThatThrowsOrMisalignsChangesNothing) {
+  auto provider = std::make_shared<provider_log>();
+  provider->drv = driver_;
+  live_.push_back(allocate_in(pool_, 4096));
+  alloc_->set_pool_options(pool_, options(false, false, counting_provider(provider)));
+  const auto before = alloc_->stats().to_map();
+  provider->throw_on_allocate = true;
+  EXPECT_THROW((void)allocate_in(pool_, 64 * mib), std::runtime_error);
+  EXPECT_EQ(alloc_->stats().to_map(), before);
+  provider->throw_on_allocate = false;
+  provider->misalign = 128;
+  try {
+    (void)allocate_in(pool_, 64 * mib);
+    ADD_FAILURE() << "a misaligned segment was accepted";
+  } catch (const error& e) {
+    EXPECT_NE(std::string(e.what()).find("not aligned to 256 bytes"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(provider->live.empty()) << "the misaligned memory was not given back";
+  EXPECT_EQ(alloc_->stats().to_map(), before);
+  provider->misalign = 0;
+  live_.push_back(allocate_in(pool_, 64 * mib));  // and it keeps working
+  EXPECT_EQ(provider->live.size(), 1u);
+}
+
+TEST_P(pool_options_test, AProviderThatCannotTakeASegmentBackKeepsItCached) {
+  auto provider = std::make_shared<provider_log>();
+  provider->drv = driver_;
+  live_.push_back(allocate_in(pool_, 4096));
+  alloc_->set_pool_options(pool_, options(false, false, counting_provider(provider)));
+  alloc_->deallocate(allocate_in(pool_, 8 * mib));
+  for (void* l : live_) alloc_->deallocate(l);
+  live_.clear();
+  synchronize();
+  alloc_->release_pool(pool_);
+  begun_.clear();
+  provider->throw_on_deallocate = true;
+  const auto reserved = alloc_->stats().reserved_bytes[0].current;
+  if (is_native()) {
+    try {
+      alloc_->empty_cache();
+      ADD_FAILURE() << "a failed give-back was not reported";
+    } catch (const error& e) {
+      EXPECT_NE(std::string(e.what()).find("segment provider 'counting'"), std::string::npos) << e.what();
+    }
+  } else {
+    alloc_->empty_cache();  // the cudaMallocAsync backend keeps the block quietly
+  }
+  EXPECT_EQ(provider->live.size(), 1u);
+  EXPECT_GE(alloc_->stats().reserved_bytes[0].current, static_cast<std::int64_t>(8 * mib));
+  EXPECT_LE(alloc_->stats().reserved_bytes[0].current, reserved);
+  provider->throw_on_deallocate = false;
+  alloc_->empty_cache();
+  EXPECT_TRUE(provider->live.empty());
+}
+
+TEST_P(pool_options_test, SegmentsGoBackToTheProviderTheyCameFrom) {
+  auto first = std::make_shared<provider_log>();
+  first->drv = driver_;
+  auto second = std::make_shared<provider_log>();
+  second->drv = driver_;
+  live_.push_back(allocate_in(pool_, 4096));
+  alloc_->set_pool_options(pool_, options(false, false, counting_provider(first)));
+  live_.push_back(allocate_in(pool_, 8 * mib));
+  alloc_->set_pool_options(pool_, options(false, false, counting_provider(second)));
+  live_.push_back(allocate_in(pool_, 32 * mib));
+  EXPECT_EQ(first->allocations, 1);
+  EXPECT_EQ(second->allocations, 1);
+  for (void* l : live_) alloc_->deallocate(l);
+  live_.clear();
+  synchronize();
+  alloc_->release_pool(pool_);
+  begun_.clear();
+  alloc_->empty_cache();
+  EXPECT_EQ(first->deallocations, 1);
+  EXPECT_EQ(second->deallocations, 1);
+  EXPECT_TRUE(first->live.empty() && second->live.empty());
+}
+
+TEST_P(pool_options_test, AReleasedPoolNeverServes) {
+  if (!is_native()) {
+    GTEST_SKIP() << "the cudaMallocAsync backend gives a released pool's idle blocks back in its OOM retry, "
+                    "so no idle block is left to take";
+  }
+  // A 64 MiB segment of the pool: a free 40 MiB block and a live 8 MiB one that keeps the segment.
+  alloc_->deallocate(allocate_in(pool_, 64 * mib));
+  void* head = allocate_in(pool_, 40 * mib);  // split off the 64 MiB block
+  void* tail = allocate_in(pool_, 8 * mib);   // from its rest
+  live_.push_back(tail);
+  ASSERT_EQ(reinterpret_cast<std::uintptr_t>(tail), reinterpret_cast<std::uintptr_t>(head) + 40 * mib);
+  alloc_->deallocate(head);
+  synchronize();
+  alloc_->set_pool_options(pool_, options(false, true));
+  alloc_->release_pool(pool_);  // a deleted MemPool (its tensors may outlive it)
+  begun_.clear();
+  cap_at_held_plus(16 * mib);
+  EXPECT_THROW(live_.push_back(alloc_->allocate(32 * mib, stream_)), out_of_memory);
+}
+
+TEST_P(pool_options_test, ABorrowedBlockIsThePoolsInTheTrace) {
+  void* pooled = allocate_in(pool_, 64 * mib);
+  alloc_->deallocate(pooled);
+  synchronize();
+  alloc_->set_pool_options(pool_, options(false, true));
+  cap_at_held_plus(16 * mib);
+  alloc_->record_history(true);
+  void* p = alloc_->allocate(48 * mib, stream_);
+  live_.push_back(p);
+  ASSERT_EQ(p, pooled);
+  bool found = false;
+  for (const trace_entry& e : alloc_->trace()) {
+    if (e.action != trace_action::alloc || e.address != reinterpret_cast<std::uintptr_t>(p)) continue;
+    found = true;
+    EXPECT_EQ(e.pool, pool_) << "the borrowed allocation is traced outside its pool";
+  }
+  EXPECT_TRUE(found) << "no alloc entry for the borrowed block";
+  alloc_->record_history(false);
 }
 
 INSTANTIATE_TEST_SUITE_P(every_backend, pool_options_test, ::testing::ValuesIn(all_backend_cases()),
