@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/format.hpp"
+#include "core/oom_message.hpp"
 #include "streampool/errors.hpp"
 
 namespace streampool::async {
@@ -136,6 +137,11 @@ void* async_device::allocate_private_locked(private_pool& pool, std::size_t byte
     throw oom_locked(bytes, stream, pool.id, oom_cause::cap);
   }
   void* ptr = private_pools_.add_block(pool, bytes, size, stream);
+  if (ptr == nullptr && pool.options.provider != nullptr) {  // Note [Pool options]
+    const out_of_memory oom = oom_locked(bytes, stream, pool.id, oom_cause::driver);
+    throw out_of_memory(oom.what() + core::provider_oom_note(pool.id, *pool.options.provider), oom.requested_bytes(),
+                        oom.device());
+  }
   if (ptr == nullptr) throw oom_locked(bytes, stream, pool.id, oom_cause::driver);
   return ptr;
 }

@@ -185,4 +185,11 @@ std::string build_oom_message(const oom_figures& f) {
   return out.str();
 }
 
+std::string provider_oom_note(mempool_id pool, const segment_provider& provider) {
+  return " Private pool {" + std::to_string(pool.first) + ", " + std::to_string(pool.second) +
+         "} gets its segments from segment provider '" + provider.name +
+         "' (a MemPool with an allocator of its own), which had none to give: the memory that allocator can "
+         "hand out counts here, not the device's free memory.";
+}
+
 }  // namespace streampool::core

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "streampool/driver.hpp"
+#include "streampool/graph.hpp"
 
 namespace streampool::core {
 
@@ -46,5 +47,10 @@ struct oom_figures {
 /// the allocator's picture and, when fragmentation is the cause, a sentence that says so and names
 /// the keys that help (for a stream-ordered pool: what its cache holds and how to release it).
 [[nodiscard]] std::string build_oom_message(const oom_figures& figures);
+
+/// Appended to the OOM message of an allocation into a private pool whose segments come from a
+/// segment provider (Note [Pool options] in src/core/allocator.cpp): what the provider can give
+/// counts there, not the device's free memory.
+[[nodiscard]] std::string provider_oom_note(mempool_id pool, const segment_provider& provider);
 
 }  // namespace streampool::core

@@ -112,6 +112,9 @@ void device_state::throw_oom(stream_arena& a, std::size_t requested, std::size_t
   ++counters_.num_ooms;
   std::string message = core::build_oom_message(f);
   if (capture_underway()) message += capture_oom_note(index_, a);
+  if (a.pool() != nullptr && a.pool()->options.provider != nullptr) {
+    message += core::provider_oom_note(a.pool_id(), *a.pool()->options.provider);  // Note [Pool options]
+  }
   throw out_of_memory(std::move(message), requested, index_);
 }
 
