@@ -369,6 +369,37 @@ TEST_P(pool_options_test, SegmentsGoBackToTheProviderTheyCameFrom) {
   EXPECT_TRUE(first->live.empty() && second->live.empty());
 }
 
+TEST_P(pool_options_test, AProviderServesACaptureWithoutBreakingIt) {
+  // The provider runs with the thread in relaxed capture mode, as cudaMalloc would: its own
+  // cudaMalloc during a global-mode capture must not invalidate the capture.
+  auto provider = std::make_shared<provider_log>();
+  provider->drv = driver_;
+  live_.push_back(allocate_in(pool_, 4096));
+  alloc_->set_pool_options(pool_, options(false, false, counting_provider(provider)));
+  const stream_t stream = stream_;
+  alloc_->begin_allocate_to_pool(pool_, [stream](stream_t s) { return s == stream; });
+  alloc_->release_pool(pool_);  // one use, as before
+  ASSERT_TRUE(driver_->stream_begin_capture(stream_, capture_mode::global).ok());
+  void* p = nullptr;
+  try {
+    p = alloc_->allocate(8 * mib, stream_);
+  } catch (...) {
+    graph_t broken = nullptr;
+    (void)driver_->stream_end_capture(stream_, &broken);
+    if (broken != nullptr) (void)driver_->graph_destroy(broken);
+    alloc_->end_allocate_to_pool(pool_);
+    throw;
+  }
+  graph_t graph = nullptr;
+  EXPECT_TRUE(driver_->stream_end_capture(stream_, &graph).ok()) << "the provider's call invalidated the capture";
+  alloc_->end_allocate_to_pool(pool_);
+  if (graph != nullptr) {
+    EXPECT_TRUE(driver_->graph_destroy(graph).ok());
+  }
+  live_.push_back(p);
+  EXPECT_EQ(provider->allocations, 1);
+}
+
 TEST_P(pool_options_test, AReleasedPoolNeverServes) {
   if (!is_native()) {
     GTEST_SKIP() << "the cudaMallocAsync backend gives a released pool's idle blocks back in its OOM retry, "
