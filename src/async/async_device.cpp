@@ -137,24 +137,18 @@ void* async_device::allocate_private_locked(private_pool& pool, std::size_t byte
     throw oom_locked(bytes, stream, pool.id, oom_cause::cap);
   }
   void* ptr = private_pools_.add_block(pool, bytes, size, stream);
-  if (ptr == nullptr && pool.options.provider != nullptr) {  // Note [Pool options]
-    const out_of_memory oom = oom_locked(bytes, stream, pool.id, oom_cause::driver);
-    throw out_of_memory(oom.what() + core::provider_oom_note(pool.id, *pool.options.provider), oom.requested_bytes(),
-                        oom.device());
-  }
-  if (ptr == nullptr) throw oom_locked(bytes, stream, pool.id, oom_cause::driver);
-  return ptr;
+  if (ptr != nullptr) return ptr;
+  const out_of_memory oom = oom_locked(bytes, stream, pool.id, oom_cause::driver);
+  if (pool.options.provider == nullptr) throw oom;
+  // Note [Pool options]: the provider had no memory, whatever the device has.
+  throw out_of_memory(oom.what() + core::provider_oom_note(pool.id, *pool.options.provider), oom.requested_bytes(),
+                      oom.device());
 }
 
 void* async_device::borrow_on_oom_locked(std::size_t bytes, stream_t stream) {
   // Note [Pool options] in src/core/allocator.cpp: an idle block of a use_on_oom pool on `stream`,
   // after the cap's and the driver's retries; not of a released pool or one being recorded to.
-  void* found = nullptr;
-  captures_.for_each_pool([&](private_pool& pool) {
-    if (found != nullptr || !pool.options.use_on_oom || pool.freeable() || captures_.recording(pool.id)) return;
-    found = private_pools_.reuse(pool, bytes, stream);
-  });
-  return found;
+  return captures_.first_use_on_oom([&](private_pool& pool) { return private_pools_.reuse(pool, bytes, stream); });
 }
 
 out_of_memory async_device::oom_locked(std::size_t bytes, stream_t stream, mempool_id pool, oom_cause cause) {

@@ -48,6 +48,7 @@
 #include <string>
 
 #include "core/format.hpp"
+#include "core/provider_memory.hpp"
 #include "streampool/errors.hpp"
 
 namespace streampool::async {
@@ -105,14 +106,7 @@ void* private_pools::add_block(private_pool& pool, std::size_t bytes, std::size_
     if (!relaxed.refusal().ok()) return relaxed.refusal();  // a cudaMalloc would break the capture
     if (provider == nullptr) return driver_->malloc(device_, size, &ptr);
     try {
-      ptr = provider->allocate(size, device_, stream);  // Note [Pool options]
-      if (ptr != nullptr && reinterpret_cast<std::uintptr_t>(ptr) % segment_provider::alignment != 0) {
-        provider->deallocate(ptr, size, device_, stream);
-        throw error("streampool: segment provider '" + provider->name + "' returned " +
-                    core::format_pointer(reinterpret_cast<std::uintptr_t>(ptr)) + " for " + format_size(size) +
-                    ", which is not aligned to " + std::to_string(segment_provider::alignment) +
-                    " bytes (cudaMalloc's alignment)");
-      }
+      ptr = core::allocate_from_provider(*provider, size, device_, stream);  // Note [Pool options]
     } catch (...) {
       memory.blocks.erase(0);
       throw;

@@ -130,6 +130,19 @@ class capture_router {
     return found->second->options;
   }
 
+  /// Offers `take(pool_type&)` each pool that may serve a general allocation about to fail with
+  /// out of memory (Note [Pool options] in src/core/allocator.cpp: use_on_oom, not released, not
+  /// being recorded to), in id order, and returns the first non-null result (or null).
+  template <typename F>
+  [[nodiscard]] auto first_use_on_oom(F&& take) const -> decltype(take(std::declval<pool_type&>())) {
+    for (const auto& entry : pools_) {
+      pool_type& pool = *entry.second;
+      if (!pool.options.use_on_oom || pool.freeable() || recording(pool.id)) continue;
+      if (auto found = take(pool)) return found;
+    }
+    return nullptr;
+  }
+
   /// The pool of the newest recording whose filter accepts `stream`; nullptr: the default pool.
   /// Runs the filters (user code) under the caller's lock.
   [[nodiscard]] pool_type* route(stream_t stream) const {

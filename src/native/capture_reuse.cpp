@@ -69,16 +69,17 @@ std::unordered_set<const block*> capture_reuse::ready(stream_t stream, const std
   for (const graph_node_t node : frontier) {
     if (seen.insert(node).second) w.pending.push_back(node);
   }
-  const auto all_seen = [&] {
-    return std::all_of(wanted.begin(), wanted.end(), [&](graph_node_t m) { return seen.count(m) != 0; });
-  };
+  std::size_t found = 0;  // wanted markers among the nodes seen (this walk's and earlier ones')
+  for (const graph_node_t m : wanted) found += seen.count(m);
   std::vector<graph_node_t> parents;
-  while (!w.pending.empty() && !all_seen()) {
+  while (!w.pending.empty() && found < wanted.size()) {
     const graph_node_t node = w.pending.back();
     if (!drv_->graph_node_dependencies(node, &parents).ok()) return out;  // unsure: they stay parked
     w.pending.pop_back();
     for (const graph_node_t parent : parents) {
-      if (seen.insert(parent).second) w.pending.push_back(parent);
+      if (!seen.insert(parent).second) continue;
+      found += wanted.count(parent);
+      w.pending.push_back(parent);
     }
   }
   for (const auto& [b, markers] : wanted_by) {

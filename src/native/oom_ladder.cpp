@@ -54,17 +54,14 @@ block* device_state::borrow_on_oom(const stream_arena& a, std::size_t rounded, s
   // the general pools only (one routed to a pool fails with its pool). A pool that is released, or
   // being recorded to (its free blocks may be the capture's), is not asked.
   if (a.pool() != nullptr) return nullptr;
-  block* found = nullptr;
-  captures_.for_each_pool([&](private_pool& pool) {
-    if (found != nullptr || !pool.options.use_on_oom || pool.freeable() || captures_.recording(pool.id)) return;
+  return captures_.first_use_on_oom([&](private_pool& pool) -> block* {
     for (stream_arena* pool_arena : pool.memory.arenas) {
       if (pool_arena->stream() != stream) continue;
       std::lock_guard lock(pool_arena->mutex());
-      found = pool_arena->try_allocate(rounded, requested, stream);  // a free block only, no new memory
-      break;
+      return pool_arena->try_allocate(rounded, requested, stream);  // a free block only, no new memory
     }
+    return nullptr;
   });
-  return found;
 }
 
 void device_state::release_cached(const stream_arena* held) {

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/format.hpp"
+#include "core/provider_memory.hpp"
 #include "native/stream_arena.hpp"
 #include "streampool/errors.hpp"
 
@@ -105,15 +106,8 @@ block* segment_source::new_segment(stream_arena& a, std::size_t alloc_size, bool
   drv_result result = relaxed.refusal();
   std::shared_ptr<const segment_provider> provider = a.pool() != nullptr ? a.pool()->options.provider : nullptr;
   if (result.ok() && provider != nullptr) {
-    ptr = provider->allocate(alloc_size, device_->index, a.stream());  // Note [Pool options]
+    ptr = core::allocate_from_provider(*provider, alloc_size, device_->index, a.stream());  // Note [Pool options]
     if (ptr == nullptr) return nullptr;  // out of memory, as the provider says
-    if (reinterpret_cast<std::uintptr_t>(ptr) % segment_provider::alignment != 0) {
-      provider->deallocate(ptr, alloc_size, device_->index, a.stream());
-      throw error("streampool: segment provider '" + provider->name + "' returned " +
-                  core::format_pointer(reinterpret_cast<std::uintptr_t>(ptr)) + " for " + format_size(alloc_size) +
-                  ", which is not aligned to " + std::to_string(segment_provider::alignment) +
-                  " bytes (cudaMalloc's alignment, which blocks rely on)");
-    }
   } else if (result.ok()) {
     result = malloc_maybe_unlocked(a, alloc_size, &ptr);
   }
