@@ -7,6 +7,8 @@
 #include <torch/extension.h>
 #include <torch/headeronly/version.h>
 
+#include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 
@@ -43,6 +45,15 @@ torch_allocator& active() {
 // is still current. A later torch.cuda.memory._set_allocator_settings("backend:...") re-parses and
 // still asserts; changing the backend at run time is not possible with PyTorch's allocator either.
 
+// Note [Both allocator slots]
+// PyTorch keeps the CUDA allocator in two places: c10::cuda::CUDACachingAllocator::allocator (what
+// torch.cuda.* and at::empty_cuda use; changeCurrentAllocator sets it) and c10's per-device-type
+// registry (c10::GetAllocator(kCUDA), filled at load time with the native allocator), which the
+// device-agnostic torch.accelerator memory API of PyTorch >= 2.9 reads through
+// c10::getDeviceAllocator. Both point at streampool after install(), or torch.accelerator.memory_stats()
+// would report PyTorch's idle allocator. The registry takes the highest priority so that no later
+// static registration replaces it.
+
 void install(std::optional<std::string> config) {
   if (instance_slot()) throw std::runtime_error("streampool: the extension allocator is already installed");
   streampool::allocator_config cfg =
@@ -53,9 +64,18 @@ void install(std::optional<std::string> config) {
   // Note [PyTorch's config parsed before the swap]
   (void)c10::cuda::CUDACachingAllocator::CUDAAllocatorConfig::instance();
   streampool::torch_ext::set_installed(alloc.get());
+  c10::Allocator* registered = c10::GetAllocator(c10::DeviceType::CUDA);
   try {
     torch::cuda::CUDAPluggableAllocator::changeCurrentAllocator(alloc);
+    // Note [Both allocator slots]
+    c10::SetAllocator(c10::DeviceType::CUDA, alloc.get(), std::numeric_limits<std::uint8_t>::max());
+    TORCH_CHECK(c10::GetAllocator(c10::DeviceType::CUDA) == alloc.get(),
+                "streampool: c10::SetAllocator(CUDA) did not take streampool's allocator; "
+                "torch.accelerator's memory functions would not reach it");
   } catch (...) {
+    if (c10::GetAllocator(c10::DeviceType::CUDA) == alloc.get()) {
+      c10::SetAllocator(c10::DeviceType::CUDA, registered, std::numeric_limits<std::uint8_t>::max());
+    }
     streampool::torch_ext::set_installed(nullptr);
     throw;
   }

@@ -70,19 +70,27 @@ out_of_memory oom_reporter::report(const oom_request& request) {
   }
 
   std::string message = core::build_oom_message(figures);
+  // Note [PyTorch's words for an async OOM]: PyTorch's cudaMallocAsync backend says "Allocation on
+  // device N would exceed allowed memory" for every OOM, and PyTorch's own tests (test_cuda.py's
+  // test_out_of_memory and test_graph_capture_oom with backend:cudaMallocAsync) match that text, so
+  // every cause below says it too, with its own reason after it.
+  const std::string would_exceed = " Allocation on device " + std::to_string(device_) + " would exceed allowed memory";
   if (cause == oom_cause::device_size) {
-    message += " The request is larger than device " + std::to_string(device_) + "'s total memory (" +
-               format_size(cap_->total_memory()) + "), so it cannot succeed; the driver was not asked.";
+    message += would_exceed + ": the request is larger than device " + std::to_string(device_) +
+               "'s total memory (" + format_size(cap_->total_memory()) +
+               "), so it cannot succeed; the driver was not asked.";
   } else if (over_cap) {
-    message += " Allocation on device " + std::to_string(device_) +
-               " would exceed allowed memory: this allocator holds " + format_size(held) +
+    message += would_exceed + ": this allocator holds " + format_size(held) +
                " and the per_process_memory_fraction cap is " + format_size(cap_->limit()) +
                "; the driver was not asked.";
   } else if (captures_->underway()) {
-    message += " A capture is underway on this device, so the pool could not be synchronised and trimmed "
-               "before giving up.";
+    message += would_exceed + " (the driver is out of memory). A capture is underway on this device, so the "
+               "pool could not be synchronised and trimmed before giving up.";
   } else if (request.retried) {
-    message += " The device was synchronised and the pool trimmed, and the request retried once.";
+    message += would_exceed + " (the driver is out of memory). The device was synchronised and the pool "
+               "trimmed, and the request retried once.";
+  } else {
+    message += would_exceed + " (the driver is out of memory).";
   }
 
   accounting_->on_oom();
