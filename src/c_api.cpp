@@ -355,6 +355,19 @@ int streampool_set_memory_fraction(double fraction, int device) {
   return guarded([&] { c_api_impl::instance()->set_memory_fraction(fraction, device); });
 }
 
+int streampool_set_settings(const char* config) {
+  return guarded([&] {
+    if (config == nullptr) throw streampool::error("streampool_set_settings: config is NULL; pass a config string");
+    c_api_impl::instance()->set_settings(config);
+  });
+}
+
+const char* streampool_settings_text(void) {
+  thread_local std::string text;
+  const int status = guarded([&] { text = streampool::to_string(c_api_impl::instance()->settings()); });
+  return status == STREAMPOOL_OK ? text.c_str() : nullptr;
+}
+
 const char* streampool_stats_json(int device) {
   thread_local std::string text;
   const int status = guarded([&] { text = c_api_impl::instance()->stats(device).to_json(); });

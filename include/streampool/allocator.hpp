@@ -94,6 +94,17 @@ class STREAMPOOL_API allocator {
   ///         debug_checks)
   [[nodiscard]] void* allocate_at(void* ptr, std::size_t bytes, mempool_id pool, int device = current_device);
 
+  /// Changes settings while the allocator runs, as torch.cuda.memory._set_allocator_settings does:
+  /// `text` in config syntax, with the keys of key_changes_at_run_time() only, applied by
+  /// apply_settings() (max_split_size_mb, roundup_power2_divisions and garbage_collection_threshold
+  /// return to their defaults unless given). Allocations from now on follow the new values; existing
+  /// blocks and segments stay as they are. Warnings of the change go to warn().
+  /// @throws config_error for a bad string or a key that cannot change at run time (nothing changed)
+  void set_settings(std::string_view text);
+  /// The config in effect now: config() with every set_settings() change (sources `runtime`).
+  [[nodiscard]] allocator_config settings() const;
+
+  /// The config the allocator was made with (settings() has the changes made since).
   [[nodiscard]] const allocator_config& config() const noexcept { return config_; }
   [[nodiscard]] driver& device_driver() const noexcept { return *driver_; }
   /// "native" or "cudaMallocAsync".
@@ -125,8 +136,15 @@ class STREAMPOOL_API allocator {
   [[nodiscard]] virtual pool_options do_get_pool_options(int device, mempool_id pool) const;
   /// allocate_at(); the default refuses (a backend that cannot place an allocation).
   [[nodiscard]] virtual void* do_allocate_at(int device, void* ptr, std::size_t bytes, mempool_id pool);
+  /// set_settings(): makes the backend follow `next` (the runtime keys of it); `text` is the change
+  /// as given (a wrapper passes it on). Called with set_settings serialised; must not throw after
+  /// changing anything. The default refuses (allocators that are not streampool's backends).
+  virtual void do_set_settings(std::string_view text, const allocator_config& next);
 
   allocator_config config_;
+  /// Note [Settings changed at run time]: the config with the changes (settings()); guarded.
+  struct settings_state;
+  std::unique_ptr<settings_state> settings_;
   std::shared_ptr<driver> driver_;
   int device_count_ = 0;
 };

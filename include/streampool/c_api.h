@@ -47,6 +47,14 @@ STREAMPOOL_API void streampool_free(void* ptr, size_t size, int device, void* st
 STREAMPOOL_API int streampool_record_stream(void* ptr, void* stream);
 STREAMPOOL_API int streampool_empty_cache(void);
 STREAMPOOL_API int streampool_set_memory_fraction(double fraction, int device);
+/* Changes settings while the allocator runs (allocator::set_settings: the keys that can change at
+ * run time, PyTorch's _set_allocator_settings rules). A bad string or a key that cannot change is
+ * STREAMPOOL_ERROR_INVALID_ARGUMENT (config errors) with nothing changed; the effective config is
+ * streampool_settings_text(). */
+STREAMPOOL_API int streampool_set_settings(const char* config);
+/* The config in effect now, multi-line, each key with where its value came from ("set at run
+ * time" for set_settings changes). NULL on error. Valid until the next call on this thread. */
+STREAMPOOL_API const char* streampool_settings_text(void);
 /* Statistics of `device` (-1 = current) as a JSON object with PyTorch's key names; snapshot as
  * JSON in the shape of torch.cuda.memory._snapshot(). The returned text stays valid until the
  * calling thread's next call of the same function; NULL on failure. */

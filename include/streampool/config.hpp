@@ -40,6 +40,7 @@ enum class config_source : std::uint8_t {
   env_pytorch_cuda,         ///< PYTORCH_CUDA_ALLOC_CONF
   env_pytorch,              ///< PYTORCH_ALLOC_CONF
   api,                      ///< parse_config() called by the program
+  runtime,                  ///< changed while the allocator runs (allocator::set_settings)
 };
 
 /// Every key the parser knows. Order = order of the effective-config dump.
@@ -122,6 +123,18 @@ struct STREAMPOOL_API allocator_config {
 /// @throws config_error naming the key, the value, the valid range and the position.
 [[nodiscard]] STREAMPOOL_API allocator_config parse_config(std::string_view text,
                                             config_source source = config_source::api);
+
+/// Whether an allocator can take a new value of `key` while it runs (allocator::set_settings;
+/// Note [Settings changed at run time] in src/config/runtime_settings.cpp).
+[[nodiscard]] STREAMPOOL_API bool key_changes_at_run_time(config_key key) noexcept;
+/// The config after the change `text` (config syntax) to `current`, with PyTorch's rule for
+/// _set_allocator_settings: max_split_size_mb, roundup_power2_divisions and
+/// garbage_collection_threshold return to their defaults unless `text` gives them; other keys keep
+/// their values. Keys set by `text` get source `runtime`; `text` of the result is the config string
+/// of every key it sets; its warnings are those of the change.
+/// @throws config_error for a string that does not parse, a key that cannot change at run time, or
+///         another backend than current's
+[[nodiscard]] STREAMPOOL_API allocator_config apply_settings(const allocator_config& current, std::string_view text);
 
 /// Reads STREAMPOOL_ALLOC_CONF, else PYTORCH_CUDA_ALLOC_CONF, else PYTORCH_ALLOC_CONF (the first
 /// that is set, even if empty) and parses it; all defaults when none is set.

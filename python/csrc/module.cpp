@@ -2,12 +2,14 @@
 // streampool::allocator PyTorch's CUDA allocator (c10's allocator slot, as
 // torch.cuda.memory.change_current_allocator does), and the package's Python functions (stats,
 // snapshot, trace, cache, fraction, env check) reach that same allocator through the functions below.
+#include <c10/core/AllocatorConfig.h>
 #include <c10/cuda/CUDAAllocatorConfig.h>
 #include <torch/csrc/cuda/CUDAPluggableAllocator.h>
 #include <torch/extension.h>
 #include <torch/headeronly/version.h>
 
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <string>
@@ -54,6 +56,54 @@ torch_allocator& active() {
 // would report PyTorch's idle allocator. The registry takes the highest priority so that no later
 // static registration replaces it.
 
+// Note [Runtime settings from PyTorch]
+// torch.cuda.memory._set_allocator_settings(env) and torch._C._accelerator_setAllocatorSettings(env)
+// end in c10::CachingAllocator::setAllocatorSettings: c10's AcceleratorAllocatorConfig parses and
+// validates `env` (a bad value raises ValueError there, before anything below runs), then calls
+// the device's config parser hook (CUDAAllocatorConfig's, for the CUDA-only keys). install() puts
+// a hook of its own in that slot which calls PyTorch's first, so PyTorch's validation, errors and
+// own records stay as they are, and then hands the same string to streampool's
+// allocator::set_settings (Note [Settings changed at run time]), so the change takes effect in the
+// allocator that serves PyTorch. The pinned_* keys are left to PyTorch: its pinned host allocator is
+// its own (docs/pytorch-compatibility.md). A key PyTorch accepts but streampool cannot change while
+// it runs (large_segment_size_mb, graph_capture_record_stream_reuse) raises ValueError saying so.
+std::string without_pinned_keys(const std::string& env) {
+  std::string out;
+  std::size_t depth = 0;
+  std::string item;
+  const auto flush = [&] {
+    const std::size_t first = item.find_first_not_of(" \t");
+    if (first != std::string::npos && item.compare(first, 7, "pinned_") != 0) out += (out.empty() ? "" : ",") + item;
+    item.clear();
+  };
+  for (const char c : env) {
+    if (c == '[') ++depth;
+    if (c == ']' && depth > 0) --depth;
+    if (c == ',' && depth == 0) {
+      flush();
+    } else {
+      item += c;
+    }
+  }
+  flush();
+  return out;
+}
+
+void route_runtime_settings() {
+  auto& hook = c10::CachingAllocator::AcceleratorAllocatorConfig::getConfigParserHook();
+  std::function<void(const std::string&)> pytorch_hook = hook;
+  hook = [pytorch_hook](const std::string& env) {
+    if (pytorch_hook) pytorch_hook(env);  // PyTorch's CUDA keys, validated and recorded as before
+    torch_allocator* ours = streampool::torch_ext::installed();
+    if (ours == nullptr) return;
+    try {
+      ours->impl().set_settings(without_pinned_keys(env));
+    } catch (const streampool::config_error& e) {
+      TORCH_CHECK_VALUE(false, e.what());
+    }
+  };
+}
+
 void install(std::optional<std::string> config) {
   if (instance_slot()) throw std::runtime_error("streampool: the extension allocator is already installed");
   streampool::allocator_config cfg =
@@ -80,6 +130,7 @@ void install(std::optional<std::string> config) {
     throw;
   }
   instance_slot() = std::move(alloc);
+  route_runtime_settings();  // Note [Runtime settings from PyTorch]
 }
 
 py::dict env_at_creation() {
@@ -103,7 +154,15 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("is_installed", [] { return static_cast<bool>(instance_slot()); });
   m.def("name", [] { return active().name(); });
   m.def("backend_name", [] { return std::string(active().impl().backend_name()); });
-  m.def("config_text", [] { return streampool::to_string(active().impl().config()); });
+  m.def("config_text", [] { return streampool::to_string(active().impl().settings()); });
+  m.def("set_settings", [](const std::string& text) {
+    try {
+      active().impl().set_settings(text);
+    } catch (const streampool::config_error& e) {
+      throw py::value_error(e.what());
+    }
+  }, py::arg("config"), "Changes the runtime keys of the allocator's config (allocator::set_settings)");
+  m.def("settings_text", [] { return streampool::to_string(active().impl().settings()); });
   m.def("config_in_effect", [] { return active().env().config_text + " (from " + active().env().source + ")"; });
   m.def("env_at_creation", &env_at_creation);
   m.def("env_mismatch_warnings", [] { return streampool::torch_ext::env_mismatch_warnings(active().env()); });

@@ -124,7 +124,7 @@ c10a::SnapshotInfo torch_allocator::snapshot(c10::MempoolId_t mempool_id, bool i
     }
   }
   contexts_.annotate(out);  // Note [Stack contexts]
-  out.config_metadata = config_info(alloc_->config());
+  out.config_metadata = config_info(alloc_->settings());
   return out;
 }
 

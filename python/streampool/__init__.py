@@ -22,6 +22,7 @@ from ._core import (DEFAULT_MAX_ENTRIES, backend_name, device_count, empty_cache
 from ._host import host_alloc, host_empty_cache, host_free, host_init, host_record_stream, host_stats
 from ._library import StreampoolError, find_library, library
 from ._record import Recording, record
+from ._settings import allocator_settings, set_allocator_settings
 from ._snapshot import dump_snapshot, snapshot
 from ._summary import memory_summary
 from ._env_watch import ConfigVariableChanged
@@ -62,6 +63,8 @@ __all__ = [
     "dump_snapshot",
     "empty_cache",
     "set_memory_fraction",
+    "set_allocator_settings",
+    "allocator_settings",
     "backend_name",
     "device_count",
     "record",

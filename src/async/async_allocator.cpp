@@ -114,7 +114,7 @@ memory_snapshot async_allocator::do_snapshot() const {
     std::vector<trace_entry> entries = slot.trace.entries();
     snapshot.trace.insert(snapshot.trace.end(), entries.begin(), entries.end());
   }
-  snapshot.allocator_settings = config().text;
+  snapshot.allocator_settings = settings().text;
   return snapshot;
 }
 
@@ -129,6 +129,15 @@ std::vector<trace_entry> async_allocator::do_trace(int dev) const {
 }
 
 void async_allocator::do_set_memory_fraction(int dev, double fraction) { device(dev).set_memory_fraction(fraction); }
+
+// Note [Settings changed at run time] (src/config/runtime_settings.cpp): of the runtime keys this
+// backend reads only per_process_memory_fraction (the others are PyTorch-native rules that
+// cudaMallocAsync has no use for; apply_settings warns about them). It applies to every device,
+// and only when the change names it: a cap set since with set_memory_fraction() stays otherwise.
+void async_allocator::do_set_settings(std::string_view text, const allocator_config& next) {
+  if (parse_config(text).source_of(config_key::per_process_memory_fraction) == config_source::default_value) return;
+  for (int dev = 0; dev < slot_count_; ++dev) device(dev).set_memory_fraction(next.per_process_memory_fraction);
+}
 
 double async_allocator::do_memory_fraction(int dev) const {
   const async_device* state = find_device(dev);

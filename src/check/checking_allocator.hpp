@@ -54,6 +54,7 @@ class checking_allocator final : public allocator {
   void do_record_history(bool enabled, std::size_t max_entries) override;
   [[nodiscard]] std::vector<trace_entry> do_trace(int device) const override;
   void do_set_memory_fraction(int device, double fraction) override;
+  void do_set_settings(std::string_view text, const allocator_config& next) override;
   [[nodiscard]] double do_memory_fraction(int device) const override;
   void do_begin_allocate_to_pool(int device, mempool_id pool, stream_filter filter) override;
   void do_end_allocate_to_pool(int device, mempool_id pool) override;

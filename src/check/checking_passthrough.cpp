@@ -18,6 +18,9 @@ void checking_allocator::do_set_memory_fraction(int device, double fraction) {
   inner_->set_memory_fraction(fraction, device);
 }
 double checking_allocator::do_memory_fraction(int device) const { return inner_->memory_fraction(device); }
+void checking_allocator::do_set_settings(std::string_view text, const allocator_config& /*next*/) {
+  inner_->set_settings(text);
+}
 void checking_allocator::do_begin_allocate_to_pool(int device, mempool_id pool, stream_filter filter) {
   inner_->begin_allocate_to_pool(pool, std::move(filter), device);
 }

@@ -107,6 +107,7 @@ std::string_view to_string(config_source source) noexcept {
     case config_source::env_pytorch_cuda: return "PYTORCH_CUDA_ALLOC_CONF";
     case config_source::env_pytorch: return "PYTORCH_ALLOC_CONF";
     case config_source::api: return "api";
+    case config_source::runtime: return "set at run time";
   }
   return "unknown";
 }

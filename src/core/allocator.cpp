@@ -3,14 +3,22 @@
 #include "streampool/allocator.hpp"
 
 #include <atomic>
+#include <mutex>
 #include <string>
 
 #include "core/format.hpp"
 
 namespace streampool {
 
+/// The config with the changes of set_settings(), behind its own mutex (readers copy it).
+struct allocator::settings_state {
+  mutable std::mutex mutex;
+  allocator_config current;
+};
+
 allocator::allocator(allocator_config config, std::shared_ptr<driver> drv)
-    : config_(std::move(config)), driver_(std::move(drv)) {
+    : config_(std::move(config)), settings_(std::make_unique<settings_state>()), driver_(std::move(drv)) {
+  settings_->current = config_;
   if (!driver_) throw error("allocator: driver is null");
   int count = 0;
   const drv_result result = driver_->device_count(&count);
@@ -120,6 +128,25 @@ void allocator::set_memory_fraction(double fraction, int device) {
 }
 
 double allocator::memory_fraction(int device) const { return do_memory_fraction(resolve_device(device)); }
+
+void allocator::set_settings(std::string_view text) {
+  // Note [Settings changed at run time]: one change at a time; nothing changes when it is refused.
+  std::lock_guard lock(settings_->mutex);
+  allocator_config next = apply_settings(settings_->current, text);
+  do_set_settings(text, next);
+  for (const std::string& w : next.warnings) warn(w);
+  settings_->current = std::move(next);
+}
+
+void allocator::do_set_settings(std::string_view /*text*/, const allocator_config& /*next*/) {
+  throw error("streampool: this allocator (" + std::string(backend_name()) +
+              ") cannot change its settings at run time; make a new one with the config you want");
+}
+
+allocator_config allocator::settings() const {
+  std::lock_guard lock(settings_->mutex);
+  return settings_->current;
+}
 
 mempool_id allocator::create_pool_id() noexcept {
   static std::atomic<std::uint64_t> next{1};

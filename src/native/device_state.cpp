@@ -44,6 +44,12 @@ void device_state::set_fraction(double fraction) {
                             std::memory_order_relaxed);
 }
 
+void device_state::apply_settings_locked(bool fraction_given) {
+  source_.set_expandable(context_.config->expandable_segments);
+  // set_fraction also derives gc_enabled from the (new) garbage_collection_threshold.
+  set_fraction(fraction_given ? context_.config->per_process_memory_fraction : fraction());
+}
+
 // --- statistics -------------------------------------------------------------------------------------
 
 memory_stats device_state::stats() {

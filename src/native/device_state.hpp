@@ -98,6 +98,10 @@ class device_state {
 
   // fraction cap (docs/pytorch-compatibility.md §2.12); device mutex held to set it
   void set_fraction(double fraction);
+  /// Settings changed at run time (Note [Settings changed at run time]), device mutex held: the
+  /// config the context points to already has them; `fraction_given`: the change names
+  /// per_process_memory_fraction (else the device's cap, perhaps set since, stays).
+  void apply_settings_locked(bool fraction_given);
   [[nodiscard]] double fraction() const noexcept { return source_.fraction(); }
 
   // private pools (capture_arenas.cpp); each takes the device mutex

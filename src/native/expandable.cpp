@@ -85,8 +85,17 @@ bool expandable_segments::enabled() {
   return mode_ == vmm_mode::on;
 }
 
+void expandable_segments::set_wanted(bool wanted) noexcept {
+  if (!wanted) {
+    mode_ = vmm_mode::off;
+  } else if (mode_ == vmm_mode::off && !unsupported_) {
+    mode_ = geometry_.total_memory != 0 ? vmm_mode::on : vmm_mode::unknown;  // probed before: no new probe
+  }
+}
+
 void expandable_segments::fall_back_to_normal_segments(const std::string& reason) {
   mode_ = vmm_mode::off;
+  unsupported_ = true;
   if (vmm_warned_->exchange(true)) return;
   warn("expandable_segments:True: device " + std::to_string(index_) + " (" +
        std::string(drv_->name()) + " driver): " + reason +

@@ -85,6 +85,10 @@ class expandable_segments {
   /// without VMM falls back to normal segments for good, with one warning).
   /// @throws cuda_error when the device cannot be queried
   [[nodiscard]] bool enabled();
+  /// expandable_segments changed at run time (device mutex held): new segments are expandable from
+  /// now on, or normal; existing segments stay what they are. A device that fell back for lack of
+  /// VMM support stays off.
+  void set_wanted(bool wanted) noexcept;
   /// Growth for a request of `rounded` bytes (the new-segment step of the OOM ladder): a free
   /// block of >= `rounded` bytes in no list, nullptr when out of memory — or when vmm_reserve
   /// said not_supported just now, after which enabled() is false. The caller checked the cap.
@@ -123,6 +127,7 @@ class expandable_segments {
   segment_counters* counters_;
   std::atomic<bool>* vmm_warned_;
   vmm_mode mode_;
+  bool unsupported_ = false;  ///< fell back to normal segments: the device has no VMM support
   vmm_geometry geometry_;
   segment_pages pages_;
 };

@@ -4,6 +4,7 @@
 #include "native/native_allocator.hpp"
 
 #include <algorithm>
+#include <mutex>
 #include <string>
 
 #include "backends.hpp"
@@ -13,13 +14,13 @@
 namespace streampool::native {
 
 native_allocator::native_allocator(allocator_config config, std::shared_ptr<driver> drv)
-    : allocator(std::move(config), std::move(drv)), policy_(allocator::config()) {
+    : allocator(std::move(config), std::move(drv)), live_config_(allocator::config()), policy_(live_config_) {
   int count = 0;
   if (!device_driver().device_count(&count).ok()) count = 0;
   devices_.reserve(static_cast<std::size_t>(count));
   for (int i = 0; i < count; ++i) {
     devices_.push_back(
-        std::make_unique<device_state>(device_driver(), allocator::config(), policy_, segments_, i, vmm_warned_));
+        std::make_unique<device_state>(device_driver(), live_config_, policy_, segments_, i, vmm_warned_));
   }
   // graph_capture_record_stream_reuse is accepted but not implemented: the parser warns
   // (Note [Keys accepted but not implemented], src/config/key_table.cpp).
@@ -44,6 +45,28 @@ block* native_allocator::allocate_slow_entry(device_state& d, stream_t stream, s
   std::lock_guard arena_lock(a->mutex());
   block* b = a->try_allocate(rounded, requested, stream);
   return b != nullptr ? b : d.allocate_slow(*a, rounded, requested, stream);
+}
+
+// Note [Settings changed at run time] (src/config/runtime_settings.cpp): every device mutex is
+// held (in device order) while the runtime keys of live_config_ change, so no slow path reads a
+// half-changed config; the hot path reads only the size rules, which are atomics (Note [Size rules
+// changed at run time]).
+void native_allocator::do_set_settings(std::string_view text, const allocator_config& next) {
+  const bool fraction_given =
+      parse_config(text).source_of(config_key::per_process_memory_fraction) != config_source::default_value;
+  std::vector<std::unique_lock<std::mutex>> locks;
+  locks.reserve(devices_.size());
+  for (auto& d : devices_) locks.emplace_back(d->mutex());
+  live_config_.max_split_size = next.max_split_size;
+  live_config_.max_non_split_rounding = next.max_non_split_rounding;
+  live_config_.roundup_power2_divisions = next.roundup_power2_divisions;
+  live_config_.roundup_bypass_threshold = next.roundup_bypass_threshold;
+  live_config_.garbage_collection_threshold = next.garbage_collection_threshold;
+  live_config_.expandable_segments = next.expandable_segments;
+  live_config_.release_lock_on_cudamalloc = next.release_lock_on_cudamalloc;
+  live_config_.per_process_memory_fraction = next.per_process_memory_fraction;
+  policy_.update(live_config_);
+  for (auto& d : devices_) d->apply_settings_locked(fraction_given);
 }
 
 void native_allocator::do_record_stream(void* ptr, stream_t stream) {
@@ -139,7 +162,7 @@ memory_snapshot native_allocator::do_snapshot() const {
     std::vector<trace_entry> entries = d->trace().entries();
     snap.trace.insert(snap.trace.end(), entries.begin(), entries.end());
   }
-  snap.allocator_settings = config().text;
+  snap.allocator_settings = settings().text;
   // docs/pytorch-compatibility.md §2.15: taking a snapshot is itself a trace event (size = active bytes); it is recorded
   // after the trace was copied, so a snapshot's last entry is still the last allocator action.
   for (const auto& d : devices_) {

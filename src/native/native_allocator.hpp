@@ -78,6 +78,7 @@ class native_allocator final : public allocator {
   void do_set_pool_options(int device, mempool_id pool, const pool_options& options) override;
   [[nodiscard]] pool_options do_get_pool_options(int device, mempool_id pool) const override;
   [[nodiscard]] void* do_allocate_at(int device, void* ptr, std::size_t bytes, mempool_id pool) override;
+  void do_set_settings(std::string_view text, const allocator_config& next) override;
 
   /// The slow entry: device mutex, routing, deferred frees and events, then the OOM ladder.
   [[nodiscard]] block* allocate_slow_entry(device_state& d, stream_t stream, std::size_t rounded,
@@ -86,6 +87,9 @@ class native_allocator final : public allocator {
   /// Throws error unless `stream` belongs to the device of `b` (Note [record_stream across devices]).
   void check_stream_device(const stream_arena& a, const block& b, stream_t stream) const;
 
+  /// The config the device states read: allocator::config() plus the runtime changes of
+  /// set_settings, written under every device mutex (Note [Settings changed at run time]).
+  allocator_config live_config_;
   size_policy policy_;
   segment_map segments_;  // before devices_: device states unregister segments into it
   std::atomic<bool> vmm_warned_{false};  // one "expandable segments fell back" warning

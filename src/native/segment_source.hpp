@@ -48,6 +48,8 @@ class segment_source {
   void release_free(stream_arena& a);
   /// The leftover pages the driver takes back now (Note [Leftover pages] in leftover_pages.hpp).
   void release_leftovers() noexcept { expandable_.release_leftovers(); }
+  /// expandable_segments changed at run time (device mutex held; expandable_segments::set_wanted).
+  void set_expandable(bool wanted) noexcept { expandable_.set_wanted(wanted); }
   /// Allocator teardown: every segment of `a` goes back to the driver, live blocks included
   /// (status form).
   void release_at_exit(stream_arena& a) noexcept;

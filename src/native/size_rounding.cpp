@@ -1,17 +1,34 @@
 // size_rounding.cpp — see size_rounding.hpp.
 #include "native/size_rounding.hpp"
 
+#include <algorithm>
 #include <bit>
 
 namespace streampool::native {
 
-size_policy::size_policy(const allocator_config& config)
-    : config_(&config),
-      max_split_size_(config.max_split_size),
-      max_non_split_rounding_(config.max_non_split_rounding),
-      roundup_bypass_threshold_(config.roundup_bypass_threshold),
-      large_segment_size_(config.large_segment_size) {
-  for (const std::size_t d : config.roundup_power2_divisions) any_divisions_ = any_divisions_ || d > 1;
+size_policy::size_policy(const allocator_config& config) : large_segment_size_(config.large_segment_size) {
+  update(config);
+}
+
+void size_policy::update(const allocator_config& config) noexcept {
+  // Note [Size rules changed at run time]
+  constexpr auto relaxed = std::memory_order_relaxed;
+  bool any = false;
+  for (std::size_t i = 0; i < divisions_.size(); ++i) {
+    divisions_[i].store(config.roundup_power2_divisions[i], relaxed);
+    any = any || config.roundup_power2_divisions[i] > 1;
+  }
+  max_split_size_.store(config.max_split_size, relaxed);
+  max_non_split_rounding_.store(config.max_non_split_rounding, relaxed);
+  roundup_bypass_threshold_.store(config.roundup_bypass_threshold, relaxed);
+  any_divisions_.store(any, relaxed);
+}
+
+std::size_t size_policy::divisions_for(std::size_t bytes) const noexcept {
+  // The interval index of allocator_config::divisions_for (docs/pytorch-compatibility.md §1.4).
+  const auto log2 = static_cast<std::size_t>(std::bit_width(bytes));
+  const std::size_t index = log2 <= 21 ? 0 : std::min(log2 - 21, allocator_config::roundup_intervals - 1);
+  return divisions_[index].load(std::memory_order_relaxed);
 }
 
 std::size_t size_policy::roundup_power2_division(std::size_t bytes, std::size_t divisions) noexcept {
@@ -25,8 +42,8 @@ std::size_t size_policy::roundup_power2_division(std::size_t bytes, std::size_t 
 
 std::size_t size_policy::round_size_divisions(std::size_t bytes) const noexcept {
   if (bytes < min_block_size) return min_block_size;
-  if (bytes <= roundup_bypass_threshold_) {
-    const std::size_t divisions = config_->divisions_for(bytes);
+  if (bytes <= roundup_bypass_threshold_.load(std::memory_order_relaxed)) {
+    const std::size_t divisions = divisions_for(bytes);
     if (divisions > 1 && bytes > min_block_size * divisions) return roundup_power2_division(bytes, divisions);
   }
   return round_up_512(bytes);
@@ -39,8 +56,11 @@ std::size_t size_policy::allocation_size(std::size_t rounded) const noexcept {
 }
 
 bool size_policy::may_reuse(std::size_t candidate, std::size_t rounded) const noexcept {
-  if (rounded < max_split_size_ && candidate >= max_split_size_) return false;
-  if (rounded >= max_split_size_ && candidate >= rounded + max_non_split_rounding_) return false;
+  const std::size_t max_split = max_split_size();
+  if (rounded < max_split && candidate >= max_split) return false;
+  if (rounded >= max_split && candidate >= rounded + max_non_split_rounding_.load(std::memory_order_relaxed)) {
+    return false;
+  }
   return true;
 }
 

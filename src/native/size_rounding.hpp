@@ -1,10 +1,12 @@
 // size_rounding.hpp — the sizing rules of the native backend: request rounding (docs/pytorch-compatibility.md §2.4), pool
 // choice and new-segment size (docs/pytorch-compatibility.md §2.5), split rules (docs/pytorch-compatibility.md §2.7) and the oversize reuse rules of
-// the free-block search (docs/pytorch-compatibility.md §2.6). A `size_policy` is a read-only copy of the config values the
-// hot path needs, built once per allocator.
+// the free-block search (docs/pytorch-compatibility.md §2.6). A `size_policy` is a copy of the config values the
+// hot path needs, built once per allocator and changed by update() when settings change at run time
+// (Note [Size rules changed at run time]).
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstddef>
 
 #include "streampool/config.hpp"
@@ -17,15 +19,29 @@ inline constexpr std::size_t small_buffer = 2 * mib;      ///< kSmallBuffer: sma
 inline constexpr std::size_t min_large_alloc = 10 * mib;  ///< kMinLargeAlloc
 inline constexpr std::size_t round_large = 2 * mib;       ///< kRoundLarge
 
+// Note [Size rules changed at run time]
+// allocator::set_settings can change max_split_size_mb, max_non_split_rounding_mb,
+// roundup_power2_divisions and roundup_bypass_threshold_mb while other threads allocate (Note
+// [Settings changed at run time] in src/config/runtime_settings.cpp). The hot path reads these
+// values without a lock, so each is a relaxed atomic (a plain load on x86-64 and AArch64: the
+// cache-hit path costs the same). An allocation that races with update() may see some old and some
+// new values; each value on its own is one of the two, and each block keeps the size it was given,
+// as with PyTorch's allocator, which reads its config the same way.
 class size_policy {
  public:
   explicit size_policy(const allocator_config& config);
+  size_policy(const size_policy&) = delete;
+  size_policy& operator=(const size_policy&) = delete;
+  /// Takes the size rules of `config` (Note [Size rules changed at run time]).
+  void update(const allocator_config& config) noexcept;
 
   /// round_size (docs/pytorch-compatibility.md §2.4): 512-byte floor and multiple, power-of-two divisions when configured
   /// (guard: size > 512·D), skipped for requests above roundup_bypass_threshold.
   [[nodiscard]] std::size_t round_size(std::size_t bytes) const noexcept {
     // Inline for the hot path: without roundup_power2_divisions it is the 512-byte rule alone.
-    if (!any_divisions_) [[likely]] return bytes < min_block_size ? min_block_size : round_up_512(bytes);
+    if (!any_divisions_.load(std::memory_order_relaxed)) [[likely]] {
+      return bytes < min_block_size ? min_block_size : round_up_512(bytes);
+    }
     return round_size_divisions(bytes);
   }
   /// True when a rounded size goes to the small pool (docs/pytorch-compatibility.md §2.5).
@@ -37,15 +53,15 @@ class size_policy {
   [[nodiscard]] bool should_split(bool fine, std::size_t block_size, std::size_t rounded) const noexcept {
     const std::size_t remaining = block_size - rounded;
     if (fine) return remaining >= min_block_size;
-    return rounded < max_split_size_ && remaining > small_size;
+    return rounded < max_split_size() && remaining > small_size;
   }
   /// Oversize reuse rules (docs/pytorch-compatibility.md §2.6): may a free large block of `candidate` bytes serve `rounded`?
   [[nodiscard]] bool may_reuse(std::size_t candidate, std::size_t rounded) const noexcept;
   /// True for blocks and segments counted by the oversize_* statistics.
-  [[nodiscard]] bool is_oversize(std::size_t bytes) const noexcept { return bytes >= max_split_size_; }
+  [[nodiscard]] bool is_oversize(std::size_t bytes) const noexcept { return bytes >= max_split_size(); }
 
-  [[nodiscard]] std::size_t max_split_size() const noexcept { return max_split_size_; }
-  [[nodiscard]] bool max_split_set() const noexcept { return max_split_size_ != allocator_config::unlimited; }
+  [[nodiscard]] std::size_t max_split_size() const noexcept { return max_split_size_.load(std::memory_order_relaxed); }
+  [[nodiscard]] bool max_split_set() const noexcept { return max_split_size() != allocator_config::unlimited; }
 
   /// The power-of-two-division step rounding on its own (exposed for tests).
   [[nodiscard]] static std::size_t roundup_power2_division(std::size_t bytes, std::size_t divisions) noexcept;
@@ -57,12 +73,15 @@ class size_policy {
   /// round_size when some interval has roundup_power2_divisions.
   [[nodiscard]] std::size_t round_size_divisions(std::size_t bytes) const noexcept;
 
-  const allocator_config* config_;  // for divisions_for(); the allocator owns the config
-  bool any_divisions_ = false;
-  std::size_t max_split_size_;
-  std::size_t max_non_split_rounding_;
-  std::size_t roundup_bypass_threshold_;
-  std::size_t large_segment_size_;
+  /// allocator_config::divisions_for() over divisions_.
+  [[nodiscard]] std::size_t divisions_for(std::size_t bytes) const noexcept;
+
+  std::atomic<bool> any_divisions_{false};
+  std::array<std::atomic<std::size_t>, allocator_config::roundup_intervals> divisions_{};
+  std::atomic<std::size_t> max_split_size_{allocator_config::unlimited};
+  std::atomic<std::size_t> max_non_split_rounding_{0};
+  std::atomic<std::size_t> roundup_bypass_threshold_{allocator_config::unlimited};
+  const std::size_t large_segment_size_;  ///< not a runtime key
 };
 
 }  // namespace streampool::native
