@@ -66,7 +66,7 @@ torch_allocator& active() {
 // allocator::set_settings (Note [Settings changed at run time]), so the change takes effect in the
 // allocator that serves PyTorch. The pinned_* keys are left to PyTorch: its pinned host allocator is
 // its own (docs/pytorch-compatibility.md). A key PyTorch accepts but streampool cannot change while
-// it runs (large_segment_size_mb, graph_capture_record_stream_reuse) raises ValueError saying so.
+// it runs (large_segment_size_mb, cross_stream_reuse, ...) raises ValueError saying so.
 std::string without_pinned_keys(const std::string& env) {
   std::string out;
   std::size_t depth = 0;

@@ -2,6 +2,9 @@
 // (stack_contexts.hpp, Note [Stack contexts]).
 #include "stack_contexts.hpp"
 
+#include <algorithm>
+#include <chrono>
+#include <iterator>
 #include <map>
 #include <utility>
 #include <vector>
@@ -15,11 +18,58 @@ void stack_contexts::configure(bool enabled, c10a::CreateContextFn recorder, c10
   recorder_.store(on ? recorder : nullptr);
   when_.store(on ? static_cast<int>(when) : 0);
   max_entries_ = max_entries;
-  if (clear || !on) {
+  if (clear || !enabled) {
     live_.clear();
     events_.clear();
+    windows_.clear();
   }
   while (events_.size() > max_entries_) events_.pop_front();
+  while (windows_.size() > max_entries_) windows_.pop_front();
+}
+
+std::uint64_t stack_contexts::now_us() noexcept {
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count());
+}
+
+// Note [Contexts of a call]
+// PyTorch gives a segment_free entry the stack of the call that freed the segment (empty_cache,
+// or the allocation whose retry released cached memory), when recording with context="all".
+// streampool traces segment frees inside the library, where no PyTorch context exists, so the
+// extension notes the window of trace-clock time of each such call with its context, and at
+// _snapshot() gives the context to the segment_free / segment_unmap entries of the same device
+// traced inside a window. Two threads releasing at the same moment could swap contexts; the
+// entries themselves are streampool's and exact.
+void stack_contexts::after_release(std::uint64_t start_us, context_ptr context) {
+  if (context == nullptr) return;
+  const std::uint64_t end_us = now_us();
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (max_entries_ == 0) return;
+  if (windows_.size() == max_entries_) windows_.pop_front();
+  windows_.push_back({start_us, end_us, std::move(context)});
+}
+
+// Note [User metadata]
+// torch.cuda.memory._set_memory_metadata(text) makes PyTorch's allocator store `text` in every
+// trace entry it records from then on ("user_metadata" in _snapshot()). streampool's entries are
+// recorded in the library, so the extension keeps the times at which the metadata changed and
+// gives each entry, at _snapshot(), the text in effect when it was recorded: the last change made
+// strictly before the entry's time (a change is a call between allocator calls, so an entry in the
+// same microsecond as a change was recorded by the call before it).
+void stack_contexts::set_metadata(std::string metadata) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (metadata_.empty() && metadata.empty()) return;
+  metadata_.push_back({now_us(), std::move(metadata)});
+  // Only the changes entries can still need: one before the oldest entry is enough, and the trace
+  // holds at most max_entries_ entries; keep a bounded log.
+  constexpr std::size_t max_changes = 1u << 16;
+  if (metadata_.size() > max_changes) metadata_.erase(metadata_.begin(), metadata_.begin() + max_changes / 2);
+}
+
+std::string stack_contexts::metadata() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return metadata_.empty() ? std::string() : metadata_.back().text;
 }
 
 context_ptr stack_contexts::gather(c10a::RecordContext level) const {
@@ -51,8 +101,40 @@ void stack_contexts::before_free(void* ptr) {
   if (context != nullptr) push({action::FREE_REQUESTED, address, std::move(context)});
 }
 
+void stack_contexts::annotate_windows(c10a::SnapshotInfo& snap) const {
+  if (windows_.empty()) return;
+  for (auto& trace : snap.device_traces) {
+    for (auto& entry : trace) {
+      if (entry.action_ != action::SEGMENT_FREE && entry.action_ != action::SEGMENT_UNMAP) continue;
+      if (entry.context_ != nullptr) continue;
+      const auto t = static_cast<std::uint64_t>(entry.time_.t_);
+      for (const release_window& w : windows_) {
+        if (t >= w.start_us && t <= w.end_us) {
+          entry.context_ = w.context;
+          break;
+        }
+      }
+    }
+  }
+}
+
+void stack_contexts::annotate_metadata(c10a::SnapshotInfo& snap) const {
+  if (metadata_.empty()) return;
+  for (auto& trace : snap.device_traces) {
+    for (auto& entry : trace) {
+      const auto t = static_cast<std::uint64_t>(entry.time_.t_);
+      // The last change strictly before t (Note [User metadata]).
+      const auto after = std::lower_bound(metadata_.begin(), metadata_.end(), t,
+                                          [](const metadata_change& c, std::uint64_t at) { return c.since_us < at; });
+      if (after != metadata_.begin()) entry.user_metadata_ = std::prev(after)->text;
+    }
+  }
+}
+
 void stack_contexts::annotate(c10a::SnapshotInfo& snap) const {
   std::lock_guard<std::mutex> lock(mutex_);
+  annotate_windows(snap);
+  annotate_metadata(snap);
   if (live_.empty() && events_.empty()) return;
   // The trace: per (action, address), the contexts oldest first; entries take them newest first.
   std::map<std::pair<int, std::uintptr_t>, std::vector<const context_ptr*>> logged;

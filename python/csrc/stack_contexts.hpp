@@ -12,8 +12,10 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <type_traits>
 #include <unordered_map>
+#include <vector>
 
 namespace streampool::torch_ext {
 
@@ -37,7 +39,8 @@ class stack_contexts {
  public:
   /// recordHistory: gathering is on while `enabled` and `recorder` is set and `when` is not NEVER
   /// (STATE: blocks only; ALLOC: allocations in the trace too; ALL: frees as well). The logs are
-  /// cleared when `clear` or when recording stops.
+  /// cleared when `clear` or when recording stops, not when it goes on without stacks
+  /// (context=None keeps what was gathered before, as PyTorch's trace keeps it).
   void configure(bool enabled, c10a::CreateContextFn recorder, c10a::RecordContext when, std::size_t max_entries,
                  bool clear);
   /// The context of an allocation about to be made; null when not gathering.
@@ -46,8 +49,19 @@ class stack_contexts {
   void after_alloc(void* ptr, context_ptr context);
   /// `ptr` is about to be freed.
   void before_free(void* ptr);
-  /// Sets the contexts of `snap`'s alloc / free_requested trace entries and allocated blocks.
+  /// The context of a call that may free segments (empty_cache); null unless frees are gathered.
+  [[nodiscard]] context_ptr before_release() const { return gather(c10a::RecordContext::ALL); }
+  /// The segment frees and unmaps that streampool traced between `start_us` and now (its trace
+  /// clock) were made by the call whose context before_release gave (Note [Contexts of a call]).
+  void after_release(std::uint64_t start_us, context_ptr context);
+  /// _set_memory_metadata: trace entries from now on carry `metadata` (Note [User metadata]).
+  void set_metadata(std::string metadata);
+  [[nodiscard]] std::string metadata() const;
+  /// Sets the contexts of `snap`'s alloc / free_requested trace entries and allocated blocks, the
+  /// contexts of segment frees made by a call (after_release) and every entry's user metadata.
   void annotate(c10a::SnapshotInfo& snap) const;
+  /// The trace's clock (microseconds since the epoch; streampool's trace_entry::time_us).
+  [[nodiscard]] static std::uint64_t now_us() noexcept;
 
  private:
   using action = c10::CachingDeviceAllocator::TraceEntry::Action;
@@ -56,6 +70,19 @@ class stack_contexts {
     std::uintptr_t address;
     context_ptr context;
   };
+  /// A call that released segments: [start_us, end_us] of the trace clock, and its context.
+  struct release_window {
+    std::uint64_t start_us;
+    std::uint64_t end_us;
+    context_ptr context;
+  };
+  /// A _set_memory_metadata call: entries after `since_us` carry `text`.
+  struct metadata_change {
+    std::uint64_t since_us;
+    std::string text;
+  };
+  void annotate_windows(c10a::SnapshotInfo& snap) const;
+  void annotate_metadata(c10a::SnapshotInfo& snap) const;
   [[nodiscard]] context_ptr gather(c10a::RecordContext level) const;
   [[nodiscard]] bool keeps(c10a::RecordContext level) const noexcept {
     return when_.load(std::memory_order_relaxed) >= static_cast<int>(level);
@@ -67,6 +94,8 @@ class stack_contexts {
   mutable std::mutex mutex_;
   std::unordered_map<std::uintptr_t, context_ptr> live_;
   std::deque<event> events_;
+  std::deque<release_window> windows_;
+  std::vector<metadata_change> metadata_;  ///< oldest first; the last is in effect
   std::size_t max_entries_ = 0;
 };
 

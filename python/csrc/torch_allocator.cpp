@@ -224,8 +224,12 @@ void torch_allocator::recordStream(const c10::DataPtr& ptr, c10::cuda::CUDAStrea
 void torch_allocator::emptyCache(c10::MempoolId_t mempool_id) {
   // streampool's empty_cache returns every unused cached block, of every pool no graph can still
   // replay; a request for one pool gets that superset (live memory and replayable pools stay).
+  // Note [Contexts of a call] (stack_contexts.cpp): the segment frees get this call's stack.
+  const context_ptr context = contexts_.before_release();
+  const std::uint64_t start_us = context != nullptr ? stack_contexts::now_us() : 0;
   try {
     alloc_->empty_cache();
+    contexts_.after_release(start_us, context);
   } catch (const std::exception& e) {
     // A pool's empty_cache comes from ~MemPool, where an exception would terminate the process.
     if (mempool_id.first != 0 || mempool_id.second != 0) {

@@ -76,6 +76,9 @@ class torch_allocator final : public c10a::CUDAAllocator {
                      c10a::RecordContext when, bool clear_history,
                      const std::vector<std::string>& skip_actions) override;
   void attachOutOfMemoryObserver(c10a::OutOfMemoryObserver observer) override;
+  /// _set_memory_metadata / _get_memory_metadata (Note [User metadata] in stack_contexts.cpp).
+  void setUserMetadata(const std::string& metadata) override { contexts_.set_metadata(metadata); }
+  std::string getUserMetadata() override { return contexts_.metadata(); }
   void attachAllocatorTraceTracker(c10a::AllocatorTraceTracker tracker) override;
 
   // --- CUDAAllocator: private pools (torch_allocator_pools.cpp) ---------------------------------

@@ -4,7 +4,7 @@ streampool.allocator_settings(), for programs with or without torch.
 The same keys and rules as torch.cuda.memory._set_allocator_settings (which reaches streampool
 too once install() has run): max_split_size_mb, max_non_split_rounding_mb, roundup_power2_divisions,
 roundup_bypass_threshold_mb, garbage_collection_threshold, expandable_segments (new segments),
-release_lock_on_cudamalloc and per_process_memory_fraction; max_split_size_mb,
+release_lock_on_cudamalloc, graph_capture_record_stream_reuse and per_process_memory_fraction; max_split_size_mb,
 roundup_power2_divisions and garbage_collection_threshold go back to their defaults unless given.
 """
 

@@ -10,11 +10,11 @@
 // next allocation. streampool does the same for the keys its backends can change while they run:
 // the size rules (max_split_size_mb, max_non_split_rounding_mb, roundup_power2_divisions,
 // roundup_bypass_threshold_mb), garbage_collection_threshold, release_lock_on_cudamalloc,
-// expandable_segments (segments made from now on; existing ones stay as they are, as in PyTorch)
-// and per_process_memory_fraction (every device). Keys that shape what the allocator was built
-// from (the backend, large_segment_size_mb, expandable_segments_reserve, async_pool, debug_checks,
-// cross_stream_reuse, graph_capture_record_stream_reuse and the pinned_* keys of the separate host
-// allocator) are refused with a message saying to set them before the allocator is made; `backend`
+// expandable_segments (segments made from now on; existing ones stay as they are, as in PyTorch),
+// graph_capture_record_stream_reuse (captures from now on) and per_process_memory_fraction (every
+// device). Keys that shape what the allocator was built from (the backend, large_segment_size_mb,
+// expandable_segments_reserve, async_pool, debug_checks, cross_stream_reuse and the pinned_* keys
+// of the separate host allocator) are refused with a message saying to set them before the allocator is made; `backend`
 // naming the backend already in use is accepted, as PyTorch accepts it. A refused string changes
 // nothing.
 #include <string>
@@ -36,6 +36,7 @@ bool key_changes_at_run_time(config_key key) noexcept {
     case config_key::expandable_segments:
     case config_key::release_lock_on_cudamalloc:
     case config_key::per_process_memory_fraction:
+    case config_key::graph_capture_record_stream_reuse:
       return true;
     default:
       return false;
@@ -58,6 +59,9 @@ void copy_value(config_key key, const allocator_config& from, allocator_config& 
     case config_key::release_lock_on_cudamalloc: to.release_lock_on_cudamalloc = from.release_lock_on_cudamalloc; break;
     case config_key::per_process_memory_fraction:
       to.per_process_memory_fraction = from.per_process_memory_fraction;
+      break;
+    case config_key::graph_capture_record_stream_reuse:
+      to.graph_capture_record_stream_reuse = from.graph_capture_record_stream_reuse;
       break;
     default: break;  // not changeable: refused before this is called
   }
@@ -103,7 +107,8 @@ allocator_config apply_settings(const allocator_config& current, std::string_vie
                              "in STREAMPOOL_ALLOC_CONF (or PYTORCH_CUDA_ALLOC_CONF) before the first allocation. "
                              "Keys that can change at run time: max_split_size_mb, max_non_split_rounding_mb, "
                              "roundup_power2_divisions, roundup_bypass_threshold_mb, garbage_collection_threshold, "
-                             "expandable_segments, release_lock_on_cudamalloc, per_process_memory_fraction.",
+                             "expandable_segments, release_lock_on_cudamalloc, graph_capture_record_stream_reuse, "
+                             "per_process_memory_fraction.",
                          std::string(key_name(key)), 0);
     }
   }

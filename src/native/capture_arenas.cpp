@@ -52,7 +52,7 @@ stream_arena& device_state::route_locked(stream_t stream) {
 }
 
 void device_state::reuse_in_capture_locked(stream_t stream) {
-  if (reuse_ == nullptr) return;  // Note [Reuse within a capture]
+  if (context_.reuse.load(std::memory_order_acquire) == nullptr) return;  // Note [Reuse within a capture]
   if (reuse_->empty()) {
     reuse_->reset_walks();
     return;

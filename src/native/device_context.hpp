@@ -68,8 +68,9 @@ struct device_context {
   /// the locks around cudaMalloc] in segment_source.cpp).
   std::mutex* device_mutex = nullptr;
   /// graph_capture_record_stream_reuse:True: notes the free markers of frees parked during a
-  /// capture (Note [Reuse within a capture] in capture_reuse.hpp); nullptr otherwise.
-  capture_reuse* reuse = nullptr;
+  /// capture (Note [Reuse within a capture] in capture_reuse.hpp); nullptr otherwise. Atomic: the
+  /// key can change at run time (Note [Settings changed at run time]) while frees read it.
+  std::atomic<capture_reuse*> reuse{nullptr};
   /// cross_stream_reuse:True: the default pool's streams share one arena (docs/cross-stream-reuse.md)
   bool cross_stream;
 };

@@ -18,7 +18,7 @@ device_state::device_state(driver& drv, const allocator_config& config, const si
   context_.device_mutex = &mutex_;
   if (config.graph_capture_record_stream_reuse) {
     reuse_ = std::make_unique<capture_reuse>(drv);
-    context_.reuse = reuse_.get();
+    context_.reuse.store(reuse_.get(), std::memory_order_relaxed);
   }
   set_fraction(config.per_process_memory_fraction);
 }
@@ -46,6 +46,13 @@ void device_state::set_fraction(double fraction) {
 
 void device_state::apply_settings_locked(bool fraction_given) {
   source_.set_expandable(context_.config->expandable_segments);
+  // graph_capture_record_stream_reuse: made on first use and kept (a free may still hold the
+  // pointer it read); off means the frees stop noting markers and allocations stop looking.
+  if (context_.config->graph_capture_record_stream_reuse && reuse_ == nullptr) {
+    reuse_ = std::make_unique<capture_reuse>(*context_.drv);
+  }
+  context_.reuse.store(context_.config->graph_capture_record_stream_reuse ? reuse_.get() : nullptr,
+                       std::memory_order_release);
   // set_fraction also derives gc_enabled from the (new) garbage_collection_threshold.
   set_fraction(fraction_given ? context_.config->per_process_memory_fraction : fraction());
 }

@@ -147,7 +147,9 @@ inline void stream_arena::free_request(block* b) {
     device_->captures->defer(b);
     b->deferred = true;
     // Note [Reuse within a capture] (capture_reuse.hpp): where the graph stands on its streams.
-    if (device_->reuse != nullptr && pool_ != nullptr) device_->reuse->note_free(b);
+    if (pool_ != nullptr) {
+      if (capture_reuse* reuse = device_->reuse.load(std::memory_order_acquire)) reuse->note_free(b);
+    }
   }
 }
 

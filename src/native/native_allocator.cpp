@@ -22,8 +22,6 @@ native_allocator::native_allocator(allocator_config config, std::shared_ptr<driv
     devices_.push_back(
         std::make_unique<device_state>(device_driver(), live_config_, policy_, segments_, i, vmm_warned_));
   }
-  // graph_capture_record_stream_reuse is accepted but not implemented: the parser warns
-  // (Note [Keys accepted but not implemented], src/config/key_table.cpp).
 }
 
 native_allocator::~native_allocator() = default;
@@ -65,6 +63,7 @@ void native_allocator::do_set_settings(std::string_view text, const allocator_co
   live_config_.expandable_segments = next.expandable_segments;
   live_config_.release_lock_on_cudamalloc = next.release_lock_on_cudamalloc;
   live_config_.per_process_memory_fraction = next.per_process_memory_fraction;
+  live_config_.graph_capture_record_stream_reuse = next.graph_capture_record_stream_reuse;
   policy_.update(live_config_);
   for (auto& d : devices_) d->apply_settings_locked(fraction_given);
 }

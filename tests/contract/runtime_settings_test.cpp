@@ -88,6 +88,24 @@ TEST_P(runtime_settings_test, FractionChangesOnlyWhenNamed) {
   alloc_->set_settings("per_process_memory_fraction:1.0");
 }
 
+TEST_P(runtime_settings_test, GraphCaptureRecordStreamReuseCanBeTurnedOnAndOff) {
+  // PyTorch's test_graph_capture_reclaim_* turn it on with _set_allocator_settings before capturing.
+  alloc_->set_settings("graph_capture_record_stream_reuse:True");
+  EXPECT_TRUE(alloc_->settings().graph_capture_record_stream_reuse);
+  const stream_t s = new_stream();
+  const mempool_id pool = allocator::create_pool_id();
+  alloc_->begin_allocate_to_pool(pool, [s](stream_t x) { return x == s; });
+  void* p = alloc_->allocate(4096, s);
+  alloc_->deallocate(p);
+  alloc_->end_allocate_to_pool(pool);
+  alloc_->set_settings("graph_capture_record_stream_reuse:False");
+  EXPECT_FALSE(alloc_->settings().graph_capture_record_stream_reuse);
+  alloc_->release_pool(pool);
+  synchronize();
+  alloc_->empty_cache();
+  EXPECT_EQ(alloc_->stats().reserved_bytes[0].current, 0);
+}
+
 TEST_P(runtime_settings_test, ExpandableSegmentsApplyToNewSegments) {
   if (!is_native()) GTEST_SKIP() << "expandable_segments is a key of the native backend";
   if (GetParam().real_device) {
