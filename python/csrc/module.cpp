@@ -40,12 +40,14 @@ torch_allocator& active() {
 // Note [PyTorch's config parsed before the swap]
 // c10 parses PYTORCH_CUDA_ALLOC_CONF into CUDAAllocatorConfig lazily, on the first read of any of
 // its settings, and asserts that a `backend:` value in it equals the current allocator's name()
-// ("Allocator backend parsed at runtime != allocator backend parsed at load time"). After the
-// swap the current allocator is streampool ("streampool:cudaMallocAsync"), so a first read made
-// after install() (seen on the H200: during a captured training step) failed that assertion. The
-// parse is therefore forced here, while PyTorch's own allocator, picked from the same variable,
-// is still current. A later torch.cuda.memory._set_allocator_settings("backend:...") re-parses and
-// still asserts; changing the backend at run time is not possible with PyTorch's allocator either.
+// ("Allocator backend parsed at runtime != allocator backend parsed at load time"). streampool's
+// name() is its backend's PyTorch name ("native" / "cudaMallocAsync"), so that assertion holds
+// whenever PyTorch's variable and streampool's config agree on the backend; they can differ
+// (STREAMPOOL_ALLOC_CONF picks streampool's), so the parse is still forced here, while PyTorch's
+// own allocator, picked from PyTorch's variable, is current (seen on the H200 before: a first read
+// during a captured training step failed the assertion). A later
+// torch.cuda.memory._set_allocator_settings("backend:...") re-parses and asserts like PyTorch's
+// allocator does; changing the backend at run time is not possible with PyTorch's allocator either.
 
 // Note [Both allocator slots]
 // PyTorch keeps the CUDA allocator in two places: c10::cuda::CUDACachingAllocator::allocator (what
@@ -104,13 +106,27 @@ void route_runtime_settings() {
   };
 }
 
+// PyTorch's words for a config error where code matches them (test_cuda.py's
+// test_allocator_memory_fraction_setting looks for "per_process_memory_fraction is invalid").
+streampool::allocator_config checked_config(const std::optional<std::string>& config) {
+  try {
+    return config ? streampool::parse_config(*config, streampool::config_source::api) : streampool::config_from_env();
+  } catch (const streampool::config_error& e) {
+    if (e.key() == "per_process_memory_fraction") {
+      throw streampool::config_error(std::string(e.what()) + " (PyTorch: per_process_memory_fraction is invalid, set "
+                                     "it in [0.0, 1.0])", e.key(), e.position());
+    }
+    throw;
+  }
+}
+
 void install(std::optional<std::string> config) {
   if (instance_slot()) throw std::runtime_error("streampool: the extension allocator is already installed");
-  streampool::allocator_config cfg =
-      config ? streampool::parse_config(*config, streampool::config_source::api) : streampool::config_from_env();
+  streampool::allocator_config cfg = checked_config(config);
   streampool::torch_ext::env_snapshot env = streampool::torch_ext::read_env(cfg);
-  auto alloc = std::make_shared<torch_allocator>(streampool::make_allocator(std::move(cfg), streampool::make_cuda_driver()),
-                                                 std::move(env));
+  // Note [Built at first use] (torch_allocator.cpp): the config is checked now, the allocator made
+  // when CUDA starts.
+  auto alloc = std::make_shared<torch_allocator>(std::move(cfg), std::move(env));
   // Note [PyTorch's config parsed before the swap]
   (void)c10::cuda::CUDACachingAllocator::CUDAAllocatorConfig::instance();
   streampool::torch_ext::set_installed(alloc.get());

@@ -57,14 +57,37 @@ void stack_contexts::after_release(std::uint64_t start_us, context_ptr context) 
 // gives each entry, at _snapshot(), the text in effect when it was recorded: the last change made
 // strictly before the entry's time (a change is a call between allocator calls, so an entry in the
 // same microsecond as a change was recorded by the call before it).
+void stack_contexts::record_change(std::vector<metadata_change>& log, std::string text) {
+  log.push_back({now_us(), std::move(text)});
+  // A bounded log: the oldest changes go first (their entries have left the trace ring, or are the
+  // oldest still in it).
+  constexpr std::size_t max_changes = 1u << 16;
+  if (log.size() > max_changes) log.erase(log.begin(), log.begin() + max_changes / 2);
+}
+
+const std::string* stack_contexts::text_at(const std::vector<metadata_change>& log, std::uint64_t t) {
+  // The last change strictly before t (Note [User metadata]).
+  const auto after = std::lower_bound(log.begin(), log.end(), t,
+                                      [](const metadata_change& c, std::uint64_t at) { return c.since_us < at; });
+  return after == log.begin() ? nullptr : &std::prev(after)->text;
+}
+
 void stack_contexts::set_metadata(std::string metadata) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (metadata_.empty() && metadata.empty()) return;
-  metadata_.push_back({now_us(), std::move(metadata)});
-  // Only the changes entries can still need: one before the oldest entry is enough, and the trace
-  // holds at most max_entries_ entries; keep a bounded log.
-  constexpr std::size_t max_changes = 1u << 16;
-  if (metadata_.size() > max_changes) metadata_.erase(metadata_.begin(), metadata_.begin() + max_changes / 2);
+  record_change(metadata_, std::move(metadata));
+}
+
+void stack_contexts::push_compile_context(std::string region) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  compile_stack_.push_back(std::move(region));
+  record_change(compile_, compile_stack_.back());
+}
+
+void stack_contexts::pop_compile_context() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!compile_stack_.empty()) compile_stack_.pop_back();
+  record_change(compile_, compile_stack_.empty() ? std::string("N/A") : compile_stack_.back());
 }
 
 std::string stack_contexts::metadata() const {
@@ -119,14 +142,12 @@ void stack_contexts::annotate_windows(c10a::SnapshotInfo& snap) const {
 }
 
 void stack_contexts::annotate_metadata(c10a::SnapshotInfo& snap) const {
-  if (metadata_.empty()) return;
   for (auto& trace : snap.device_traces) {
     for (auto& entry : trace) {
       const auto t = static_cast<std::uint64_t>(entry.time_.t_);
-      // The last change strictly before t (Note [User metadata]).
-      const auto after = std::lower_bound(metadata_.begin(), metadata_.end(), t,
-                                          [](const metadata_change& c, std::uint64_t at) { return c.since_us < at; });
-      if (after != metadata_.begin()) entry.user_metadata_ = std::prev(after)->text;
+      if (const std::string* text = text_at(metadata_, t)) entry.user_metadata_ = *text;
+      const std::string* region = text_at(compile_, t);
+      entry.compile_context_ = region != nullptr ? *region : std::string("N/A");
     }
   }
 }

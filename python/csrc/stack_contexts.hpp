@@ -57,6 +57,10 @@ class stack_contexts {
   /// _set_memory_metadata: trace entries from now on carry `metadata` (Note [User metadata]).
   void set_metadata(std::string metadata);
   [[nodiscard]] std::string metadata() const;
+  /// torch.compile's region markers (pushCompileContext / popCompileContext): trace entries carry
+  /// the innermost region open when they were recorded, "N/A" outside any (as PyTorch's).
+  void push_compile_context(std::string region);
+  void pop_compile_context();
   /// Sets the contexts of `snap`'s alloc / free_requested trace entries and allocated blocks, the
   /// contexts of segment frees made by a call (after_release) and every entry's user metadata.
   void annotate(c10a::SnapshotInfo& snap) const;
@@ -76,11 +80,16 @@ class stack_contexts {
     std::uint64_t end_us;
     context_ptr context;
   };
-  /// A _set_memory_metadata call: entries after `since_us` carry `text`.
+  /// A _set_memory_metadata call (or a compile region opened or closed): entries after
+  /// `since_us` carry `text`.
   struct metadata_change {
     std::uint64_t since_us;
     std::string text;
   };
+  /// Appends a change to `log` (bounded), under mutex_.
+  static void record_change(std::vector<metadata_change>& log, std::string text);
+  /// The text of `log` in effect at trace time `t` (Note [User metadata]); nullptr before any.
+  [[nodiscard]] static const std::string* text_at(const std::vector<metadata_change>& log, std::uint64_t t);
   void annotate_windows(c10a::SnapshotInfo& snap) const;
   void annotate_metadata(c10a::SnapshotInfo& snap) const;
   [[nodiscard]] context_ptr gather(c10a::RecordContext level) const;
@@ -96,6 +105,8 @@ class stack_contexts {
   std::deque<event> events_;
   std::deque<release_window> windows_;
   std::vector<metadata_change> metadata_;  ///< oldest first; the last is in effect
+  std::vector<metadata_change> compile_;   ///< the innermost compile region over time
+  std::vector<std::string> compile_stack_;
   std::size_t max_entries_ = 0;
 };
 

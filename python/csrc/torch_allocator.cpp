@@ -79,14 +79,32 @@ void report_to_profiler(void* ptr, std::int64_t bytes, const device_usage& now, 
 torch_allocator* installed() noexcept { return g_installed.load(std::memory_order_acquire); }
 void set_installed(torch_allocator* instance) noexcept { g_installed.store(instance, std::memory_order_release); }
 
-torch_allocator::torch_allocator(std::unique_ptr<allocator> alloc, env_snapshot env)
-    : alloc_(std::move(alloc)), env_(std::move(env)) {}
+// Note [Built at first use]
+// install() parses and validates the config (a bad one fails there) but makes no CUDA call: the
+// streampool allocator, whose construction asks the driver for the devices (cuInit), is built
+// when PyTorch initialises CUDA (init(), from torch.cuda's lazy init) or at the first call that
+// needs it. A process that installs streampool and then forks before using CUDA therefore leaves
+// CUDA usable in the child, as with PyTorch's own allocator (test_cuda.py's
+// test_is_pinned_no_context, DataLoader workers started with fork).
+torch_allocator::torch_allocator(allocator_config config, env_snapshot env)
+    : config_(std::move(config)), env_(std::move(env)) {}
 
-std::string torch_allocator::name() { return "streampool:" + std::string(alloc_->backend_name()); }
+allocator& torch_allocator::build() const {
+  std::call_once(built_once_, [this] {
+    alloc_ = make_allocator(config_, make_cuda_driver());
+    built_.store(alloc_.get(), std::memory_order_release);
+  });
+  return *alloc_;
+}
+
+// PyTorch's names for its backends ("native", "cudaMallocAsync"): torch.cuda.get_allocator_backend()
+// returns it, and code (PyTorch's tests among it) compares it with those names.
+std::string torch_allocator::name() { return std::string(to_string(config_.backend)); }
 
 void torch_allocator::init(int /*device_count*/) {
-  // The streampool allocator exists already (it was built at install to validate the config);
-  // it sizes its per-device state from the driver itself.
+  // Note [Built at first use]: CUDA is being initialised, so the allocator can be built now; it
+  // sizes its per-device state from the driver itself.
+  (void)impl();
   initialized_.store(true);
 }
 
@@ -105,12 +123,12 @@ void* torch_allocator::malloc_on(size_t nbytes, c10::DeviceIndex device, cudaStr
   }
   context_ptr context = contexts_.before_alloc();  // Note [Stack contexts]: before any lock of ours
   const bool profiling = c10::memoryProfilingEnabled();  // Note [Profiler memory events]
-  const std::int64_t before = profiling ? usage_of(*alloc_, device).allocated : 0;
+  const std::int64_t before = profiling ? usage_of(impl(), device).allocated : 0;
   try {
-    void* ptr = alloc_->allocate(nbytes, stream, device);
+    void* ptr = impl().allocate(nbytes, stream, device);
     if (context != nullptr) contexts_.after_alloc(ptr, std::move(context));
     if (profiling) {
-      const device_usage now = usage_of(*alloc_, device);
+      const device_usage now = usage_of(impl(), device);
       report_to_profiler(ptr, now.allocated - before, now, device);
     }
     return ptr;
@@ -125,8 +143,8 @@ void* torch_allocator::malloc_on(size_t nbytes, c10::DeviceIndex device, cudaStr
 void torch_allocator::raise_oom(const out_of_memory& oom, size_t nbytes, c10::DeviceIndex device) {
   std::size_t device_free = 0;
   std::size_t device_total = 0;
-  (void)alloc_->device_driver().mem_get_info(device, &device_free, &device_total);
-  const memory_stats stats = alloc_->stats(device);
+  (void)impl().device_driver().mem_get_info(device, &device_free, &device_total);
+  const memory_stats stats = impl().stats(device);
   std::vector<c10a::OutOfMemoryObserver> observers;
   {
     std::lock_guard<std::mutex> lock(observers_mutex_);
@@ -134,7 +152,7 @@ void torch_allocator::raise_oom(const out_of_memory& oom, size_t nbytes, c10::De
   }
   // As PyTorch's allocator calls them: the request, the memory the process may use (the fraction
   // cap when one is set, else the device's total), the device's free memory.
-  const double fraction = alloc_->memory_fraction(device);
+  const double fraction = impl().memory_fraction(device);
   const auto allowed = fraction < 1.0 ? static_cast<size_t>(fraction * static_cast<double>(device_total)) : device_total;
   for (const auto& observer : observers) observer(device, nbytes, allowed, device_free);
   c10::reportOutOfMemoryToProfiler(static_cast<int64_t>(nbytes), static_cast<size_t>(stats.allocated_bytes[0].current),
@@ -185,18 +203,18 @@ void torch_allocator::raw_delete(void* ptr) {
     cudaPointerAttributes attributes{};
     if (cudaPointerGetAttributes(&attributes, ptr) == cudaSuccess && attributes.device >= 0) {
       device = static_cast<c10::DeviceIndex>(attributes.device);
-      before = usage_of(*alloc_, device).allocated;
+      before = usage_of(impl(), device).allocated;
     } else {
       (void)cudaGetLastError();  // not reported; the free goes on
     }
   }
   try {
-    alloc_->deallocate(ptr);
+    impl().deallocate(ptr);
   } catch (const std::exception& e) {
     TORCH_CHECK(false, "streampool: freeing ", ptr, " failed: ", e.what());
   }
   if (device >= 0) {
-    const device_usage now = usage_of(*alloc_, device);
+    const device_usage now = usage_of(impl(), device);
     report_to_profiler(ptr, now.allocated - before, now, device);
   }
 }
@@ -213,7 +231,7 @@ void torch_allocator::recordStream(const c10::DataPtr& ptr, c10::cuda::CUDAStrea
     if (uncached_.count(ptr.get()) != 0) return;  // freed with cudaFree, which waits for the device
   }
   try {
-    alloc_->record_stream(ptr.get(), stream.stream());
+    impl().record_stream(ptr.get(), stream.stream());
   } catch (const std::exception& e) {
     TORCH_CHECK(false, "streampool: record_stream(", ptr.get(), ") failed: ", e.what());
   }
@@ -228,7 +246,7 @@ void torch_allocator::emptyCache(c10::MempoolId_t mempool_id) {
   const context_ptr context = contexts_.before_release();
   const std::uint64_t start_us = context != nullptr ? stack_contexts::now_us() : 0;
   try {
-    alloc_->empty_cache();
+    impl().empty_cache();
     contexts_.after_release(start_us, context);
   } catch (const std::exception& e) {
     // A pool's empty_cache comes from ~MemPool, where an exception would terminate the process.
@@ -240,11 +258,11 @@ void torch_allocator::emptyCache(c10::MempoolId_t mempool_id) {
   }
 }
 
-double torch_allocator::getMemoryFraction(c10::DeviceIndex device) { return alloc_->memory_fraction(device); }
+double torch_allocator::getMemoryFraction(c10::DeviceIndex device) { return impl().memory_fraction(device); }
 
 void torch_allocator::setMemoryFraction(double fraction, c10::DeviceIndex device) {
   try {
-    alloc_->set_memory_fraction(fraction, device);
+    impl().set_memory_fraction(fraction, device);
   } catch (const std::exception& e) {
     TORCH_CHECK(false, "streampool: set_memory_fraction(", fraction, ", device ", static_cast<int>(device),
                 ") failed: ", e.what());
@@ -252,7 +270,7 @@ void torch_allocator::setMemoryFraction(double fraction, c10::DeviceIndex device
 }
 
 c10a::DeviceStats torch_allocator::getDeviceStats(c10::DeviceIndex device) {
-  const memory_stats s = alloc_->stats(device);
+  const memory_stats s = impl().stats(device);
   c10a::DeviceStats out;
   copy_stats(s.allocation, out.allocation);
   copy_stats(s.segment, out.segment);
@@ -274,9 +292,9 @@ c10a::DeviceStats torch_allocator::getDeviceStats(c10::DeviceIndex device) {
   return out;
 }
 
-void torch_allocator::resetAccumulatedStats(c10::DeviceIndex device) { alloc_->reset_accumulated_stats(device); }
+void torch_allocator::resetAccumulatedStats(c10::DeviceIndex device) { impl().reset_accumulated_stats(device); }
 
-void torch_allocator::resetPeakStats(c10::DeviceIndex device) { alloc_->reset_peak_stats(device); }
+void torch_allocator::resetPeakStats(c10::DeviceIndex device) { impl().reset_peak_stats(device); }
 
 void torch_allocator::attachOutOfMemoryObserver(c10a::OutOfMemoryObserver observer) {
   std::lock_guard<std::mutex> lock(observers_mutex_);

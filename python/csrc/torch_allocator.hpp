@@ -36,12 +36,17 @@ namespace c10a = c10::cuda::CUDACachingAllocator;
 
 class torch_allocator final : public c10a::CUDAAllocator {
  public:
-  /// Takes the allocator and the environment values its config was read from (env_watch).
-  torch_allocator(std::unique_ptr<allocator> alloc, env_snapshot env);
+  /// Takes the (validated) config and the environment values it was read from (env_watch); the
+  /// allocator itself is built at first use (Note [Built at first use]).
+  torch_allocator(allocator_config config, env_snapshot env);
   ~torch_allocator() override = default;
 
-  /// The streampool allocator underneath (for the module's own functions).
-  [[nodiscard]] allocator& impl() const noexcept { return *alloc_; }
+  /// The streampool allocator underneath, built on the first call (Note [Built at first use]).
+  /// @throws what building it throws (a driver that cannot start)
+  [[nodiscard]] allocator& impl() const {
+    allocator* built = built_.load(std::memory_order_acquire);
+    return built != nullptr ? *built : build();
+  }
   [[nodiscard]] const env_snapshot& env() const noexcept { return env_; }
 
   // --- c10::Allocator / DeviceAllocator ---------------------------------------------------------
@@ -79,6 +84,8 @@ class torch_allocator final : public c10a::CUDAAllocator {
   /// _set_memory_metadata / _get_memory_metadata (Note [User metadata] in stack_contexts.cpp).
   void setUserMetadata(const std::string& metadata) override { contexts_.set_metadata(metadata); }
   std::string getUserMetadata() override { return contexts_.metadata(); }
+  void pushCompileContext(std::string& md) override { contexts_.push_compile_context(md); }
+  void popCompileContext() override { contexts_.pop_compile_context(); }
   void attachAllocatorTraceTracker(c10a::AllocatorTraceTracker tracker) override;
 
   // --- CUDAAllocator: private pools (torch_allocator_pools.cpp) ---------------------------------
@@ -117,7 +124,13 @@ class torch_allocator final : public c10a::CUDAAllocator {
   /// Segments of the snapshot, on `device`, in `pool` (default id: every pool).
   [[nodiscard]] std::vector<segment_info> segments_of(c10::DeviceIndex device, c10::MempoolId_t pool) const;
 
-  std::unique_ptr<allocator> alloc_;
+  /// Builds the allocator once (impl()).
+  allocator& build() const;
+
+  allocator_config config_;
+  mutable std::once_flag built_once_;
+  mutable std::unique_ptr<allocator> alloc_;
+  mutable std::atomic<allocator*> built_{nullptr};
   env_snapshot env_;
   std::atomic<bool> initialized_{false};
   std::atomic<bool> enabled_{true};

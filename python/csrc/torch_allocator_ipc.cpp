@@ -26,7 +26,7 @@ constexpr std::string_view ipc_prefix = "streampool-ipc-v1:";
 }  // namespace
 
 c10a::ShareableHandle torch_allocator::shareIpcHandle(void* ptr) {
-  TORCH_CHECK(alloc_->config().backend == backend_kind::native,
+  TORCH_CHECK(impl().config().backend == backend_kind::native,
               "streampool: sharing CUDA memory with another process (cudaIpc) is not supported on the "
               "cudaMallocAsync backend: its memory pool is not IPC-exportable. Use the native backend "
               "(unset backend:cudaMallocAsync) for torch.multiprocessing with CUDA tensors.");
@@ -38,7 +38,7 @@ c10a::ShareableHandle torch_allocator::shareIpcHandle(void* ptr) {
                 "(it is mapped pages, not one cudaMalloc); set expandable_segments:False to share CUDA tensors.");
     // Note [Pool options]: a segment of a MemPool with an allocator of its own need not be one
     // cudaMalloc of its own, so its cudaIpc handle could name other memory.
-    TORCH_CHECK(s.pool.is_default() || alloc_->get_pool_options(s.pool, s.device).provider == nullptr,
+    TORCH_CHECK(s.pool.is_default() || impl().get_pool_options(s.pool, s.device).provider == nullptr,
                 "streampool: sharing memory of a torch.cuda.MemPool with an allocator of its own with another "
                 "process is not supported (its segments come from that allocator, not from cudaMalloc).");
     c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(s.device));

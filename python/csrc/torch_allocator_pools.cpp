@@ -36,7 +36,7 @@ std::string pool_text(c10::MempoolId_t id) {
 void torch_allocator::beginAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t mempool_id,
                                           std::function<bool(cudaStream_t)> filter) {
   try {
-    alloc_->begin_allocate_to_pool(
+    impl().begin_allocate_to_pool(
         to_pool(mempool_id), [f = std::move(filter)](stream_t s) { return f(static_cast<cudaStream_t>(s)); },
         device);
   } catch (const std::exception& e) {
@@ -49,7 +49,7 @@ void torch_allocator::beginAllocateToPool(c10::DeviceIndex device, c10::MempoolI
 
 void torch_allocator::endAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t mempool_id) {
   try {
-    alloc_->end_allocate_to_pool(to_pool(mempool_id), device);
+    impl().end_allocate_to_pool(to_pool(mempool_id), device);
   } catch (const std::exception& e) {
     TORCH_CHECK(false, "streampool: endAllocateToPool(device ", static_cast<int>(device), ", pool ",
                 pool_text(mempool_id), ") failed: ", e.what());
@@ -60,7 +60,7 @@ void torch_allocator::releasePool(c10::DeviceIndex device, c10::MempoolId_t memp
   // Called from destructors (CUDAGraph::reset, ~MemPool), where an exception would terminate the
   // process: a failure is reported as a warning.
   try {
-    alloc_->release_pool(to_pool(mempool_id), device);
+    impl().release_pool(to_pool(mempool_id), device);
   } catch (const std::exception& e) {
     TORCH_WARN("streampool: releasePool(device ", static_cast<int>(device), ", pool ", pool_text(mempool_id),
                ") failed: ", e.what());
@@ -82,9 +82,9 @@ void torch_allocator::change_pool_options(c10::DeviceIndex device, c10::MempoolI
   // One read-modify-write at a time, so that two setters of different options lose neither.
   std::lock_guard<std::mutex> lock(options_mutex_);
   try {
-    pool_options options = alloc_->get_pool_options(to_pool(mempool_id), device);
+    pool_options options = impl().get_pool_options(to_pool(mempool_id), device);
     change(options);
-    alloc_->set_pool_options(to_pool(mempool_id), options, device);
+    impl().set_pool_options(to_pool(mempool_id), options, device);
   } catch (const std::exception& e) {
     TORCH_CHECK(false, "streampool: ", what, "(device ", static_cast<int>(device), ", pool ", pool_text(mempool_id),
                 ") failed: ", e.what());
@@ -196,7 +196,7 @@ c10a::CheckpointDelta torch_allocator::setCheckpointPoolState(c10::DeviceIndex d
     if (std::binary_search(now.begin(), now.end(), allocation)) continue;
     const auto [address, size] = allocation;
     try {
-      (void)alloc_->allocate_at(reinterpret_cast<void*>(address), size, to_pool(checkpoint->pool), device);
+      (void)impl().allocate_at(reinterpret_cast<void*>(address), size, to_pool(checkpoint->pool), device);
     } catch (const std::exception& e) {
       TORCH_CHECK(false, "streampool: cannot restore the checkpoint of private pool ", pool_text(checkpoint->pool),
                   ": its allocation at 0x", std::hex, address, std::dec, " (", size,

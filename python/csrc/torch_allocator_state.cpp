@@ -83,7 +83,7 @@ c10a::AllocatorConfigInfo config_info(const allocator_config& c) {
 }  // namespace
 
 std::vector<segment_info> torch_allocator::segments_of(c10::DeviceIndex device, c10::MempoolId_t pool) const {
-  memory_snapshot snap = alloc_->snapshot();
+  memory_snapshot snap = impl().snapshot();
   std::vector<segment_info> out;
   const mempool_id wanted = to_pool(pool);
   for (segment_info& s : snap.segments) {
@@ -95,7 +95,7 @@ std::vector<segment_info> torch_allocator::segments_of(c10::DeviceIndex device, 
 }
 
 c10a::SnapshotInfo torch_allocator::snapshot(c10::MempoolId_t mempool_id, bool include_traces) {
-  memory_snapshot snap = alloc_->snapshot();
+  memory_snapshot snap = impl().snapshot();
   c10a::SnapshotInfo out;
   const streampool::mempool_id wanted = to_pool(mempool_id);
   int max_device = -1;
@@ -105,7 +105,7 @@ c10a::SnapshotInfo torch_allocator::snapshot(c10::MempoolId_t mempool_id, bool i
     out.segments.push_back(to_c10(s));
   }
   int device_count = 0;
-  if (alloc_->device_driver().device_count(&device_count).ok()) max_device = std::max(max_device, device_count - 1);
+  if (impl().device_driver().device_count(&device_count).ok()) max_device = std::max(max_device, device_count - 1);
   out.device_traces.resize(static_cast<std::size_t>(max_device + 1));
   if (include_traces) {
     std::set<trace_action> skipped;
@@ -124,7 +124,7 @@ c10a::SnapshotInfo torch_allocator::snapshot(c10::MempoolId_t mempool_id, bool i
     }
   }
   contexts_.annotate(out);  // Note [Stack contexts]
-  out.config_metadata = config_info(alloc_->settings());
+  out.config_metadata = config_info(impl().settings());
   return out;
 }
 
@@ -155,7 +155,7 @@ void torch_allocator::recordHistory(bool enabled, c10a::CreateContextFn context_
   // keep it and nothing about the ring changes.
   if (enabled && was_enabled && !clear_history && alloc_trace_max_entries == history_max_entries_) return;
   try {
-    alloc_->record_history(enabled, alloc_trace_max_entries == 0 ? 1 : alloc_trace_max_entries);
+    impl().record_history(enabled, alloc_trace_max_entries == 0 ? 1 : alloc_trace_max_entries);
   } catch (const std::exception& e) {
     TORCH_CHECK(false, "streampool: record_history failed: ", e.what());
   }
@@ -176,7 +176,7 @@ void torch_allocator::cacheInfo(c10::DeviceIndex device, size_t* largest_block) 
   // the general pools (cuDNN sizes its benchmark workspace from it).
   std::size_t device_free = 0;
   std::size_t device_total = 0;
-  (void)alloc_->device_driver().mem_get_info(device, &device_free, &device_total);
+  (void)impl().device_driver().mem_get_info(device, &device_free, &device_total);
   std::size_t largest = device_free;
   for (const segment_info& s : segments_of(device, {0, 0})) {
     if (!s.pool.is_default()) continue;

@@ -8,7 +8,7 @@ Selected: TestCuda tests whose names hold one of KEYWORDS, all of ALL_CLASSES, T
 --config becomes PYTORCH_CUDA_ALLOC_CONF. pytest runs with PLUGIN (keeps those tests, records each outcome,
 in streampool mode errors a test whose process lacks streampool) and SITECUSTOMIZE first on PYTHONPATH: with
 STREAMPOOL_TEST_INSTALL=1 every Python process of the run, pytest and the children tests spawn, calls
-streampool.install() as it starts. A test that kills or hangs its process is recorded (crashed/timeout) and
+streampool.install() right after it imports torch. A test that kills or hangs its process is recorded (crashed/timeout) and
 the run resumes after it. DIR gets results.json ({test id: outcome}), meta.json, table.txt, log.txt.
 Standard library only (pytest runs in the children); tests: python/tests/test_pytorch_runner_logic.py."""
 
@@ -161,20 +161,42 @@ def _streampool_installed():
 
 SITECUSTOMIZE = r'''
 # Written by run_pytorch_allocator_tests.py: with STREAMPOOL_TEST_INSTALL=1 each Python process installs
-# streampool as it starts (install() imports torch itself), before anything can touch CUDA.
-import importlib.machinery, importlib.util, os, sys
+# streampool right after it imports torch (before anything can touch CUDA, and after the process has set
+# its own allocator variables, as a program calling streampool.install() after `import torch` does).
+import importlib.abc, importlib.machinery, importlib.util, os, sys
 
 _here = os.path.dirname(os.path.abspath(__file__))
 _others = [p for p in sys.path if os.path.abspath(p or ".") != _here]
 _spec = importlib.machinery.PathFinder.find_spec("sitecustomize", _others)
 if _spec is not None and _spec.loader is not None:  # the sitecustomize this one shadows
     _spec.loader.exec_module(importlib.util.module_from_spec(_spec))
-if os.environ.get("STREAMPOOL_TEST_INSTALL") == "1" and importlib.util.find_spec("torch") is not None:
-    try:
-        import streampool
-        streampool.install()
-    except Exception as e:
-        sys.stderr.write(f"run_pytorch_allocator_tests: streampool.install() failed in {sys.argv!r}: {e!r}\n")
+
+
+class _InstallAfterTorch(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name != "torch":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is None or spec.loader is None:
+            return spec
+        run_torch = spec.loader.exec_module
+
+        def exec_module(module):
+            run_torch(module)
+            import streampool
+            try:
+                streampool.install()
+            except Exception as e:  # as in a program that calls install(): the process fails with it
+                sys.stderr.write(f"run_pytorch_allocator_tests: streampool.install() failed in {sys.argv!r}: {e}\n")
+                raise
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+if os.environ.get("STREAMPOOL_TEST_INSTALL") == "1" and "torch" not in sys.modules:
+    sys.meta_path.insert(0, _InstallAfterTorch())
 '''
 
 
