@@ -196,10 +196,15 @@ std::vector<backend_spec> default_backends(const driver_choice& choice) {
   return specs;
 }
 
-std::vector<backend_spec> selected_backends(const std::string& text, const driver_choice& choice) {
+std::vector<backend_spec> selected_backends(const std::string& text, const driver_choice& choice, bool host_backends) {
   std::vector<backend_spec> specs = text.empty() ? default_backends(choice) : parse_backend_list(text);
   bool torch_native = false, torch_async = false, torch_pinned = false;
   for (const backend_spec& spec : specs) {
+    // Before any row runs, not as each row's error (Note [Bad input stops the run once], isolated_run.cpp).
+    if (!host_backends && is_host_backend(spec.name)) {
+      throw usage_error("--backends: '" + spec.name + "' is a pinned host allocator, which only `streampool-bench "
+                        "latency` runs; leave it out here, or run: streampool-bench latency --backends " + spec.name);
+    }
     const std::string why = backend_registry().at(spec.name).why_not(choice);
     if (!why.empty()) throw usage_error("--backends: '" + spec.name + "' cannot run here: " + why);
     torch_native = torch_native || spec.name == "torch-native";
