@@ -2,6 +2,7 @@
 // --backends parsing and the leak check (backend_registry.hpp).
 #include "backend_registry.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "cli_common.hpp"
@@ -232,6 +233,22 @@ std::vector<std::pair<std::string, std::string>> unavailable_backends(const driv
     if (!why.empty()) list.emplace_back(name, std::move(why));
   }
   return list;
+}
+
+std::string unavailable_summary(const std::vector<std::pair<std::string, std::string>>& missing) {
+  // The reason up to its first ':' ("needs a real GPU", "a pinned host allocator"), one group each.
+  std::vector<std::pair<std::string, std::string>> groups;  // short reason -> names
+  for (const auto& [name, why] : missing) {
+    const std::string reason = why.substr(0, why.find(':'));
+    auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == reason; });
+    if (it == groups.end()) it = groups.insert(groups.end(), {reason, std::string()});
+    it->second += (it->second.empty() ? "" : ", ") + name;
+  }
+  std::string text = "not run here:";
+  for (std::size_t i = 0; i < groups.size(); ++i) {
+    text += (i == 0 ? " " : "; ") + groups[i].second + " (" + groups[i].first + ")";
+  }
+  return text + ". Why in full: --format json, key 'unavailable'; docs/harness.md, \"Backends and peers\"";
 }
 
 allocator_config config_for(const backend_spec& spec) {

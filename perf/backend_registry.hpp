@@ -83,6 +83,10 @@ std::string apply_env_config(std::vector<backend_spec>& specs);
 /// driver), and for torch-async when it is left out of the defaults.
 [[nodiscard]] std::vector<std::pair<std::string, std::string>> unavailable_backends(const driver_choice& choice);
 
+/// One line naming the entries of unavailable_backends() grouped by reason: "not run here: cub
+/// (needs a real GPU); cudaHostAlloc, pinned (a pinned host allocator); ...".
+[[nodiscard]] std::string unavailable_summary(const std::vector<std::pair<std::string, std::string>>& missing);
+
 /// The typed config of a streampool backend spec (backend key forced to the entry's backend).
 /// @throws usage_error naming the entry when the config does not parse or names another backend
 [[nodiscard]] allocator_config config_for(const backend_spec& spec);

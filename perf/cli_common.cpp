@@ -200,7 +200,9 @@ std::vector<std::string> driver_notes(const driver_choice& choice) {
   notes.push_back("driver: " + std::string(choice.name()) + " (" + choice.why + "); device: " + choice.device_name +
                   ", " + size_label(choice.device_memory));
   if (choice.sim) {
-    notes.push_back("sim driver: times are host overhead of the allocator logic only, not device timings");
+    notes.push_back(std::string(choice.why.rfind("auto:", 0) == 0 ? "no GPU used: this run is on the simulated device; "
+                                                                   : "simulated device: ") +
+                    "times are host overhead of the allocator logic only, not device timings");
   }
   return notes;
 }

@@ -1,7 +1,7 @@
 # expect_status.cmake — CTest helper: runs ${BENCH} ${ARGS} (a |-joined list) and fails unless it exits
 # with status ${EXPECT}; used for the bad-input smoke tests (exit status 2 plus a message on stderr).
 # Optional: INPUT (a file given as stdin), MATCH (a regex stderr must match), OUT_MATCH (one stdout
-# must match) and ONE_LINE (then
+# must match), OUT_NOT_MATCH (one it must not), OUT_MAX_WIDTH (no stdout line longer, in bytes) and ONE_LINE (then
 # exactly one line of stderr may start with "streampool-bench": bad input is answered once, not
 # once per row; Note [Bad input stops the run once] in isolated_run.cpp).
 string(REPLACE "|" ";" args "${ARGS}")
@@ -21,6 +21,21 @@ if(DEFINED OUT_MATCH AND NOT out MATCHES "${OUT_MATCH}")
 endif()
 if(DEFINED MATCH AND NOT err MATCHES "${MATCH}")
   message(FATAL_ERROR "stderr does not match '${MATCH}':\n${err}")
+endif()
+if(DEFINED OUT_NOT_MATCH AND out MATCHES "${OUT_NOT_MATCH}")
+  message(FATAL_ERROR "stdout matches '${OUT_NOT_MATCH}':\n${out}")
+endif()
+if(DEFINED OUT_MAX_WIDTH)
+  string(REPLACE ";" "," flat "${out}")  # a ;-list must not split the lines, nor brackets join them
+  string(REPLACE "[" "(" flat "${flat}")
+  string(REPLACE "]" ")" flat "${flat}")
+  string(REPLACE "\n" ";" lines_out "${flat}")
+  foreach(line IN LISTS lines_out)
+    string(LENGTH "${line}" width)
+    if(width GREATER OUT_MAX_WIDTH)
+      message(FATAL_ERROR "a line of ${width} characters (at most ${OUT_MAX_WIDTH}):\n${line}\n\nstdout:\n${out}")
+    endif()
+  endforeach()
 endif()
 if(ONE_LINE)
   string(REGEX MATCHALL "(^|\n)streampool-bench" lines "${err}")

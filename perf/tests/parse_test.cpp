@@ -143,6 +143,14 @@ TEST(backend_list, DefaultsOnTheSimLeaveOutTheRealGpuPeers) {
   }
 }
 
+TEST(backend_list, UnavailableEntriesInOneLineByReason) {
+  const std::string line = unavailable_summary(unavailable_backends(sim_choice()));
+  EXPECT_EQ(line.rfind("not run here: cub (needs a real GPU); cudaHostAlloc, pinned (a pinned host allocator); "
+                       "torch-async, torch-native, torch-pinned (needs the PyTorch peer plugin and a real GPU).", 0),
+            0u)
+      << line;
+}
+
 // Note [No abbreviated options]: an abbreviation is refused, naming the option meant; a word close
 // to one option (a typo) is answered likewise.
 TEST(options, AbbreviationsAreRefusedWithTheOptionMeant) {
