@@ -124,7 +124,8 @@ std::string encode_child_rows(const child_rows& rows) {
     }
   }
   for (const line_series& s : rows.series) {
-    out << "S " << to_hex(s.name) << ' ' << s.color << ' ' << (s.dashed ? 1 : 0) << ' ' << s.points.size() << '\n';
+    out << "S " << to_hex(s.name) << ' ' << s.color << ' ' << (s.dashed ? 1 : 0) << ' ' << (s.in_legend ? 1 : 0) << ' '
+        << s.points.size() << '\n';
     for (const auto& [x, y] : s.points) out << "P " << real_text(x) << ' ' << real_text(y) << '\n';
   }
   out << "X " << rows.status << '\n';
@@ -160,11 +161,12 @@ child_rows decode_child_rows(const std::string& text) {
     } else if (tag == "S") {
       line_series s;
       std::string name;
-      int dashed = 0;
+      int dashed = 0, in_legend = 1;
       std::size_t count = 0;
-      if (!(fields >> name >> s.color >> dashed >> count)) throw usage_error("child rows: bad series record");
+      if (!(fields >> name >> s.color >> dashed >> in_legend >> count)) throw usage_error("child rows: bad series record");
       s.name = from_hex(name);
       s.dashed = dashed != 0;
+      s.in_legend = in_legend != 0;  // the dashed twin of a listed series is drawn, not listed
       for (std::size_t i = 0; i < count; ++i) {
         std::istringstream point(next_line());
         std::string p, x, y;
