@@ -14,7 +14,8 @@
 // printing its report, writes its rows with encode_child_rows. A child that exits without the
 // final record ("X") failed before reporting: its exit status is shown instead of rows. The words
 // the parent passes on are option names in full (Note [No abbreviated options], cli_common.cpp),
-// so `--backends X` and `--backends=X` are the only forms to replace.
+// so `--backends X` and `--backends=X` are the only forms to replace. `--in-process` runs every
+// row in the parent (for a debugger, or to measure without exec).
 //
 // Note [Bad input stops the run once]
 // Bad input is found in the parent, before any row runs, and answered with one line and exit
@@ -23,7 +24,6 @@
 // "exited with status 2": a child that exits with status 2 without rows has printed its message
 // to the shared stderr, and run_in_child throws child_bad_input, which main turns into status 2
 // without printing a second line. The rows already collected are not printed.
-// `--in-process` runs every row in the parent (for a debugger, or to measure without exec).
 #include "isolated_run.hpp"
 
 #include <fcntl.h>

@@ -1,7 +1,8 @@
 // isolated_run.hpp — one row of a harness table (one backend or peer) run in a child process, so
 // that a backend or peer that crashes (a segfault in PyTorch's allocator, an abort) costs its own
 // row, reported as "crashed (signal N)", and the rest of the table is still printed. The child is
-// this same binary, re-executed with the same command and options but one backend; it sends its
+// this same binary, re-executed with the same command and options but one backend (`replay` also
+// hands it the parsed trace: trace_handoff.hpp); it sends its
 // rows (and chart series) back through a pipe instead of printing a report. See Note [Rows in
 // child processes] in isolated_run.cpp.
 #pragma once
