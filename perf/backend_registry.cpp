@@ -2,6 +2,7 @@
 // --backends parsing and the leak check (backend_registry.hpp).
 #include "backend_registry.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "cli_common.hpp"
@@ -196,10 +197,15 @@ std::vector<backend_spec> default_backends(const driver_choice& choice) {
   return specs;
 }
 
-std::vector<backend_spec> selected_backends(const std::string& text, const driver_choice& choice) {
+std::vector<backend_spec> selected_backends(const std::string& text, const driver_choice& choice, bool host_backends) {
   std::vector<backend_spec> specs = text.empty() ? default_backends(choice) : parse_backend_list(text);
   bool torch_native = false, torch_async = false, torch_pinned = false;
   for (const backend_spec& spec : specs) {
+    // Before any row runs, not as each row's error (Note [Bad input stops the run once], isolated_run.cpp).
+    if (!host_backends && is_host_backend(spec.name)) {
+      throw usage_error("--backends: '" + spec.name + "' is a pinned host allocator, which only `streampool-bench "
+                        "latency` runs; leave it out here, or run: streampool-bench latency --backends " + spec.name);
+    }
     const std::string why = backend_registry().at(spec.name).why_not(choice);
     if (!why.empty()) throw usage_error("--backends: '" + spec.name + "' cannot run here: " + why);
     torch_native = torch_native || spec.name == "torch-native";
@@ -227,6 +233,22 @@ std::vector<std::pair<std::string, std::string>> unavailable_backends(const driv
     if (!why.empty()) list.emplace_back(name, std::move(why));
   }
   return list;
+}
+
+std::string unavailable_summary(const std::vector<std::pair<std::string, std::string>>& missing) {
+  // The reason up to its first ':' ("needs a real GPU", "a pinned host allocator"), one group each.
+  std::vector<std::pair<std::string, std::string>> groups;  // short reason -> names
+  for (const auto& [name, why] : missing) {
+    const std::string reason = why.substr(0, why.find(':'));
+    auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == reason; });
+    if (it == groups.end()) it = groups.insert(groups.end(), {reason, std::string()});
+    it->second += (it->second.empty() ? "" : ", ") + name;
+  }
+  std::string text = "not run here:";
+  for (std::size_t i = 0; i < groups.size(); ++i) {
+    text += (i == 0 ? " " : "; ") + groups[i].second + " (" + groups[i].first + ")";
+  }
+  return text + ". Why in full: --format json, key 'unavailable'; docs/harness.md, \"Backends and peers\"";
 }
 
 allocator_config config_for(const backend_spec& spec) {

@@ -61,11 +61,14 @@ struct backend_entry {
 [[nodiscard]] std::vector<backend_spec> parse_backend_list(std::string_view text);
 /// The backends a command runs: parse_backend_list(text), or default_backends(choice) when `text`
 /// is empty; then applies STREAMPOOL_ALLOC_CONF (apply_env_config) and prepares what they need
-/// (loads the PyTorch peer plugin).
+/// (loads the PyTorch peer plugin). The pinned host allocators (host_peers.hpp) are accepted only
+/// with `host_backends` (latency).
 /// @throws usage_error also for a named entry that cannot run with `choice` (cub on the sim driver,
+///         a host allocator without `host_backends`,
 ///         a PyTorch peer without --torch-peer), both PyTorch peers at once, or a plugin that
 ///         does not load
-[[nodiscard]] std::vector<backend_spec> selected_backends(const std::string& text, const driver_choice& choice);
+[[nodiscard]] std::vector<backend_spec> selected_backends(const std::string& text, const driver_choice& choice,
+                                                         bool host_backends = false);
 /// STREAMPOOL_ALLOC_CONF when it is set and not empty, else "".
 [[nodiscard]] std::string env_config_text();
 /// Gives every streampool entry listed without a config the environment's (STREAMPOOL_ALLOC_CONF),
@@ -79,6 +82,10 @@ std::string apply_env_config(std::vector<backend_spec>& specs);
 /// {name, reason} for the entries that cannot run with `choice` (not built here, or not on this
 /// driver), and for torch-async when it is left out of the defaults.
 [[nodiscard]] std::vector<std::pair<std::string, std::string>> unavailable_backends(const driver_choice& choice);
+
+/// One line naming the entries of unavailable_backends() grouped by reason: "not run here: cub
+/// (needs a real GPU); cudaHostAlloc, pinned (a pinned host allocator); ...".
+[[nodiscard]] std::string unavailable_summary(const std::vector<std::pair<std::string, std::string>>& missing);
 
 /// The typed config of a streampool backend spec (backend key forced to the entry's backend).
 /// @throws usage_error naming the entry when the config does not parse or names another backend

@@ -74,6 +74,8 @@ int main(int argc, char** argv) {
   }
   try {
     return it->second.run(args_t(all.begin() + 1, all.end()));
+  } catch (const child_bad_input&) {  // the child printed the message: Note [Bad input stops the run once]
+    return exit_usage;
   } catch (const usage_error& e) {
     std::fprintf(stderr, "streampool-bench %s: %s\n", name.c_str(), clip_quoted(e.what()).c_str());
     return exit_usage;

@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -22,7 +23,53 @@ void check_writable(const std::string& path, std::string_view what) {
   if (!file) throw usage_error(std::string(what) + ": cannot write '" + path + "'");
 }
 
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diagonal = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
+}
+
 }  // namespace
+
+// Note [No abbreviated options]
+// Boost.Program_options accepts by default any unambiguous prefix of a long option: `--backend
+// native` for `--backends native`. The rows of latency, replay and compare run in child processes
+// that get the parent's words with --backends replaced by one entry (Note [Rows in child
+// processes], isolated_run.cpp); the abbreviation escaped that replacement, so every child saw
+// --backends twice and every row failed. An abbreviation also changes meaning, or becomes
+// ambiguous, when an option is added. So the parser takes whole option names only, and a word
+// that is not one gets the names it may have meant: every word a child is given is then an
+// option's own name, which the child runner can rely on.
+std::string unknown_option_message(std::string_view given, const po::options_description& desc) {
+  std::string name(given);
+  const std::size_t eq = name.find('=');
+  if (eq != std::string::npos) name.resize(eq);
+  std::string bare = name;
+  while (!bare.empty() && bare.front() == '-') bare.erase(bare.begin());
+  std::vector<std::string> prefixed, close;
+  for (const auto& option : desc.options()) {
+    const std::string& known = option->long_name();
+    if (known.empty() || bare.empty()) continue;
+    if (known.rfind(bare, 0) == 0) prefixed.push_back("--" + known);
+    else if (bare.size() >= 3 && edit_distance(bare, known) <= 2) close.push_back("--" + known);
+  }
+  const std::vector<std::string>& meant = prefixed.empty() ? close : prefixed;
+  if (meant.empty()) return "unknown option '" + name + "' (see --help)";
+  std::string text = "unknown option '" + name + "': ";
+  if (!prefixed.empty()) text += "options are not abbreviated; ";
+  text += "did you mean ";
+  for (std::size_t i = 0; i < meant.size(); ++i) text += (i == 0 ? "" : i + 1 == meant.size() ? " or " : ", ") + meant[i];
+  return text + "?";
+}
 
 void add_common_options(po::options_description& desc, common_options& opts, common_flags flags) {
   auto add = desc.add_options();
@@ -65,6 +112,8 @@ std::optional<po::variables_map> parse_command(const std::vector<std::string>& a
   try {
     po::command_line_parser parser(args);
     parser.options(desc);
+    // Note [No abbreviated options]
+    parser.style(po::command_line_style::default_style & ~po::command_line_style::allow_guessing);
     if (positional != nullptr) {
       parser.positional(*positional);
     } else {
@@ -76,6 +125,8 @@ std::optional<po::variables_map> parse_command(const std::vector<std::string>& a
       return std::nullopt;
     }
     po::notify(vm);
+  } catch (const po::unknown_option& e) {
+    throw usage_error(unknown_option_message(e.get_option_name(), desc));
   } catch (const po::error& e) {
     throw usage_error(std::string(e.what()) + " (see --help)");
   }
@@ -149,7 +200,9 @@ std::vector<std::string> driver_notes(const driver_choice& choice) {
   notes.push_back("driver: " + std::string(choice.name()) + " (" + choice.why + "); device: " + choice.device_name +
                   ", " + size_label(choice.device_memory));
   if (choice.sim) {
-    notes.push_back("sim driver: times are host overhead of the allocator logic only, not device timings");
+    notes.push_back(std::string(choice.why.rfind("auto:", 0) == 0 ? "no GPU used: this run is on the simulated device; "
+                                                                   : "simulated device: ") +
+                    "times are host overhead of the allocator logic only, not device timings");
   }
   return notes;
 }

@@ -63,9 +63,14 @@ void add_common_options(po::options_description& desc, common_options& opts, com
 /// Parses `args` (the words after the command name). Returns nothing when --help was asked for
 /// (the help text has been printed to stdout). Validates --format, --driver, --repeat and checks
 /// that --out / --plot can be written (before a long run, not after).
+/// Options are taken by their whole name only (Note [No abbreviated options], cli_common.cpp).
 /// @throws usage_error for an unknown flag, a missing or bad value, or a stray word
 [[nodiscard]] std::optional<po::variables_map> parse_command(const std::vector<std::string>& args, std::string_view usage, po::options_description& desc,
                    const po::positional_options_description* positional, const common_options* opts);
+
+/// The message for an option that is not one of `desc`'s: "unknown option '--backend': options
+/// are not abbreviated; did you mean --backends?". Note [No abbreviated options]
+[[nodiscard]] std::string unknown_option_message(std::string_view given, const po::options_description& desc);
 
 /// The driver a run uses: fixed by --driver, or chosen by `auto`.
 struct driver_choice {

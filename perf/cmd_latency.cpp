@@ -55,7 +55,7 @@ int cmd_latency(const args_t& args) {
   if (!(params.batch_budget > 0.0)) throw usage_error("--batch-seconds: must be positive");
   params.repeat = opts.repeat != 0 ? opts.repeat : 5;
   const driver_choice choice = choose_driver(opts);
-  const std::vector<backend_spec> backends = selected_backends(opts.backends, choice);
+  const std::vector<backend_spec> backends = selected_backends(opts.backends, choice, /*host_backends=*/true);
 
   report out;
   out.command = "latency";

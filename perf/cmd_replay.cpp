@@ -4,6 +4,7 @@
 // to what PyTorch's own allocator reserved in the recording. --plot draws reserved and allocated
 // over the trace for every backend.
 #include <algorithm>
+#include <optional>
 
 #include "backend_registry.hpp"
 #include "cli_common.hpp"
@@ -14,6 +15,7 @@
 #include "sim_pool_estimate.hpp"
 #include "size_parse.hpp"
 #include "svg_plot.hpp"
+#include "trace_handoff.hpp"
 #include "trace_input.hpp"
 
 namespace streampool::bench {
@@ -66,16 +68,18 @@ int cmd_replay(const args_t& args) {
       ("device", po::value(&device)->value_name("N")->default_value(0), device_option_help)
       ("plot-points", po::value(&points)->default_value(points), "stats samples per backend for --plot");
   add_common_options(desc, opts, {.plot = true, .in_process = true});
-  const auto vm = parse_command(args, "usage: streampool-bench replay --trace FILE [options]\n\n"
+  po::positional_options_description positional;  // `replay FILE` is `replay --trace FILE`
+  positional.add("trace", 1);
+  const auto vm = parse_command(args, "usage: streampool-bench replay [--trace] FILE [options]\n\n"
                                       "Replays an allocation trace (CSV or a PyTorch memory snapshot; docs/trace-format.md) "
                                       "through each\nbackend. Times are the median of --repeat replays (default 1). Each "
                                       "backend runs in a child process\n(a crash costs its row only) unless "
                                       "--in-process is given.",
-                                desc, nullptr, &opts);
+                                desc, &positional, &opts);
   if (!vm) return exit_ok;
   const driver_choice choice = choose_driver(opts);
   const std::vector<backend_spec> backends = selected_backends(opts.backends, choice);
-  const trace_file input = load_trace_input(trace_path, device, opts);
+  const trace_file input = load_trace_input(trace_path, device, opts);  // checked here, once
   const std::vector<trace_event>& events = input.events;
   const int repeat = opts.repeat != 0 ? opts.repeat : 1;
 
@@ -95,12 +99,14 @@ int cmd_replay(const args_t& args) {
   int status = exit_ok;
   progress_line progress(opts.quiet);
   const bool children = child_rows_enabled() && !opts.in_process;  // Note [Rows in child processes]
+  std::optional<shared_trace> shared;  // Note [Children get the parsed trace]
+  if (children) shared.emplace(events);
   bool estimates_noted = false;
   for (std::size_t b = 0; b < backends.size(); ++b) {
     const backend_spec& spec = backends[b];
     if (children) {
       progress.update("replay: " + spec.label() + " (" + std::to_string(b + 1) + "/" + std::to_string(backends.size()) + ")");
-      child_outcome child = run_in_child("replay", args, backend_argument(spec.name, spec.config_text));
+      child_outcome child = run_in_child("replay", args, backend_argument(spec.name, spec.config_text), shared->fd());
       if (!child.failure.empty()) {
         replay_outcome failed;
         failed.leak = "-";
@@ -156,19 +162,26 @@ int cmd_replay(const args_t& args) {
     return status;
   }
 
-  // What PyTorch itself reserved in the recorded run: the sum of the trace's segment_alloc sizes.
-  const replay_result recorded = recorded_figures(events);
-  if (recorded.recorded_segment_events > 0) {
-    t.rows.push_back({std::string("pytorch (recorded)"), std::string("as recorded"),
+  // What PyTorch itself held in the recorded run: Note [PyTorch's recorded peak reserved] (replay_run.cpp).
+  const recorded_run recorded = recorded_figures(events);
+  if (recorded.has_segments()) {
+    t.rows.push_back({std::string("pytorch (recorded)"), std::string("recorded peak"),
                       static_cast<std::int64_t>(recorded.peak_requested), cell(),
-                      static_cast<std::int64_t>(recorded.recorded_segment_bytes), cell(),
-                      static_cast<std::int64_t>(recorded.recorded_segment_events), cell(), cell(), cell(), cell(),
-                      cell(), std::string("-"), std::string()});
-    out.meta.emplace_back("recorded_segment_bytes", static_cast<std::int64_t>(recorded.recorded_segment_bytes));
-    out.notes.push_back("trace: " + trace_path + ", " + std::to_string(events.size()) + " events; PyTorch reserved " +
-                        mib_text(static_cast<double>(recorded.recorded_segment_bytes)) + " MiB in " +
-                        std::to_string(recorded.recorded_segment_events) +
-                        " segment allocations while recording (row 'pytorch (recorded)')");
+                      static_cast<std::int64_t>(recorded.peak_reserved), cell(),
+                      static_cast<std::int64_t>(recorded.segment_allocs), cell(), cell(), cell(), cell(),
+                      cell(), cell(), cell(), std::string("-"), std::string()});
+    out.meta.emplace_back("recorded_peak_reserved_bytes", static_cast<std::int64_t>(recorded.peak_reserved));
+    out.meta.emplace_back("recorded_segment_bytes", static_cast<std::int64_t>(recorded.segment_bytes));
+    std::string how = std::to_string(recorded.segment_allocs) + " segment allocations";
+    if (recorded.segment_frees > 0) how += ", " + std::to_string(recorded.segment_frees) + " frees";
+    if (recorded.segment_maps > 0) {
+      how += ", " + std::to_string(recorded.segment_maps) + " page maps, " + std::to_string(recorded.segment_unmaps) +
+             " unmaps";
+    }
+    out.notes.push_back("trace: " + trace_path + ", " + std::to_string(events.size()) +
+                        " events; PyTorch's recorded peak reserved: " +
+                        mib_text(static_cast<double>(recorded.peak_reserved)) + " MiB (running total over " + how +
+                        "; row 'pytorch (recorded)')");
   }
   if (!opts.plot.empty()) write_file(opts.plot, render_svg(chart), "--plot");
   emit(out, opts);

@@ -113,14 +113,16 @@ int cmd_tune(const args_t& args) {
        "a candidate config (repeat the option); replaces the default candidates")
       ("jobs", po::value(&jobs)->default_value(jobs), "replays run in parallel");
   add_common_options(desc, opts, {.backends = false, .driver = false, .repeat = false, .seed = false});
-  std::string help = "usage: streampool-bench tune --trace FILE [options]\n\n"
+  std::string help = "usage: streampool-bench tune [--trace] FILE [options]\n\n"
                      "Replays the trace on a simulated device under each candidate config, ranks them by\n"
                      "peak reserved memory and prints the PYTORCH_CUDA_ALLOC_CONF line to paste (or the\n"
                      "STREAMPOOL_ALLOC_CONF one when the best needs streampool's own keys), against the\n"
                      "config the run used. The trace: CSV, or torch.cuda.memory._dump_snapshot()'s pickle.\n"
                      "Default candidates:\n";
   for (const std::string& c : default_candidates) help += "  " + (c.empty() ? std::string("(default)") : c) + "\n";
-  const auto vm = parse_command(args, help, desc, nullptr, &opts);
+  po::positional_options_description positional;  // `tune FILE` is `tune --trace FILE`
+  positional.add("trace", 1);
+  const auto vm = parse_command(args, help, desc, &positional, &opts);
   if (!vm) return exit_ok;
   if (jobs < 1) throw usage_error("--jobs: must be at least 1");
   std::vector<candidate> candidates;

@@ -116,6 +116,7 @@ int cmd_workload(const args_t& args) {
   params.hidden = static_cast<int>(parse_whole(hidden_text, "--hidden", 16, 65536));
   params.graphs = static_cast<int>(parse_whole(graphs_text, "--graphs", 1, 64));
   params.seed = opts.seed;
+  validate_workload(def, params);  // once, before any backend runs
   const int repeat = opts.repeat != 0 ? opts.repeat : 1;
   const driver_choice choice = choose_driver(opts);
   const std::vector<backend_spec> backends = selected_backends(opts.backends, choice);

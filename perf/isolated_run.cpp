@@ -12,8 +12,18 @@
 // gets the same command and options with `--backends` replaced by its one entry and the
 // environment variable STREAMPOOL_BENCH_ROW_FD naming the pipe; it runs quietly and, instead of
 // printing its report, writes its rows with encode_child_rows. A child that exits without the
-// final record ("X") failed before reporting: its exit status is shown instead of rows.
-// `--in-process` runs every row in the parent (for a debugger, or to measure without exec).
+// final record ("X") failed before reporting: its exit status is shown instead of rows. The words
+// the parent passes on are option names in full (Note [No abbreviated options], cli_common.cpp),
+// so `--backends X` and `--backends=X` are the only forms to replace. `--in-process` runs every
+// row in the parent (for a debugger, or to measure without exec).
+//
+// Note [Bad input stops the run once]
+// Bad input is found in the parent, before any row runs, and answered with one line and exit
+// status 2 (docs/harness.md, "Exit status"). Whatever only a child finds (its own reading of an
+// option, say) must not become a message per row, each child printing it and every row showing
+// "exited with status 2": a child that exits with status 2 without rows has printed its message
+// to the shared stderr, and run_in_child throws child_bad_input, which main turns into status 2
+// without printing a second line. The rows already collected are not printed.
 #include "isolated_run.hpp"
 
 #include <fcntl.h>
@@ -36,6 +46,7 @@ namespace streampool::bench {
 namespace {
 
 constexpr const char* row_fd_variable = "STREAMPOOL_BENCH_ROW_FD";
+constexpr const char* data_fd_variable = "STREAMPOOL_BENCH_DATA_FD";  // Note [Children get the parsed trace]
 std::string& exe_path() {
   static std::string path;
   return path;
@@ -85,6 +96,11 @@ void enable_child_rows(const char* argv0) {
 
 bool is_row_child() { return std::getenv(row_fd_variable) != nullptr; }
 
+int inherited_data_fd() {
+  const char* text = std::getenv(data_fd_variable);
+  return text != nullptr && is_row_child() ? std::atoi(text) : -1;
+}
+
 bool child_rows_enabled() { return !exe_path().empty() && !is_row_child(); }
 
 std::string backend_argument(const std::string& name, const std::string& config) {
@@ -108,7 +124,8 @@ std::string encode_child_rows(const child_rows& rows) {
     }
   }
   for (const line_series& s : rows.series) {
-    out << "S " << to_hex(s.name) << ' ' << s.color << ' ' << (s.dashed ? 1 : 0) << ' ' << s.points.size() << '\n';
+    out << "S " << to_hex(s.name) << ' ' << s.color << ' ' << (s.dashed ? 1 : 0) << ' ' << (s.in_legend ? 1 : 0) << ' '
+        << s.points.size() << '\n';
     for (const auto& [x, y] : s.points) out << "P " << real_text(x) << ' ' << real_text(y) << '\n';
   }
   out << "X " << rows.status << '\n';
@@ -144,11 +161,12 @@ child_rows decode_child_rows(const std::string& text) {
     } else if (tag == "S") {
       line_series s;
       std::string name;
-      int dashed = 0;
+      int dashed = 0, in_legend = 1;
       std::size_t count = 0;
-      if (!(fields >> name >> s.color >> dashed >> count)) throw usage_error("child rows: bad series record");
+      if (!(fields >> name >> s.color >> dashed >> in_legend >> count)) throw usage_error("child rows: bad series record");
       s.name = from_hex(name);
       s.dashed = dashed != 0;
+      s.in_legend = in_legend != 0;  // the dashed twin of a listed series is drawn, not listed
       for (std::size_t i = 0; i < count; ++i) {
         std::istringstream point(next_line());
         std::string p, x, y;
@@ -192,7 +210,7 @@ void send_to_parent(const child_rows& rows) noexcept {
   }
 }
 
-child_outcome run_in_child(const std::string& command, const args_t& args, const std::string& backend) {
+child_outcome run_in_child(const std::string& command, const args_t& args, const std::string& backend, int shared_fd) {
   // Everything the child needs is built before fork: between fork and exec only exec and _exit.
   std::vector<std::string> words = {exe_path(), command};
   for (std::size_t i = 0; i < args.size(); ++i) {
@@ -207,12 +225,18 @@ child_outcome run_in_child(const std::string& command, const args_t& args, const
   words.push_back(backend);
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) throw usage_error(std::string("cannot create a pipe: ") + std::strerror(errno));
-  const int child_fd = 3;  // the write end, moved to a fixed number in the child
+  const int child_fd = 3;       // the write end, moved to a fixed number in the child
+  const int child_data_fd = 4;  // shared_fd, moved likewise
   std::vector<std::string> env_words;
+  auto is_ours = [](const char* entry, const char* name) {
+    const std::size_t n = std::strlen(name);
+    return std::strncmp(entry, name, n) == 0 && entry[n] == '=';
+  };
   for (char** e = environ; *e != nullptr; ++e) {
-    if (std::strncmp(*e, row_fd_variable, std::strlen(row_fd_variable)) != 0) env_words.emplace_back(*e);
+    if (!is_ours(*e, row_fd_variable) && !is_ours(*e, data_fd_variable)) env_words.emplace_back(*e);
   }
   env_words.push_back(std::string(row_fd_variable) + "=" + std::to_string(child_fd));
+  if (shared_fd >= 0) env_words.push_back(std::string(data_fd_variable) + "=" + std::to_string(child_data_fd));
   std::vector<char*> argv;
   for (std::string& w : words) argv.push_back(w.data());
   argv.push_back(nullptr);
@@ -229,7 +253,13 @@ child_outcome run_in_child(const std::string& command, const args_t& args, const
   }
   if (pid == 0) {
     ::close(fds[0]);
-    if (::dup2(fds[1], child_fd) < 0) ::_exit(127);  // dup2 clears FD_CLOEXEC on the copy
+    // First out of the way (either may be 3 or 4 now), then to the fixed numbers; dup2 clears
+    // FD_CLOEXEC on the copies, the F_DUPFD_CLOEXEC ones close at exec.
+    const int pipe_copy = ::fcntl(fds[1], F_DUPFD_CLOEXEC, 10);
+    const int data_copy = shared_fd >= 0 ? ::fcntl(shared_fd, F_DUPFD_CLOEXEC, 10) : -1;
+    if (pipe_copy < 0 || (shared_fd >= 0 && data_copy < 0)) ::_exit(127);
+    if (::dup2(pipe_copy, child_fd) < 0) ::_exit(127);
+    if (data_copy >= 0 && ::dup2(data_copy, child_data_fd) < 0) ::_exit(127);
     ::execve(argv[0], argv.data(), envp.data());
     ::_exit(127);
   }
@@ -257,6 +287,7 @@ child_outcome run_in_child(const std::string& command, const args_t& args, const
     outcome.got = decode_child_rows(text);
   } catch (const usage_error&) {
     const int code = WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : -1;
+    if (code == exit_usage) throw child_bad_input();  // Note [Bad input stops the run once]
     outcome.failure = code == 127 && text.empty() ? "could not run " + exe_path()
                                                   : "exited with status " + std::to_string(code) + " without a result";
   }

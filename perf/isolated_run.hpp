@@ -1,7 +1,8 @@
 // isolated_run.hpp — one row of a harness table (one backend or peer) run in a child process, so
 // that a backend or peer that crashes (a segfault in PyTorch's allocator, an abort) costs its own
 // row, reported as "crashed (signal N)", and the rest of the table is still printed. The child is
-// this same binary, re-executed with the same command and options but one backend; it sends its
+// this same binary, re-executed with the same command and options but one backend (`replay` also
+// hands it the parsed trace: trace_handoff.hpp); it sends its
 // rows (and chart series) back through a pipe instead of printing a report. See Note [Rows in
 // child processes] in isolated_run.cpp.
 #pragma once
@@ -38,10 +39,22 @@ void enable_child_rows(const char* argv0);
 /// True in a child started by run_in_child (it reports through send_to_parent, quietly).
 [[nodiscard]] bool is_row_child();
 
+/// A child found bad input, printed the message and exited with status 2: main exits with status 2
+/// and prints nothing more (Note [Bad input stops the run once], isolated_run.cpp).
+class child_bad_input : public usage_error {
+ public:
+  child_bad_input() : usage_error("a row's child process stopped on bad input (its message is above)") {}
+};
+
 /// Runs `command` with `args`, its --backends replaced by `backend` (a --backends entry), in a
-/// child process, and collects what it sends.
+/// child process, and collects what it sends. `shared_fd` >= 0 (a shared_trace, trace_handoff.hpp)
+/// is given to the child, which finds it with inherited_data_fd().
 /// @throws usage_error when the child cannot be started (fork or pipe failed)
-[[nodiscard]] child_outcome run_in_child(const std::string& command, const args_t& args, const std::string& backend);
+/// @throws child_bad_input when the child exited with status 2 without rows
+[[nodiscard]] child_outcome run_in_child(const std::string& command, const args_t& args, const std::string& backend,
+                                         int shared_fd = -1);
+/// In a child: the descriptor the parent passed as run_in_child's `shared_fd`, else -1.
+[[nodiscard]] int inherited_data_fd();
 
 /// In a child: sends `rows`, `series` and `status` to the parent. @throws nothing (best effort)
 void send_to_parent(const child_rows& rows) noexcept;

@@ -67,39 +67,61 @@ replay_outcome run_replay(const allocator_maker& make, const driver_instance& in
   return outcome;
 }
 
-replay_result recorded_figures(const std::vector<trace_event>& events) {
-  replay_result r;
-  r.events = events.size();
-  std::unordered_map<std::uint64_t, std::uint64_t> live;
-  std::size_t requested = 0;
+// Note [PyTorch's recorded peak reserved]
+// A trace recorded from PyTorch carries what its allocator did with device memory: segment_alloc /
+// segment_free (cudaMalloc / cudaFree of a segment) and, with expandable segments, segment_map /
+// segment_unmap of pages. The row "pytorch (recorded)" first showed the sum of the segment_alloc
+// sizes, which overstates the peak of a run that freed a segment and allocated again (two 20 MiB
+// segments one after the other: 40 MiB shown, 20 MiB ever held). Its peak reserved is now the
+// running peak of what was held: + segment_alloc and segment_map, - segment_free and segment_unmap.
+// A segment_free of a segment allocated before recording started subtracts nothing (it was never
+// added), and the held total never goes below zero (an unmap of pages mapped before recording).
+recorded_run recorded_figures(const std::vector<trace_event>& events) {
+  recorded_run r;
+  std::unordered_map<std::uint64_t, std::uint64_t> live;      // address -> requested bytes
+  std::unordered_map<std::uint64_t, std::uint64_t> segments;  // address -> segment bytes
+  std::size_t requested = 0, reserved = 0;
   for (const trace_event& e : events) {
-    if (e.action == trace_action::segment_alloc) {
-      r.recorded_segment_bytes += e.size;
-      ++r.recorded_segment_events;
-    } else if (e.action == trace_action::alloc && e.size > 0 && live.emplace(e.address, e.size).second) {
-      requested += e.size;
-      r.peak_requested = std::max(r.peak_requested, requested);
-    } else if (e.action == trace_action::free_requested) {
-      if (const auto it = live.find(e.address); it != live.end()) {
-        requested -= it->second;
-        live.erase(it);
-      }
+    switch (e.action) {
+      case trace_action::segment_alloc:
+        segments[e.address] = e.size;
+        reserved += e.size;
+        r.segment_bytes += e.size;
+        ++r.segment_allocs;
+        break;
+      case trace_action::segment_map:
+        reserved += e.size;
+        ++r.segment_maps;
+        break;
+      case trace_action::segment_free:
+        if (const auto it = segments.find(e.address); it != segments.end()) {
+          reserved -= std::min<std::size_t>(reserved, it->second);
+          segments.erase(it);
+        }
+        ++r.segment_frees;
+        break;
+      case trace_action::segment_unmap:
+        reserved -= std::min<std::size_t>(reserved, e.size);
+        ++r.segment_unmaps;
+        break;
+      case trace_action::alloc:
+        if (e.size > 0 && live.emplace(e.address, e.size).second) {
+          requested += e.size;
+          r.peak_requested = std::max(r.peak_requested, requested);
+        }
+        break;
+      case trace_action::free_requested:
+        if (const auto it = live.find(e.address); it != live.end()) {
+          requested -= it->second;
+          live.erase(it);
+        }
+        break;
+      default:
+        break;
     }
+    r.peak_reserved = std::max(r.peak_reserved, reserved);
   }
   return r;
-}
-
-/// Reads the trace (one line on stderr unless --quiet), turning a missing or malformed file into bad input (exit status 2).
-std::vector<trace_event> load_trace(const std::string& path, const common_options& opts) {
-  if (path.empty()) throw usage_error("--trace FILE is required");
-  info(opts, "reading " + path);
-  try {
-    std::vector<trace_event> events = read_trace(path);
-    if (events.empty()) throw usage_error("--trace: '" + path + "' holds no events");
-    return events;
-  } catch (const error& e) {
-    throw usage_error(std::string("--trace: ") + e.what());
-  }
 }
 
 }  // namespace streampool::bench

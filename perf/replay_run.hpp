@@ -35,12 +35,21 @@ using allocator_maker = std::function<std::unique_ptr<allocator>(const driver_in
                                         const std::vector<trace_event>& events, std::size_t samples,
                                         const std::function<void(std::size_t, std::size_t)>& progress);
 
-/// What the trace itself says, without replaying it: peak requested (from its own sizes) and what
-/// PyTorch reserved while recording (the sum of the segment_alloc sizes, and their count).
-[[nodiscard]] replay_result recorded_figures(const std::vector<trace_event>& events);
+/// What the trace itself says about the recorded run, without replaying it.
+struct recorded_run {
+  std::size_t peak_requested = 0;  ///< from the trace's own alloc / free sizes
+  std::size_t peak_reserved = 0;   ///< PyTorch's peak reserved: Note [PyTorch's recorded peak reserved]
+  std::size_t segment_bytes = 0;   ///< the sum of the segment_alloc sizes (not a peak)
+  std::size_t segment_allocs = 0;
+  std::size_t segment_frees = 0;
+  std::size_t segment_maps = 0;    ///< expandable segments: pages mapped / unmapped
+  std::size_t segment_unmaps = 0;
+  /// True when the trace holds any segment event (a recording of PyTorch's allocator).
+  [[nodiscard]] bool has_segments() const noexcept { return segment_allocs + segment_maps > 0; }
+};
 
-/// Reads a trace file (read_trace); a missing, empty or malformed
-/// file is bad input. @throws usage_error naming the file (and line)
-[[nodiscard]] std::vector<trace_event> load_trace(const std::string& path, const common_options& opts);
+/// Peak requested and PyTorch's recorded peak reserved (running reserved from segment_alloc /
+/// segment_map and segment_free / segment_unmap) of `events`.
+[[nodiscard]] recorded_run recorded_figures(const std::vector<trace_event>& events);
 
 }  // namespace streampool::bench

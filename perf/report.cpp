@@ -57,6 +57,30 @@ std::size_t display_width(const std::string& text) {
   }));
 }
 
+}  // namespace
+
+std::string wrap_text(const std::string& text, std::size_t width) {
+  if (display_width(text) <= width || text.find('\n') != std::string::npos) return text;
+  std::string out, line;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    std::size_t end = text.find(' ', start);
+    if (end == std::string::npos) end = text.size();
+    const std::string word = text.substr(start, end - start);
+    if (!line.empty() && display_width(line) + 1 + display_width(word) > width) {
+      out += line + "\n";
+      line = "  ";  // a continuation line is indented
+    } else if (!line.empty() && line != "  ") {
+      line += ' ';
+    }
+    line += word;
+    start = end + 1;
+  }
+  return out + line;
+}
+
+namespace {
+
 std::string heading(const column& col) {
   switch (col.kind) {
     case col_kind::bytes: return col.title + " MiB";
@@ -132,7 +156,7 @@ void add_run_meta(report& out, const driver_choice& choice, const common_options
 
 std::string render_table(const report& in) {
   std::string out;
-  for (const std::string& note : in.notes) out += note + "\n";
+  for (const std::string& note : in.notes) out += wrap_text(note, text_width) + "\n";
   for (const table& t : in.tables) {
     out += "\n";
     if (!t.title.empty()) out += t.title + "\n";

@@ -60,6 +60,13 @@ void add_run_meta(report& out, const driver_choice& choice, const common_options
 /// The current UTC time, "2026-01-31T12:34:56Z".
 [[nodiscard]] std::string utc_now_iso8601();
 
+/// Width of the text rendering's notes: longer ones are wrapped at spaces (the first screen of
+/// `compare` within a terminal's width); tables are as wide as their columns.
+inline constexpr std::size_t text_width = 110;
+/// `text` wrapped at spaces to lines of at most `width` columns (a longer word stays whole),
+/// continuation lines indented by two spaces. Text with a newline is returned as it is.
+[[nodiscard]] std::string wrap_text(const std::string& text, std::size_t width);
+
 [[nodiscard]] std::string render_table(const report& in);
 [[nodiscard]] std::string render_json(const report& in);
 [[nodiscard]] std::string render_csv(const report& in);

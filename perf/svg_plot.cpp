@@ -1,6 +1,16 @@
 // svg_plot.cpp — rendering of the line and bar charts as SVG text (svg_plot.hpp): axes with
-// "nice" ticks (1, 2, 5 x 10^k), a logarithmic y axis for bars spanning > 100x, a subtitle, and
-// the legend in columns below the plot (Note [Legend layout]).
+// "nice" ticks (1, 2, 5 x 10^k), a logarithmic y axis for bars spanning > 30x, a subtitle, and
+// the legend in columns below the plot (Note [Legend layout]); the x axis of a line chart ends at
+// the data, and series drawn under others are named in the legend (Note [Coincident series]).
+//
+// Note [Coincident series]
+// A replay's chart draws reserved (solid) and allocated (dashed) for every backend, and backends
+// often agree: on the sim, cudaMallocAsync's reserved is async-raw's exactly, and the cuda peer's
+// reserved is its allocated, which is everyone's allocated. The later series is drawn over the
+// earlier, so a chart with 8 legend entries showed 3 lines. Now a series that lies within half a
+// pixel of a later-drawn one everywhere is marked in its legend entry: "cudaMallocAsync (= async-raw)"
+// names the line it is hidden under; "cuda (reserved = allocated)" when its own two lines meet.
+// The x axis ends at the last event (82,319, not a tick rounded up to 100,000).
 //
 // Note [Legend layout]
 // A legend beside the plot fits five short names; compare and replay draw ten backends whose
@@ -24,6 +34,7 @@ constexpr double width = 960, plot_height = 440;
 constexpr double left = 80, right = 30, top_plain = 50, top_subtitle = 68, bottom = 60;
 constexpr double legend_row = 20, legend_char = 7.0, legend_swatch = 58;
 constexpr std::size_t max_label_chars = 70;
+constexpr double log_scale_span = 30.0;  ///< bars spanning more than this factor get a log axis
 constexpr const char* palette[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
                                    "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
 
@@ -144,19 +155,43 @@ std::string legend(const std::vector<legend_item>& items, const layout& at) {
   return svg;
 }
 
+/// Whether `a` and `b` would be drawn as one line: the same x values, y within `tolerance`.
+bool coincide(const line_series& a, const line_series& b, double tolerance) {
+  if (a.points.size() != b.points.size() || a.points.empty()) return false;
+  for (std::size_t i = 0; i < a.points.size(); ++i) {
+    if (a.points[i].first != b.points[i].first || std::fabs(a.points[i].second - b.points[i].second) > tolerance) {
+      return false;
+    }
+  }
+  return true;
+}
+
 /// One legend entry per listed series; a listed series' unlisted dashed twin (same color) adds
-/// its dashed swatch to the entry.
-std::vector<legend_item> line_legend(const line_chart& chart) {
+/// its dashed swatch to the entry. Note [Coincident series]: a listed series hidden under a later
+/// listed one says so ("= NAME"), as does one whose twin lies on it ("reserved = allocated").
+std::vector<legend_item> line_legend(const line_chart& chart, double tolerance) {
   std::vector<legend_item> items;
-  for (const line_series& s : chart.series) {
+  for (std::size_t i = 0; i < chart.series.size(); ++i) {
+    const line_series& s = chart.series[i];
     if (!s.in_legend) continue;
     legend_item item{s.name, s.color, !s.dashed, s.dashed};
+    std::vector<std::string> marks;
     for (const line_series& twin : chart.series) {
       if (!twin.in_legend && twin.color == s.color && twin.dashed != s.dashed) {
         item.solid = true;
         item.dashed = true;
+        if (coincide(s, twin, tolerance)) marks.push_back(s.dashed ? "allocated = reserved" : "reserved = allocated");
       }
     }
+    for (std::size_t j = chart.series.size(); j-- > i + 1;) {  // the last drawn over it is the one seen
+      const line_series& over = chart.series[j];
+      if (over.in_legend && over.dashed == s.dashed && coincide(s, over, tolerance)) {
+        marks.push_back("= " + over.name);
+        break;
+      }
+    }
+    for (std::size_t m = 0; m < marks.size(); ++m) item.name += (m == 0 ? " (" : ", ") + marks[m];
+    if (!marks.empty()) item.name += ")";
     items.push_back(std::move(item));
   }
   return items;
@@ -205,11 +240,13 @@ std::string render_svg(const line_chart& chart) {
       y_max = std::max(y_max, y);
     }
   }
-  const std::vector<legend_item> items = line_legend(chart);
-  const layout at(chart.subtitle, items);
-  const std::vector<double> x_ticks = nice_ticks(0.0, x_max), y_ticks = nice_ticks(0.0, y_max);
-  x_max = x_ticks.back();
+  std::vector<double> x_ticks = nice_ticks(0.0, x_max);
+  const std::vector<double> y_ticks = nice_ticks(0.0, y_max);
   y_max = y_ticks.back();
+  // The x axis ends at the data (Note [Coincident series]): ticks beyond it are dropped.
+  while (x_ticks.size() > 1 && x_ticks.back() > x_max) x_ticks.pop_back();
+  const std::vector<legend_item> items = line_legend(chart, 0.5 * y_max / plot_height);  // half a pixel
+  const layout at(chart.subtitle, items);
   const double plot_w = width - left - right;
   auto px = [&](double x) { return left + x / x_max * plot_w; };
   auto py = [&](double y) { return at.plot_bottom - y / y_max * plot_height; };
@@ -248,7 +285,7 @@ std::string render_svg(const bar_chart& chart) {
   std::vector<legend_item> items;
   for (std::size_t s = 0; s < chart.series.size(); ++s) items.push_back({chart.series[s], static_cast<int>(s), true, false});
   const layout at(chart.subtitle, items);
-  const bool log_scale = chart.log_scale || (lo > 0.0 && hi / lo > 100.0);
+  const bool log_scale = chart.log_scale || (lo > 0.0 && hi / lo > log_scale_span);
   const double plot_w = width - left - right;
   std::vector<double> ticks;
   double y_lo = 0.0, y_hi = 0.0;

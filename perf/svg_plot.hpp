@@ -1,7 +1,8 @@
 // svg_plot.hpp — two hand-written SVG charts (no dependencies): a line chart (reserved vs
 // allocated over a replay, per backend) and a grouped bar chart (latency per size, per backend),
 // with the legend laid out inside the canvas below the plot (legible with ten and more series) and
-// a subtitle for the caveat of the run (e.g. "simulated device"). SVG is the only format written.
+// a subtitle for the caveat of the run (e.g. "simulated device"); series hidden under others are
+// marked in the legend ("= async-raw"). SVG is the only format written.
 #pragma once
 
 #include <string>
@@ -35,7 +36,7 @@ struct bar_chart {
   std::vector<std::string> series;  ///< bars within a group (e.g. backends)
   /// values[series][group]; NaN or <= 0 = no bar.
   std::vector<std::vector<double>> values;
-  bool log_scale = false;           ///< set by render when values span more than 100x
+  bool log_scale = false;           ///< forces a log axis; render uses one anyway when values span more than 30x
   std::string subtitle;             ///< under the title, e.g. plot_caveat()
 };
 

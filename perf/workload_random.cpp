@@ -3,16 +3,31 @@
 // free of a random live block, live bytes capped; seeded, on the default stream.
 #include <random>
 
+#include "size_parse.hpp"
 #include "workloads.hpp"
 
 namespace streampool::bench {
+namespace {
+
+std::size_t max_size_of(const workload_params& params) {
+  return params.max_size != 0 ? params.max_size : std::size_t{64} << 20;
+}
+
+}  // namespace
+
+void validate_random(const workload_params& params) {
+  const std::size_t max_size = max_size_of(params);
+  if (max_size > params.live_cap) {
+    throw usage_error("--live-cap " + size_label(params.live_cap) + " is below the largest request (--max-size " +
+                      size_label(max_size) + (params.max_size == 0 ? ", the default" : "") +
+                      "): raise --live-cap or lower --max-size");
+  }
+}
 
 workload_counts workload_random(allocator& alloc, const driver_instance&, const workload_params& params) {
   const std::size_t count = params.count != 0 ? params.count : 10000;
-  const std::size_t max_size = params.max_size != 0 ? params.max_size : std::size_t{64} << 20;
-  if (max_size > params.live_cap) {
-    throw usage_error("workload random: --max-size exceeds the live cap (" + std::to_string(params.live_cap) + " bytes)");
-  }
+  const std::size_t max_size = max_size_of(params);
+  validate_random(params);
   std::mt19937_64 rng(params.seed);
   std::uniform_int_distribution<std::size_t> size_dist(1, max_size);
   std::bernoulli_distribution alloc_coin(0.73);

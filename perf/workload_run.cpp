@@ -10,7 +10,8 @@ namespace streampool::bench {
 const std::vector<workload_def>& workload_list() {
   static const std::vector<workload_def> list = {
       {"random", "RMM random_allocations: --count allocations of uniform sizes in [1 B, --max-size], "
-                 "73% allocation probability, frees of random live blocks, live bytes capped", workload_random, {}, nullptr},
+                 "73% allocation probability, frees of random live blocks, live bytes capped", workload_random, {}, nullptr,
+                 validate_random},
       {"multistream", "a producer stream hands buffers to --streams - 1 consumer streams (record_stream) "
                       "and frees them at once; consumers finish in turn", workload_multistream, {}, nullptr},
       {"trainloop", "training steps: weights, then per step activations of varying batch x sequence "
@@ -32,6 +33,10 @@ const workload_def& find_workload(const std::string& name) {
     known += (known.empty() ? "" : ", ") + def.name;
   }
   throw usage_error("unknown workload '" + name + "'; known: " + known);
+}
+
+void validate_workload(const workload_def& def, const workload_params& params) {
+  if (def.validate != nullptr) def.validate(params);
 }
 
 workload_result run_workload(const workload_def& def, const backend_spec& spec, const driver_choice& choice,

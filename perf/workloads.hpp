@@ -58,17 +58,25 @@ struct workload_def {
   std::string unavailable_reason;
   /// When set: "" if the backend (registry name) can run the workload, else why not.
   std::string (*unsupported)(const std::string& backend) = nullptr;
+  /// When set: checks the parameters before any backend runs. @throws usage_error
+  void (*validate)(const workload_params& params) = nullptr;
 };
 
 [[nodiscard]] const std::vector<workload_def>& workload_list();
 /// @throws usage_error for an unknown or unavailable name
 [[nodiscard]] const workload_def& find_workload(const std::string& name);
 
+/// Checks `params` for `def` (its `validate`), once, before any backend runs (Note [Bad input stops
+/// the run once], isolated_run.cpp). @throws usage_error saying what to change
+void validate_workload(const workload_def& def, const workload_params& params);
+
 /// Runs `def` once on a fresh allocator of `spec`. Never throws for a backend failure.
 [[nodiscard]] workload_result run_workload(const workload_def& def, const backend_spec& spec,
                                            const driver_choice& choice, const workload_params& params);
 
 workload_counts workload_random(allocator& alloc, const driver_instance& inst, const workload_params& params);
+/// random: every request must fit under the live cap. @throws usage_error
+void validate_random(const workload_params& params);
 workload_counts workload_multistream(allocator& alloc, const driver_instance& inst, const workload_params& params);
 workload_counts workload_trainloop(allocator& alloc, const driver_instance& inst, const workload_params& params);
 workload_counts workload_graphloop(allocator& alloc, const driver_instance& inst, const workload_params& params);

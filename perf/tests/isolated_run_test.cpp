@@ -20,16 +20,19 @@ TEST(child_rows, EncodingRoundTrips) {
   rows.rows.push_back({cell(), std::string("native"), std::string("a,b 'c'\n\"d\""), std::int64_t{-42}, 0.1});
   rows.rows.push_back({std::string(""), std::int64_t{9007199254740993}, 1e300});
   rows.series.push_back({"native reserved", 3, true, {{0.0, 1.5}, {2.0, -0.25}}});
+  rows.series.push_back({"native allocated", 3, true, {{0.0, 1.0}}, /*in_legend=*/false});
   rows.status = 1;
   const child_rows back = decode_child_rows(encode_child_rows(rows));
   ASSERT_EQ(back.rows.size(), 2u);
   EXPECT_EQ(back.rows[0], rows.rows[0]) << "values, types and odd characters survive";
   EXPECT_EQ(back.rows[1], rows.rows[1]);
-  ASSERT_EQ(back.series.size(), 1u);
+  ASSERT_EQ(back.series.size(), 2u);
   EXPECT_EQ(back.series[0].name, "native reserved");
   EXPECT_EQ(back.series[0].color, 3);
   EXPECT_TRUE(back.series[0].dashed);
   EXPECT_EQ(back.series[0].points, rows.series[0].points);
+  EXPECT_TRUE(back.series[0].in_legend);
+  EXPECT_FALSE(back.series[1].in_legend) << "a dashed twin stays out of the legend (it was listed: 8 entries, 3 lines)";
   EXPECT_EQ(back.status, 1);
 }
 

@@ -143,5 +143,41 @@ TEST(backend_list, DefaultsOnTheSimLeaveOutTheRealGpuPeers) {
   }
 }
 
+TEST(backend_list, UnavailableEntriesInOneLineByReason) {
+  const std::string line = unavailable_summary(unavailable_backends(sim_choice()));
+  EXPECT_EQ(line.rfind("not run here: cub (needs a real GPU); cudaHostAlloc, pinned (a pinned host allocator); "
+                       "torch-async, torch-native, torch-pinned (needs the PyTorch peer plugin and a real GPU).", 0),
+            0u)
+      << line;
+}
+
+// Note [No abbreviated options]: an abbreviation is refused, naming the option meant; a word close
+// to one option (a typo) is answered likewise.
+TEST(options, AbbreviationsAreRefusedWithTheOptionMeant) {
+  common_options opts;
+  po::options_description desc("test options");
+  add_common_options(desc, opts, {.plot = true, .in_process = true});
+  const auto message_of = [&](const std::vector<std::string>& args) -> std::string {
+    common_options fresh;
+    po::options_description d("test options");
+    add_common_options(d, fresh, {.plot = true, .in_process = true});
+    try {
+      (void)parse_command(args, "usage", d, nullptr, &fresh);
+    } catch (const usage_error& e) {
+      return e.what();
+    }
+    return "accepted";
+  };
+  EXPECT_EQ(message_of({"--backend", "native"}),
+            "unknown option '--backend': options are not abbreviated; did you mean --backends?");
+  EXPECT_EQ(message_of({"--backend=native"}),
+            "unknown option '--backend': options are not abbreviated; did you mean --backends?");
+  EXPECT_EQ(message_of({"--bakends", "native"}), "unknown option '--bakends': did you mean --backends?");
+  EXPECT_EQ(message_of({"--no-such-flag"}), "unknown option '--no-such-flag' (see --help)");
+  EXPECT_EQ(message_of({"--backends", "native"}), "accepted");
+  EXPECT_EQ(unknown_option_message("--s", desc), "unknown option '--s': options are not abbreviated; did you mean "
+                                                 "--sim-capacity or --seed?");
+}
+
 }  // namespace
 }  // namespace streampool::bench

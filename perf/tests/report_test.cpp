@@ -54,6 +54,32 @@ TEST(report, CsvQuotesAndComments) {
   EXPECT_NE(csv.find("\"a \"\"b\"\", c\",,,,\"x\ny\""), std::string::npos) << csv;
 }
 
+TEST(report, LongNotesAreWrappedAtSpaces) {
+  const std::string note = "not run here: cub (needs a real GPU); cudaHostAlloc, pinned (a pinned host allocator); "
+                           "torch-async, torch-native, torch-pinned (needs the PyTorch peer plugin and a real GPU)";
+  const std::string wrapped = wrap_text(note, 60);
+  std::size_t start = 0, lines = 0;
+  std::string joined;
+  while (start <= wrapped.size()) {
+    std::size_t end = wrapped.find('\n', start);
+    if (end == std::string::npos) end = wrapped.size();
+    const std::string line = wrapped.substr(start, end - start);
+    EXPECT_LE(line.size(), 60u) << line;
+    if (lines > 0) {
+      EXPECT_EQ(line.rfind("  ", 0), 0u) << "continuation lines are indented: " << line;
+    }
+    joined += (lines > 0 ? " " + line.substr(2) : line);
+    ++lines;
+    start = end + 1;
+  }
+  EXPECT_EQ(lines, 4u) << wrapped;
+  EXPECT_EQ(joined, note) << "no word lost or cut";
+  EXPECT_EQ(wrap_text("short", 60), "short");
+  report r = sample_report();
+  r.notes.push_back(note);
+  EXPECT_NE(render_table(r).find("torch-async,\n  torch-native"), std::string::npos) << render_table(r);
+}
+
 TEST(report, Iso8601Date) {
   const std::string date = utc_now_iso8601();
   ASSERT_EQ(date.size(), 20u) << date;
@@ -79,6 +105,37 @@ TEST(svg, BarChartSwitchesToLogScale) {
   const std::string svg = render_svg(chart);
   EXPECT_NE(svg.find("log scale"), std::string::npos);
   EXPECT_NE(svg.find("<rect x="), std::string::npos);
+}
+
+// Note [Coincident series]: the latency plot of issue 31 spanned 90x on a linear axis.
+TEST(svg, BarChartSpanningMoreThan30xIsLogScale) {
+  bar_chart chart{"latency", "ns", {"512B", "64MiB"}, {"native", "cuda"}, {{50.0, 60.0}, {100.0, 4500.0}}, false, ""};
+  EXPECT_NE(render_svg(chart).find("log scale"), std::string::npos) << "90x";
+  chart.values = {{50.0, 60.0}, {100.0, 1000.0}};
+  EXPECT_EQ(render_svg(chart).find("log scale"), std::string::npos) << "20x stays linear";
+}
+
+TEST(svg, CoincidentSeriesAreNamedInTheLegend) {
+  line_chart chart{"replay", "trace event", "MiB", {}, ""};
+  const std::vector<std::pair<double, double>> pool = {{0, 1}, {41000, 9}, {82319, 4}};
+  const std::vector<std::pair<double, double>> used = {{0, 1}, {41000, 6}, {82319, 2}};
+  chart.series.push_back({"native", 0, false, {{0, 1}, {41000, 8}, {82319, 3}}, true});
+  chart.series.push_back({"native allocated", 0, true, used, false});
+  chart.series.push_back({"cudaMallocAsync", 1, false, pool, true});
+  chart.series.push_back({"cudaMallocAsync allocated", 1, true, used, false});
+  chart.series.push_back({"cuda", 2, false, used, true});
+  chart.series.push_back({"cuda allocated", 2, true, used, false});
+  chart.series.push_back({"async-raw", 3, false, pool, true});
+  chart.series.push_back({"async-raw allocated", 3, true, used, false});
+  const std::string svg = render_svg(chart);
+  EXPECT_NE(svg.find(">cudaMallocAsync (= async-raw)</text>"), std::string::npos) << svg;
+  EXPECT_NE(svg.find(">cuda (reserved = allocated)</text>"), std::string::npos) << svg;
+  EXPECT_NE(svg.find(">native</text>"), std::string::npos) << "a line of its own is not marked";
+  EXPECT_NE(svg.find(">async-raw</text>"), std::string::npos) << "the line on top is not marked";
+  // The x axis ends at the data: the last event is at the right end, no tick past it.
+  EXPECT_NE(svg.find(" L930.0,"), std::string::npos) << "82319 is drawn at the axis end";
+  EXPECT_NE(svg.find(">80000</text>"), std::string::npos);
+  EXPECT_EQ(svg.find(">1e+05</text>"), std::string::npos) << "no tick rounded up to 100,000";
 }
 
 /// The numbers after `attribute="` in every occurrence, e.g. every y of the legend's text.
