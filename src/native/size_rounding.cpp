@@ -40,7 +40,12 @@ std::size_t size_policy::allocation_size(std::size_t rounded) const noexcept {
 
 bool size_policy::may_reuse(std::size_t candidate, std::size_t rounded) const noexcept {
   if (rounded < max_split_size_ && candidate >= max_split_size_) return false;
-  if (rounded >= max_split_size_ && candidate >= rounded + max_non_split_rounding_) return false;
+  // candidate - rounded, not rounded + max_non_split_rounding_: the sum wraps for a saturating
+  // max_non_split_rounding_mb ("unlimited"), which then reused no oversize block at all
+  // (Note [Sizes in MiB] in src/config/key_parsers.cpp).
+  if (rounded >= max_split_size_ && candidate >= rounded && candidate - rounded >= max_non_split_rounding_) {
+    return false;
+  }
   return true;
 }
 
