@@ -33,6 +33,24 @@ namespace streampool::c_api_impl {
 // one counter, where the earlier accessor locked a mutex per call (docs/benchmarks.md, "C API
 // pair"). The lifetime test (tests/contract/c_api_lifetime_test.cpp) runs calls on several
 // threads against repeated shutdowns, under ThreadSanitizer in the TSan build.
+//
+// Note [Nothing re-creates the allocator after a shutdown]
+// The allocator is created from the environment at the first call only. After a successful
+// streampool_shutdown, a call that finds no allocator used to create one from the environment,
+// on the real driver: a stray free of an unknown pointer silently installed a new allocator (and
+// a program that shut down to re-initialise with another config raced its own threads, which
+// re-created the old one first: 2 of 5 re-inits under load were refused). Now shutdown leaves
+// the C API in the `shut_down` state, where every call fails with
+// STREAMPOOL_ERROR_NOT_INITIALIZED and changes nothing, until streampool_init or
+// streampool_init_sim installs the next one; that init cannot be refused by the other threads.
+// (c_api_uninstall, the tests' reset, returns to the initial state.)
+//
+// Note [Init fails when it cannot work]
+// Constructing the real driver makes no CUDA call (Note [No driver at construction]), so an
+// allocator on a machine without a usable GPU was created, init returned OK, and the driver's
+// failure surfaced at the first allocation as a bad device (INVALID_ARGUMENT). Every allocator the
+// C API installs is first asked for its device count: no driver, an old driver or no device fails
+// the init (or the first call) with STREAMPOOL_ERROR_CUDA, the runtime's status in the message.
 
 /// What PyTorch passes back on free (docs/pytorch-compatibility.md §5): requested size, device
 /// and stream of each live pointer.
@@ -76,6 +94,7 @@ struct c_api_state {
   std::atomic<c_api_instance*> current{nullptr};
   std::atomic<std::int64_t> readers{0};
   std::function<std::unique_ptr<allocator>()> factory;  ///< under mutex; empty = make_allocator()
+  bool shut_down = false;  ///< under mutex: Note [Nothing re-creates the allocator after a shutdown]
 };
 
 c_api_state& state() {
@@ -91,6 +110,24 @@ c_api_instance* detach_locked(c_api_state& s) noexcept {
   }
   return instance;
 }
+
+/// Note [Init fails when it cannot work]: `alloc`, once its driver reports a usable device.
+std::unique_ptr<allocator> usable(std::unique_ptr<allocator> alloc, const char* who) {
+  driver& drv = alloc->device_driver();
+  int count = 0;
+  const drv_result result = drv.device_count(&count);
+  if (!result.ok() || count == 0) {
+    throw cuda_error(std::string(who) + ": no usable CUDA device (" + drv.describe(result) +
+                         "); the allocator cannot work here. Without a GPU, use streampool_init_sim() (the simulated "
+                         "device) to try a config",
+                     result.native);
+  }
+  return alloc;
+}
+
+struct not_initialized_error : error {
+  using error::error;
+};
 
 thread_local int last_status = STREAMPOOL_OK;
 thread_local std::string last_message;
@@ -133,7 +170,13 @@ allocator_lease instance() {
     if (c_api_instance* current = s.current.load()) return allocator_lease(current);
     s.readers.fetch_sub(1);
     const std::lock_guard lock(s.mutex);
-    if (s.current.load() == nullptr) s.current.store(new c_api_instance(s.factory ? s.factory() : make_allocator()));
+    if (s.current.load() != nullptr) continue;
+    if (s.shut_down) {  // Note [Nothing re-creates the allocator after a shutdown]
+      throw not_initialized_error(
+          "streampool: the C API's allocator was shut down (streampool_shutdown); call streampool_init or "
+          "streampool_init_sim to create the next one. Nothing was done");
+    }
+    s.current.store(new c_api_instance(usable(s.factory ? s.factory() : make_allocator(), "streampool")));
   }
 }
 
@@ -147,7 +190,8 @@ void c_api_install(std::unique_ptr<allocator> alloc) {
   c_api_state& s = state();
   const std::lock_guard lock(s.mutex);
   if (s.current.load() != nullptr) throw state_error("streampool C API: an allocator is already installed");
-  s.current.store(new c_api_instance(std::move(alloc)));
+  s.current.store(new c_api_instance(usable(std::move(alloc), "streampool C API")));
+  s.shut_down = false;
 }
 
 int c_api_set_last(int status, std::string message) noexcept {
@@ -171,6 +215,8 @@ int c_api_fail_current() noexcept {
     return c_api_set_last(STREAMPOOL_ERROR_CUDA, e.what());
   } catch (const state_error& e) {
     return c_api_set_last(STREAMPOOL_ERROR_STATE, e.what());
+  } catch (const not_initialized_error& e) {
+    return c_api_set_last(STREAMPOOL_ERROR_NOT_INITIALIZED, e.what());
   } catch (const error& e) {
     return c_api_set_last(STREAMPOOL_ERROR_INVALID_ARGUMENT, e.what());
   } catch (const std::bad_alloc&) {
@@ -185,6 +231,7 @@ int c_api_fail_current() noexcept {
 std::unique_ptr<allocator> c_api_uninstall() noexcept {
   c_api_state& s = state();
   const std::lock_guard lock(s.mutex);
+  s.shut_down = false;  // the tests' reset: back to the initial state
   std::unique_ptr<c_api_instance> instance(detach_locked(s));
   return instance ? std::move(instance->alloc) : nullptr;
 }
@@ -231,7 +278,9 @@ int streampool_init(const char* config) {
                                 "allocation, or call streampool_shutdown first)");
     }
     auto alloc = config != nullptr ? make_allocator(parse_config(config), make_cuda_driver()) : make_allocator();
-    s.current.store(new c_api_impl::c_api_instance(std::move(alloc)));
+    // Note [Init fails when it cannot work]
+    s.current.store(new c_api_impl::c_api_instance(c_api_impl::usable(std::move(alloc), "streampool_init")));
+    s.shut_down = false;
   });
 }
 
@@ -241,7 +290,10 @@ int streampool_shutdown(void) {
     const std::lock_guard lock(s.mutex);
     // Note [C API allocator lifetime]: no call uses it once detached, so the count is final.
     std::unique_ptr<c_api_impl::c_api_instance> instance(c_api_impl::detach_locked(s));
-    if (!instance) return;
+    if (!instance) {  // nothing to destroy (never created, or shut down already): closed all the same
+      s.shut_down = true;
+      return;
+    }
     try {
       instance->alloc->empty_cache();
       int count = 0;
@@ -257,6 +309,7 @@ int streampool_shutdown(void) {
       s.current.store(instance.release());  // kept: the allocator stays in use
       throw;
     }
+    s.shut_down = true;  // Note [Nothing re-creates the allocator after a shutdown]
   });
 }
 

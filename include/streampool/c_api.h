@@ -23,16 +23,29 @@ typedef enum streampool_status {
   STREAMPOOL_ERROR_CUDA = 3,             /* a driver call failed */
   STREAMPOOL_ERROR_CONFIG = 4,           /* the config string does not parse */
   STREAMPOOL_ERROR_STATE = 5,            /* e.g. streampool_init after the allocator is in use */
-  STREAMPOOL_ERROR_INTERNAL = 6
+  STREAMPOOL_ERROR_INTERNAL = 6,
+  STREAMPOOL_ERROR_NOT_INITIALIZED = 7   /* after streampool_shutdown, until the next init: nothing done */
 } streampool_status;
 
-/* Explicit initialisation with a config string (NULL = read the environment). Fails with
- * STREAMPOOL_ERROR_STATE when the allocator already exists. Optional: the first call of any other
- * function initialises from the environment. */
+/* Explicit initialisation with a config string (NULL = read the environment) on the real GPU.
+ * Fails with STREAMPOOL_ERROR_STATE when the allocator already exists, STREAMPOOL_ERROR_CONFIG
+ * when the config does not parse, and STREAMPOOL_ERROR_CUDA when no GPU is usable (no driver, a
+ * driver older than the runtime, no device: the runtime's status, e.g. cudaErrorNoDevice or
+ * cudaErrorInsufficientDriver, is named in streampool_last_error()); nothing is installed then.
+ * Optional: before the first streampool_shutdown, the first call of any other function
+ * initialises from the environment, with the same checks. */
 STREAMPOOL_API int streampool_init(const char* config);
 /* Frees every cached block (live allocations stay valid) and destroys the allocator when nothing
  * is live; returns STREAMPOOL_ERROR_STATE (and keeps it) otherwise. Safe while other threads are
- * inside C API calls: it waits for them before destroying the allocator. */
+ * inside C API calls: it waits for them before destroying the allocator. After it succeeds,
+ * nothing creates an allocator by itself: every call but streampool_init / streampool_init_sim
+ * (and the host allocator's, which has its own lifetime) fails with
+ * STREAMPOOL_ERROR_NOT_INITIALIZED and does nothing, until one of them installs the next.
+ * Re-initialising while other threads use the C API (e.g. to change the config): call
+ * streampool_shutdown until it returns STREAMPOOL_OK (STREAMPOOL_ERROR_STATE means an allocation
+ * was live at that moment: nothing changed, free it or retry), then streampool_init; meanwhile the
+ * other threads' calls fail with STREAMPOOL_ERROR_NOT_INITIALIZED, and cannot make that init fail.
+ * Calling it again when nothing is installed returns STREAMPOOL_OK. */
 STREAMPOOL_API int streampool_shutdown(void);
 
 /* PyTorch CUDAPluggableAllocator signatures. `stream` is a cudaStream_t. size 0 returns NULL with

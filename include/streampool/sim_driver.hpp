@@ -69,6 +69,9 @@ class STREAMPOOL_API sim_driver final : public driver {
   void set_eager(bool eager);
   /// Completes all work submitted to `stream` so far (and the work it waits on).
   void complete(stream_t stream);
+  /// Completes the work of `stream` up to its `work`-th item (a value submitted_work() returned)
+  /// and the work that waits; later items stay pending. Throws streampool::error for an unknown stream.
+  void complete_to(stream_t stream, std::uint64_t work);
   void complete_all();
   /// Scripts the capture status that stream_capture_info reports for `stream`. While any stream
   /// is `active`, calls illegal under capture (non-relaxed malloc, free, event_query,

@@ -30,6 +30,32 @@ def _ext_call(what: str, function, *args):
 #: Trace entries kept per device by record_history() unless told otherwise (the C++ default).
 DEFAULT_MAX_ENTRIES = 1 << 20
 
+#: The largest sim_capacity streampool_init_sim can take (a size_t).
+_MAX_SIM_CAPACITY = (1 << 64) - 1
+
+
+def _config_bytes(what: str, config: Optional[str]) -> Optional[bytes]:
+    """The config string for the C API, which reads it up to its first NUL byte: a NUL inside would
+    silently drop everything after it (issue 31), so it is refused here, naming where it is."""
+    if config is None:
+        return None
+    if not isinstance(config, str):
+        raise TypeError(f"{what}: config must be a str or None, not {type(config).__name__}")
+    at = config.find("\0")
+    if at >= 0:
+        raise ValueError(f"{what}: the config string has a NUL byte at position {at}; the C library would read "
+                         f"only {config[:at]!r} and silently ignore the rest. Remove the NUL byte")
+    return config.encode()
+
+
+def _sim_arguments(sim_capacity, sim_devices) -> tuple:
+    """sim_capacity checked (a negative one used to wrap to a 16 EiB device), sim_devices as an int."""
+    capacity = int(sim_capacity)
+    if not 0 <= capacity <= _MAX_SIM_CAPACITY:
+        raise ValueError(f"streampool.init: sim_capacity {sim_capacity} is out of range; pass the bytes of each "
+                         f"simulated device, below 2**64, or 0 for the default (80 GiB)")
+    return capacity, int(sim_devices)  # the library checks the device count (1..64) and says so
+
 
 def init(config: Optional[str] = None, driver: str = "cuda", sim_capacity: int = 0, sim_devices: int = 1,
          path: Optional[str] = None) -> None:
@@ -39,25 +65,30 @@ def init(config: Optional[str] = None, driver: str = "cuda", sim_capacity: int =
     PYTORCH_CUDA_ALLOC_CONF, else PYTORCH_ALLOC_CONF). `driver` "cuda" uses the GPU; "sim" uses
     streampool's simulated device (`sim_devices` devices of `sim_capacity` bytes, 0 = 80 GiB): no
     GPU needed, for tests and for trying a config; its pointers are not memory. Raises
-    StreampoolError if the allocator already exists or the config does not parse."""
+    StreampoolError if the allocator already exists, the config does not parse or (driver "cuda")
+    no GPU is usable; ValueError for a config with a NUL byte or a sim_capacity outside
+    [0, 2**64)."""
     if _extension() is not None:
         raise StreampoolError("streampool.init: the allocator was created by install() (the extension route) and "
                               "is PyTorch's allocator; it cannot be re-created in this process")
+    if driver not in ("cuda", "sim"):
+        raise ValueError(f"streampool.init: driver must be 'cuda' or 'sim', not {driver!r}")
+    encoded = _config_bytes("streampool.init", config)
+    if driver == "sim":
+        capacity, devices = _sim_arguments(sim_capacity, sim_devices)
     lib = library(path)
-    encoded = None if config is None else config.encode()
     if driver == "cuda":
         check(lib, lib.streampool_init(encoded), "streampool_init")
-    elif driver == "sim":
-        check(lib, lib.streampool_init_sim(encoded, int(sim_capacity), int(sim_devices)), "streampool_init_sim")
     else:
-        raise ValueError(f"streampool.init: driver must be 'cuda' or 'sim', not {driver!r}")
+        check(lib, lib.streampool_init_sim(encoded, capacity, devices), "streampool_init_sim")
     _env_watch.start(config)  # Note [Config variables watch]
 
 
 def shutdown(path: Optional[str] = None) -> None:
-    """Frees every cached block and destroys the allocator (a later call creates a new one).
-    Raises StreampoolError while allocations are live, and with the extension route installed
-    (PyTorch's allocator cannot be destroyed while PyTorch runs)."""
+    """Frees every cached block and destroys the allocator. Nothing creates a new one by itself
+    afterwards: the other functions raise StreampoolError (status 7, not initialised) until init()
+    is called again. Raises StreampoolError while allocations are live, and with the extension route
+    installed (PyTorch's allocator cannot be destroyed while PyTorch runs)."""
     if _extension() is not None:
         raise StreampoolError("streampool.shutdown: streampool is PyTorch's allocator (extension route); it lives "
                               "as long as the process")

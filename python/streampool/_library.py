@@ -127,10 +127,28 @@ def loaded_path() -> Optional[str]:
     return _lib_path
 
 
+#: C API statuses the Python messages add a hint to (include/streampool/c_api.h).
+STATUS_CUDA = 3
+STATUS_NOT_INITIALIZED = 7
+
+
+def _hint(status: int, message: str) -> str:
+    """What to call next, in Python terms, for the failures a new user meets first: no GPU, and
+    calls after shutdown()."""
+    if status == STATUS_CUDA and "no usable CUDA device" in message:
+        return (" Without a GPU, streampool.init(driver=\"sim\") creates the allocator on the simulated device "
+                "(to try a config or read statistics); call it before the first use.")
+    if status == STATUS_NOT_INITIALIZED:
+        return " Call streampool.init(...) (driver=\"sim\" without a GPU) to create the next allocator."
+    return ""
+
+
 def raise_last(lib: ctypes.CDLL, what: str) -> None:
-    """Raises StreampoolError with the calling thread's last C API status and message."""
+    """Raises StreampoolError with the calling thread's last C API status and message, and a hint
+    of what to call when the cause is a missing GPU or a shutdown allocator."""
     message = (lib.streampool_last_error() or b"").decode(errors="replace")
-    raise StreampoolError(f"{what} failed (status {lib.streampool_last_status()}): {message}")
+    status = lib.streampool_last_status()
+    raise StreampoolError(f"{what} failed (status {status}): {message}{_hint(status, message)}")
 
 
 def check(lib: ctypes.CDLL, status: int, what: str) -> None:

@@ -116,5 +116,58 @@ class Errors(unittest.TestCase):
         lib.streampool_free(p, 1 * MIB, 0, None)
 
 
+class BadInputs(unittest.TestCase):
+    """Issue 31: inputs the C library cannot tell apart from good ones are refused in Python, and
+    the first error a user without a GPU meets says what to call."""
+
+    def tearDown(self):
+        streampool.shutdown()
+
+    def test_a_nul_byte_in_the_config_is_a_value_error(self):
+        streampool.shutdown()
+        # The C API reads up to the NUL: "backend:native" alone would have been installed.
+        with self.assertRaisesRegex(ValueError, r"NUL byte at position 14; .*'backend:native'.*ignore the rest"):
+            streampool.init("backend:native\0,max_split_size_mb:banana", driver="sim")
+        with self.assertRaisesRegex(ValueError, "NUL byte at position 0"):
+            streampool.init("\0", driver="cuda")
+        with self.assertRaisesRegex(streampool.StreampoolError, "status 7"):
+            streampool.stats(0)  # nothing was installed
+        streampool.init("backend:native", driver="sim")  # a clean string still works
+        self.assertEqual(streampool.backend_name(), "native")
+
+    def test_a_negative_or_too_large_sim_capacity_is_a_value_error(self):
+        streampool.shutdown()
+        for capacity in (-1, -(1 << 20), 1 << 64):
+            with self.assertRaisesRegex(ValueError, f"sim_capacity {capacity} is out of range"):
+                streampool.init(driver="sim", sim_capacity=capacity)
+        with self.assertRaisesRegex(streampool.StreampoolError, "status 7"):
+            streampool.stats(0)  # nothing was installed (not a 16 EiB device)
+        streampool.init(driver="sim", sim_capacity=64 * MIB, sim_devices=1)
+        self.assertEqual(streampool.stats(0)["reserved_bytes.all.current"], 0)
+
+    def test_after_shutdown_calls_say_to_init_again(self):
+        fresh_sim()
+        streampool.shutdown()
+        with self.assertRaisesRegex(streampool.StreampoolError, r"status 7\).*shut down.*streampool\.init\(\.\.\.\)"):
+            streampool.stats(0)
+
+    def test_without_a_gpu_stats_names_the_simulated_device(self):
+        # A fresh process, as a new user's first call: stats() creates the allocator on the GPU.
+        import os
+        import subprocess
+        import sys
+        code = "import streampool\ntry:\n    streampool.stats()\nexcept streampool.StreampoolError as e:\n    print(e)\n"
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ),
+                             timeout=60)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        if "failed" not in out.stdout:
+            self.skipTest("a GPU is usable here: stats() works")
+        self.assertIn("no usable CUDA device", out.stdout)
+        self.assertIn('streampool.init(driver="sim")', out.stdout)
+        with self.assertRaisesRegex(streampool.StreampoolError, r'streampool\.init\(driver="sim"\)'):
+            streampool.shutdown()
+            streampool.init(driver="cuda")
+
+
 if __name__ == "__main__":
     unittest.main()

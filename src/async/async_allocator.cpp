@@ -69,11 +69,35 @@ void async_allocator::do_deallocate(void* ptr) {
   }
 }
 
+// Note [record_stream of a bad stream on cudaMallocAsync]
+// A handle that is no stream is refused when record_stream is called, with nothing recorded, as
+// native refuses it (Note [record_stream across devices] in src/native/native_allocator.cpp). This
+// backend used to accept a garbage handle and fail only at the free. A stream of another device
+// stays accepted here: this backend orders such a free by waiting on the host (see
+// record_stream_order.cpp), which native cannot. The check is the same host-side lookup
+// (cudaStreamGetDevice), made only for a stream other than the allocation's and never while a
+// capture is underway on the block's device; a driver that cannot tell skips it.
 void async_allocator::do_record_stream(void* ptr, stream_t stream) {
+  const std::optional<std::pair<int, stream_t>> owner = pointers_.owner_of(ptr);
+  if (!owner) throw bad_pointer("record_stream", ptr);
   // Same stream as the allocation's: no effect (docs/pytorch-compatibility.md §4 warns; the contract says "no effect").
+  if (stream != owner->second) {
+    const async_device* state = find_device(owner->first);
+    if (state == nullptr || !state->capture_underway()) check_stream_handle(ptr, owner->first, stream);
+  }
   if (pointers_.add_stream_use(ptr, stream) == stream_use_result::unknown_pointer) {
     throw bad_pointer("record_stream", ptr);
   }
+}
+
+void async_allocator::check_stream_handle(const void* ptr, int owner, stream_t stream) const {
+  int device = -1;
+  const drv_result result = device_driver().stream_get_device(stream, &device);
+  if (result.ok() || result.code == status::not_supported) [[likely]] return;
+  throw error("streampool: record_stream(" + core::format_pointer(ptr) + ", " + core::format_pointer(stream) +
+              "): the stream is not a valid stream handle (" + device_driver().describe(result) +
+              "); pass a live stream (the allocation was made on device " + std::to_string(owner) +
+              "); nothing was recorded");
 }
 
 void async_allocator::do_empty_cache() {

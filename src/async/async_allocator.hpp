@@ -37,6 +37,8 @@ class async_allocator final : public allocator {
   [[nodiscard]] async_device* find_device(int device) const noexcept;
   /// The error for a pointer that is not a live allocation, naming the allocation it points into.
   [[nodiscard]] error bad_pointer(const char* operation, void* ptr) const;
+  /// Note [record_stream of a bad stream on cudaMallocAsync]. @throws error, nothing recorded
+  void check_stream_handle(const void* ptr, int owner, stream_t stream) const;
 
   void* do_allocate(int device, std::size_t bytes, stream_t stream) override;
   void do_deallocate(void* ptr) override;

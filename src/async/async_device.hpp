@@ -66,6 +66,9 @@ class async_device {
   void set_pool_options(mempool_id pool, const pool_options& options);
   [[nodiscard]] pool_options get_pool_options(mempool_id pool) const;
 
+  /// A capture is underway on the device (no lock: the router's count is atomic).
+  [[nodiscard]] bool capture_underway() const noexcept { return captures_.underway(); }
+
   /// The device's cudaMemPool (tests read its attributes).
   [[nodiscard]] mempool_t pool() const noexcept { return pool_.handle(); }
 

@@ -54,6 +54,15 @@ stream_use_result pointer_map::add_stream_use(void* ptr, stream_t stream) {
   return stream_use_result::added;
 }
 
+std::optional<std::pair<int, stream_t>> pointer_map::owner_of(void* ptr) const {
+  const auto address = reinterpret_cast<std::uintptr_t>(ptr);
+  const shard& s = shards_[shard_of(address)];
+  std::lock_guard lock(s.mutex);
+  const allocation_record* found = s.records.find(address);
+  if (found == nullptr) return std::nullopt;
+  return std::make_pair(found->device, found->stream);
+}
+
 bool pointer_map::contains(void* ptr) const {
   const auto address = reinterpret_cast<std::uintptr_t>(ptr);
   const shard& s = shards_[shard_of(address)];

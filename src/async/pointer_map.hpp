@@ -45,6 +45,8 @@ class pointer_map {
   [[nodiscard]] stream_use_result add_stream_use(void* ptr, stream_t stream);
   /// True when `ptr` is live.
   [[nodiscard]] bool contains(void* ptr) const;
+  /// Device and allocation stream of live `ptr`; nullopt when it is not live.
+  [[nodiscard]] std::optional<std::pair<int, stream_t>> owner_of(void* ptr) const;
 
   /// The live allocation whose range [ptr, ptr + size) holds `address`, if any (slow: scans every
   /// shard; used for diagnostics only).

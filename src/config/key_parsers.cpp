@@ -34,17 +34,38 @@ void fail_range(const config_value& value, config_key key) {
 // Note [Sizes in MiB]
 // Size keys are integers in MiB stored in bytes. A byte count that does not fit size_t saturates
 // to `unlimited` for the threshold keys (PyTorch clamps max_split_size_mb to SIZE_MAX/1MiB the
-// same way, docs/pytorch-compatibility.md §1.3) and is an error for segment sizes, where "unlimited" means nothing.
+// same way, docs/pytorch-compatibility.md §1.3); the allocator only compares a request with a
+// threshold (size_policy::may_reuse subtracts rather than adds, so no threshold can wrap).
+//
+// Note [Upper bound of segment sizes]
+// A segment size (large_segment_size_mb, pinned_reserve_segment_size_mb, and the `<n>G` form of
+// expandable_segments_reserve) is not only compared: it is rounded up to the mapping unit, to
+// pages, and added to what is held. `large_segment_size_mb:17592186044415` fits size_t as bytes
+// (2^64 - 1 MiB) but wrapped to 0 when rounded up to 2 MiB pages, and the first allocation divided
+// by it (SIGFPE); `pinned_reserve_segment_size_mb` >= 2^44 wrapped when multiplied by 1 MiB. PyTorch
+// has no upper bound for these keys (its arithmetic wraps the same way), so ours is one of our own:
+// max_segment_bytes, 16 TiB, is far above any device's memory (a larger segment could never be
+// obtained anyway) and far below where rounding to any page or granule could wrap. Checked here,
+// at parse time, so a bad value is refused with its key instead of crashing an allocation.
+constexpr std::uint64_t max_segment_mib = std::uint64_t{1} << 24;  // 16 TiB
+constexpr std::uint64_t max_segment_gib = max_segment_mib / 1024;
+
+void fail_too_large(const config_value& value, config_key key, std::string_view limit) {
+  fail_value(value, key,
+             quoted(value.text) + " is too large (at most " + std::string(limit) +
+                 " = 16 TiB, beyond any device; larger segment sizes overflow when rounded to pages)");
+}
+
 std::size_t require_mib(const config_value& value, config_key key, std::uint64_t min_mib,
                         bool saturate) {
   const std::uint64_t mb = require_uint(value, key, value.text);
   if (mb < min_mib) {
     fail_range(value, key);
   }
+  if (!saturate && mb > max_segment_mib) {
+    fail_too_large(value, key, std::to_string(max_segment_mib));
+  }
   if (mb > allocator_config::unlimited / mib) {
-    if (!saturate) {
-      fail_value(value, key, quoted(value.text) + " is too large");
-    }
     return allocator_config::unlimited;
   }
   return static_cast<std::size_t>(mb) * mib;
@@ -102,8 +123,8 @@ void apply_reserve(allocator_config& config, const config_value& value) {
     if (gigabytes == 0) {
       fail_range(value, k::expandable_segments_reserve);
     }
-    if (gigabytes > allocator_config::unlimited / gib) {
-      fail_value(value, k::expandable_segments_reserve, quoted(text) + " is too large");
+    if (gigabytes > max_segment_gib) {  // Note [Upper bound of segment sizes]
+      fail_too_large(value, k::expandable_segments_reserve, std::to_string(max_segment_gib) + "G");
     }
     config.expandable_segments_reserve_bytes = static_cast<std::size_t>(gigabytes) * gib;
     return;
@@ -116,6 +137,22 @@ void apply_reserve(allocator_config& config, const config_value& value) {
   config.expandable_segments_reserve_bytes = 0;
 }
 
+// Note [Upper bound of roundup divisions]
+// A request is rounded by D divisions only when it is larger than min_block_size (512) x D
+// (docs/pytorch-compatibility.md §1.4). For D >= 2^55 that product wraps (to 0 for D = 2^55), so a
+// huge D turned rounding on for every request instead of off. PyTorch has no upper bound (and
+// wraps the same way); ours is the largest D for which the product is exact. Any D above 2^40
+// already rounds nothing a device could hold, so the bound refuses nothing useful.
+constexpr std::uint64_t max_divisions = std::uint64_t{1} << 54;
+
+void check_divisions_bound(const config_value& value, std::uint64_t divisions) {
+  if (divisions > max_divisions) {
+    fail_value(value, k::roundup_power2_divisions,
+               "divisions " + std::to_string(divisions) + " is too large (at most " + std::to_string(max_divisions) +
+                   " = 2^54; 512 x divisions must not overflow)");
+  }
+}
+
 std::size_t require_divisions(const config_value& value, const list_entry& entry) {
   const uint_literal literal = parse_uint(entry.divisions);
   if (literal.error != literal_error::none) {
@@ -126,6 +163,7 @@ std::size_t require_divisions(const config_value& value, const list_entry& entry
     fail_entry(value, k::roundup_power2_divisions, entry,
                "divisions " + entry.divisions + " is neither 0 nor a power of two");
   }
+  check_divisions_bound(value, literal.value);
   return static_cast<std::size_t>(literal.value);
 }
 
@@ -180,6 +218,7 @@ void apply_roundup(allocator_config& config, const config_value& value) {
     fail_value(value, k::roundup_power2_divisions,
                "value " + value.text + " is not a power of two");
   }
+  check_divisions_bound(value, divisions);
   config.roundup_power2_divisions.fill(static_cast<std::size_t>(divisions));
 }
 
@@ -259,6 +298,9 @@ void apply_value(allocator_config& config, config_key key, const config_value& v
       if (mb == 0) {
         fail_value(value, key,
                    "value " + value.text + " is out of range (Pinned reserve segment size has to be greater than 0)");
+      }
+      if (mb > max_segment_mib) {  // Note [Upper bound of segment sizes]
+        fail_too_large(value, key, std::to_string(max_segment_mib));
       }
       config.pinned_reserve_segment_size_mb = static_cast<std::size_t>(mb);
       break;

@@ -47,7 +47,7 @@ constexpr std::array<key_info, config_key_count> key_table{{
      false, "max_non_split_rounding", "", "2.6"},
     {k::roundup_power2_divisions, "roundup_power2_divisions", "",
      "a power of two, or a list [K:D,...,>:D] with K a power of two (MiB) and D 0 or a power "
-     "of two",
+     "of two (D at most 2^54)",
      true, false, "roundup_power2_divisions", "", "1.12"},
     {k::roundup_bypass_threshold_mb, "roundup_bypass_threshold_mb", "", "an integer >= 0 (MiB)",
      true, false, "roundup_bypass_threshold", "", ""},
@@ -60,9 +60,9 @@ constexpr std::array<key_info, config_key_count> key_table{{
      true, false, "graph_capture_record_stream_reuse", "", "2.9"},
     {k::per_process_memory_fraction, "per_process_memory_fraction", "", "a number in [0.0, 1.0]",
      true, true, "per_process_memory_fraction", "", "main"},
-    {k::large_segment_size_mb, "large_segment_size_mb", "", "an integer > 10 (MiB)", true, false, "large_segment_size", "", "main"},
+    {k::large_segment_size_mb, "large_segment_size_mb", "", "an integer > 10 (MiB), at most 16777216 (16 TiB)", true, false, "large_segment_size", "", "main"},
     {k::expandable_segments_reserve, "expandable_segments_reserve", "",
-     "a fraction of device memory in (0.0, 2.0], or <n>G with an integer n >= 1 (GiB)", true,
+     "a fraction of device memory in (0.0, 2.0], or <n>G with an integer n >= 1 (GiB), at most 16384G", true,
      false, "expandable_segments_reserve", "", "main"},
     {k::async_pool, "async_pool", "", "default or dedicated", false, true, "async_pool", "", ""},
     {k::debug_checks, "debug_checks", "", "True or False", true, true, "debug_checks", "", ""},
@@ -73,7 +73,7 @@ constexpr std::array<key_info, config_key_count> key_table{{
     {k::pinned_use_background_threads, "pinned_use_background_threads", "", "True or False", true,
      true, "pinned_use_background_threads", "", "2.6"},
     {k::pinned_reserve_segment_size_mb, "pinned_reserve_segment_size_mb", "",
-     "an integer > 0 (MiB)", true, true, "pinned_reserve_segment_size_mb", "", "2.10"},
+     "an integer > 0 (MiB), at most 16777216 (16 TiB)", true, true, "pinned_reserve_segment_size_mb", "", "2.10"},
     {k::cross_stream_reuse, "cross_stream_reuse", "", "True or False", true, false, "cross_stream_reuse", "", ""},
 }};
 

@@ -7,6 +7,7 @@
 // reserved-but-unallocated memory but no free block is large enough, the memory is there but cut
 // into pieces (fragmentation, or free blocks cached for other streams), and we name the keys that
 // fix it. "The device is full" is said only when it is true; the native causes, in order:
+//  0. a per-process cap of 0 bytes (Note [A cap of 0 bytes]): nothing can fit, the fraction is the fix;
 //  1. too large: the request exceeds the device's total capacity (or the per-process cap): no
 //     freeing or setting can make it fit, so the message says that, not "full";
 //  2. fragmentation: it fits in the reserved-but-unallocated memory, but no free block is large
@@ -49,13 +50,31 @@
 namespace streampool::core {
 namespace {
 
+// Note [A cap of 0 bytes]
+// `allowed` was once the only sign of a cap, 0 meaning "none"; per_process_memory_fraction:0 (a
+// valid value, PyTorch's range is [0, 1]) caps the process at 0 bytes, so the message took it for
+// no cap and, the device being free, said "the device is not full" and recommended
+// expandable_segments. `cap_set` says a cap exists whatever its size; a cap of 0 bytes is
+// cause 0, before all others: nothing can be allocated, and only the fraction can change that.
+bool capped(const oom_figures& f) { return f.cap_set || f.allowed != 0; }
+
+/// Cause 0 (Note [A cap of 0 bytes]): says so and returns true when the cap allows nothing.
+bool zero_cap(text_builder& out, const oom_figures& f) {
+  if (!capped(f) || f.allowed != 0) return false;
+  out << " The per-process cap is 0 bytes (per_process_memory_fraction is 0, or so small that a fraction of "
+      << format_size(f.device_total) << " rounds to 0): it allows no allocation at all, whatever the device "
+      << "holds; raise per_process_memory_fraction (a fraction of the device's total memory in [0.0, 1.0]).";
+  return true;
+}
+
 /// The device's capacity, or the per-process cap when it is lower.
 std::size_t limit_of(const oom_figures& f) {
-  return f.allowed != 0 ? std::min(f.allowed, f.device_total) : f.device_total;
+  return capped(f) ? std::min(f.allowed, f.device_total) : f.device_total;
 }
 
 /// Cause 1 of Note [OOM message]: says so and returns true when the request exceeds the limit.
 bool too_large(text_builder& out, const oom_figures& f) {
+  if (zero_cap(out, f)) return true;
   const std::size_t limit = limit_of(f);
   if (f.alloc_size <= limit) return false;
   out << " The request is larger than " << (limit < f.device_total ? "the per-process cap" : "the device's total capacity")
@@ -90,9 +109,9 @@ void pool_advice(text_builder& out, const oom_figures& f) {
         return;
     }
   }
-  out << " The device" << (f.allowed != 0 ? " (or the per-process cap)" : "")
+  out << " The device" << (capped(f) ? " (or the per-process cap)" : "")
       << " is full: free memory or lower the batch size";
-  if (f.allowed != 0) out << ", or raise per_process_memory_fraction";
+  if (capped(f)) out << ", or raise per_process_memory_fraction";
   out << '.';
   const std::size_t used = f.device_total > f.device_free ? f.device_total - f.device_free : 0;
   const std::size_t elsewhere = used > f.reserved ? used - f.reserved : 0;
@@ -113,7 +132,7 @@ std::string build_oom_message(const oom_figures& f) {
   if (f.alloc_size != f.requested) out << " (request of " << format_size(f.requested) << ")";
   out << ". GPU " << f.device << " has a total capacity of " << format_size(f.device_total) << " of which "
       << format_size(f.device_free) << " is free. ";
-  if (f.allowed != 0) out << format_size(f.allowed) << " allowed (per_process_memory_fraction); ";
+  if (capped(f)) out << format_size(f.allowed) << " allowed (per_process_memory_fraction); ";
   out << "Of the allocated memory " << format_size(f.allocated) << " is allocated by streampool ("
       << f.backend << " backend), ";
   if (f.private_pool_free != 0) {
@@ -150,7 +169,7 @@ std::string build_oom_message(const oom_figures& f) {
     } else {
       out << " Call empty_cache() after freeing to return cached pages, or free memory held by other streams.";
     }
-  } else if (f.allowed != 0 && f.reserved + f.alloc_size > f.allowed && f.device_free >= f.alloc_size) {
+  } else if (capped(f) && f.reserved + f.alloc_size > f.allowed && f.device_free >= f.alloc_size) {
     out << " The per-process cap is the limit, not the device: " << format_size(f.device_free)
         << " is free on the device, but reserving " << format_size(f.alloc_size) << " more would exceed the "
         << format_size(f.allowed) << " allowed: raise per_process_memory_fraction, or free memory.";
@@ -173,9 +192,9 @@ std::string build_oom_message(const oom_figures& f) {
       out << " Free long-lived allocations, or call empty_cache() after synchronising the other streams.";
     }
   } else {
-    out << " The device" << (f.allowed != 0 ? " (or the per-process cap)" : "")
+    out << " The device" << (capped(f) ? " (or the per-process cap)" : "")
         << " is full: free memory or lower the batch size";
-    if (f.allowed != 0) out << ", or raise per_process_memory_fraction";
+    if (capped(f)) out << ", or raise per_process_memory_fraction";
     out << '.';
     if (elsewhere >= f.alloc_size) {
       out << ' ' << format_size(elsewhere)

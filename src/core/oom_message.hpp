@@ -26,7 +26,10 @@ struct oom_figures {
   std::size_t alloc_size = 0;       ///< what the allocator tried to obtain (segment / rounded size)
   std::size_t device_total = 0;
   std::size_t device_free = 0;
-  std::size_t allowed = 0;          ///< per-process cap in bytes; 0 = no cap set
+  std::size_t allowed = 0;          ///< per-process cap in bytes (0 with cap_set false: no cap)
+  /// A per-process cap is set (per_process_memory_fraction < 1), even when `allowed` is 0 bytes
+  /// (fraction 0): Note [A cap of 0 bytes] in oom_message.cpp.
+  bool cap_set = false;
   std::size_t allocated = 0;        ///< live allocations (rounded)
   std::size_t reserved = 0;         ///< obtained from the device
   std::size_t private_pool_free = 0;  ///< free bytes cached in private (graph) pools

@@ -33,6 +33,8 @@ void sim_driver::set_eager(bool eager) {
 
 void sim_driver::complete(stream_t stream) { state_->streams.complete(stream); }
 
+void sim_driver::complete_to(stream_t stream, std::uint64_t work) { state_->streams.complete_to(stream, work); }
+
 void sim_driver::complete_all() {
   const std::lock_guard lock(state_->device.mutex_);
   state_->device.streams_.complete_all();

@@ -180,6 +180,15 @@ void stream_calls::complete(stream_t stream) {
   device_.streams_.complete_stream(index);
 }
 
+void stream_calls::complete_to(stream_t stream, std::uint64_t work) {
+  const std::lock_guard lock(device_.mutex_);
+  const std::uint32_t index = device_.streams_.find_stream(stream);
+  if (index == no_stream) {
+    throw error("sim_driver::complete_to: unknown or destroyed stream");
+  }
+  device_.streams_.complete_to(index, work);
+}
+
 void stream_calls::set_capture(stream_t stream, capture_status status, std::uint64_t capture_id) {
   const std::lock_guard lock(device_.mutex_);
   const std::uint32_t index = device_.streams_.find_stream(stream);

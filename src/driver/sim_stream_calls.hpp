@@ -33,6 +33,7 @@ class stream_calls {
 
   // Test controls (sim_driver's of the same names).
   void complete(stream_t stream);
+  void complete_to(stream_t stream, std::uint64_t work);
   void set_capture(stream_t stream, capture_status status, std::uint64_t capture_id);
   [[nodiscard]] std::uint64_t submitted_work(stream_t stream) const;
   [[nodiscard]] std::uint64_t completed_work(stream_t stream) const;

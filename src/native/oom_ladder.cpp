@@ -97,6 +97,7 @@ void device_state::throw_oom(stream_arena& a, std::size_t requested, std::size_t
     f.device_total = source_.known_total_memory();
   }
   f.allowed = source_.allowed_bytes();
+  f.cap_set = source_.fraction() < 1.0;  // Note [A cap of 0 bytes] in src/core/oom_message.cpp
   f.reserved = source_.counters().reserved();
   f.expandable_segments = context_.config->expandable_segments;
   f.max_split_size_set = context_.policy->max_split_set();

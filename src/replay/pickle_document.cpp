@@ -23,8 +23,9 @@ std::span<const pickle_value> pickle_document::items(const pickle_value& value) 
 const pickle_value* pickle_document::find(const pickle_value& dict, std::string_view key) const {
   if (dict.kind != pickle_kind::dict) return nullptr;
   const std::span<const pickle_value> all = items(dict);
-  for (std::size_t i = 0; i + 1 < all.size(); i += 2) {
-    if (all[i].kind == pickle_kind::string && strings_[all[i].index] == key) return &all[i + 1];
+  // From the back: of a key given twice, Python's dict keeps the last value.
+  for (std::size_t i = all.size() / 2; i-- > 0;) {
+    if (all[2 * i].kind == pickle_kind::string && strings_[all[2 * i].index] == key) return &all[2 * i + 1];
   }
   return nullptr;
 }

@@ -19,14 +19,28 @@
 // pushed onto a fresh one-item dict (SETITEM form) is undecided, so a long string after it is
 // kept; and the items of a TUPLE1..3 tuple are placed before the tuple exists, as if each took the
 // tuple's place, so a list nested in such a tuple under a streamed key would be streamed.
-// Snapshots have tuples only in the skipped segment list.
+// Snapshots have tuples only in the skipped segment list. What the reader may hold is bounded:
+// Note [Bounded by what it holds] in pickle_budget.cpp.
+//
+// Note [Values referenced twice]
+// Python's memo makes a second reference to a value the same object: a snapshot whose trace lists
+// one event dict twice (BINGET of its memo index) has the event twice for Python. A streamed item
+// is released once handed over, so such a reference used to read as `skipped` and the event was
+// dropped. Now, when a container is handed over, its memo entry (the last index it was stored at)
+// is rewritten to a `repeat` value naming the item it was handed over as, and the released slot
+// remembers the same until it is reused (for a second occurrence within the same APPENDS batch);
+// the stream callback receives the repeat and copies what it made of the first one. Keeping the
+// container alive instead would keep every event dict, since Python's pickler memoizes them all.
 #include <cerrno>
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <unordered_map>
 
+#include "replay/pickle_arena.hpp"
+#include "replay/pickle_budget.hpp"
 #include "replay/pickle_input.hpp"
 #include "replay/pickle_reader.hpp"
 
@@ -42,8 +56,9 @@ enum class hashability : std::uint8_t { hashable, unhashable, unknown };
 
 class pickle_parser {
  public:
-  pickle_parser(byte_source& in, std::string_view source, const role_function& role, const stream_function& stream)
-      : in_(in, source), role_(role), stream_(stream) {}
+  pickle_parser(byte_source& in, std::string_view source, const role_function& role, const stream_function& stream,
+                const pickle_limits& limits)
+      : in_(in, source), role_(role), stream_(stream), budget_(in_, limits) {}
 
   pickle_document run();
 
@@ -76,13 +91,15 @@ class pickle_parser {
   [[noreturn]] void fail(const std::string& what) const { in_.fail(what); }
 
   // ---- values ----
-  pickle_value new_container(pickle_kind kind, const value_role& role);
+  pickle_value new_container(pickle_kind kind, const value_role& role) { return arena_.make(kind, role); }
   container& slot(const pickle_value& v) { return doc_.containers_[v.index]; }
   [[nodiscard]] bool alive(const pickle_value& v) const { return doc_.alive(v); }
-  void release(const pickle_value& v, bool only_unowned);
+  void release(const pickle_value& v, bool only_unowned) { arena_.release(v, only_unowned); }
   void drop(const pickle_value& v);
   void resolve(pickle_value& v, const value_role& role, int depth);
   void add_items(const pickle_value& target, std::vector<entry>& items, bool pairs, const char* op);
+  void hand_over(int tag, std::size_t index, const pickle_value& value);
+  [[nodiscard]] pickle_value dead_as(const pickle_value& v) const { return arena_.dead_as(v); }
 
   // ---- placement ----
   [[nodiscard]] std::size_t floor() const { return marks_.empty() ? 0 : marks_.back().position; }
@@ -91,7 +108,10 @@ class pickle_parser {
   place next_place(hashability h, bool scalar, std::size_t payload_left = 0);
   value_role role_for(const place& p, std::string_view key) const;
   std::string_view key_before() const;
-  void push(const pickle_value& v, const place& p) { stack_.push_back({v, p}); }
+  void push(const pickle_value& v, const place& p) {
+    budget_.push(stack_.size());
+    stack_.push_back({v, p});
+  }
   void push_scalar(pickle_value v);
   void push_text(pickle_kind kind, std::uint64_t length);
   void push_new_container(pickle_kind kind);
@@ -102,71 +122,24 @@ class pickle_parser {
   // ---- memo ----
   void memo_put(std::uint64_t index);
   void memo_get(std::uint64_t index);
+  std::uint64_t memo_index(const std::string& text) const;
 
   void step(std::uint8_t op);
 
   pickle_input in_;
   const role_function& role_;
   const stream_function& stream_;
+  pickle_budget budget_;
   pickle_document doc_;
+  pickle_arena arena_{doc_, budget_};
   std::vector<entry> stack_;
   std::vector<mark> marks_;
-  std::vector<pickle_value> memo_;
-  std::unordered_map<std::uint64_t, pickle_value> sparse_memo_;
+  pickle_memo memo_;
   std::unordered_map<std::string, std::uint64_t> interned_[2];  ///< short strings, short bytes -> strings_ index
   bool stopped_ = false;
 };
 
 // ---- values ------------------------------------------------------------------------------------
-
-pickle_value pickle_parser::new_container(pickle_kind kind, const value_role& role) {
-  std::size_t index = 0;
-  if (!doc_.free_slots_.empty()) {
-    index = doc_.free_slots_.back();
-    doc_.free_slots_.pop_back();
-  } else {
-    index = doc_.containers_.size();
-    doc_.containers_.emplace_back();
-  }
-  container& c = doc_.containers_[index];
-  c.kind = kind;
-  c.policy = role.policy;
-  if (role.policy == value_policy::stream && kind != pickle_kind::list && kind != pickle_kind::set) {
-    c.policy = value_policy::keep;  // only lists and sets hand their items over
-  }
-  c.tag = role.tag;
-  c.filled = false;
-  c.live = true;
-  c.count = 0;
-  pickle_value v;
-  v.kind = kind;
-  v.index = index;
-  v.generation = c.generation;
-  return v;
-}
-
-/// Frees `v`'s slot and, below it, every container built only for it (`undecided`/`skip` ones;
-/// with !only_unowned also kept ones, for a streamed item). Iterative: no deep recursion.
-void pickle_parser::release(const pickle_value& v, bool only_unowned) {
-  std::vector<pickle_value> work{v};
-  bool first = true;
-  while (!work.empty()) {
-    const pickle_value item = work.back();
-    work.pop_back();
-    if (!item.is_container() || !alive(item)) continue;
-    container& c = slot(item);
-    const bool owned = c.policy == value_policy::undecided || c.policy == value_policy::skip;
-    if (!first && only_unowned && !owned) continue;
-    first = false;
-    for (const pickle_value& child : c.items) {
-      if (child.is_container()) work.push_back(child);
-    }
-    std::vector<pickle_value>().swap(c.items);
-    c.live = false;
-    ++c.generation;
-    doc_.free_slots_.push_back(item.index);
-  }
-}
 
 /// A value that lands in a skipped place: freed if it was built only for that place.
 void pickle_parser::drop(const pickle_value& v) {
@@ -201,9 +174,9 @@ void pickle_parser::resolve(pickle_value& v, const value_role& role, int depth) 
   }
   if (stream) {
     for (std::size_t i = 0; i < items.size(); ++i) {
-      if (stream_) stream_(doc_, parent_tag, i, items[i]);
-      release(items[i], false);
+      hand_over(parent_tag, i, items[i].is_container() && !alive(items[i]) ? dead_as(items[i]) : items[i]);
     }
+    budget_.unkeep(items.size());
     items.clear();
   }
   slot(v).items.swap(items);  // slot(v) again: the arena may not move, but stay explicit
@@ -245,18 +218,30 @@ void pickle_parser::add_items(const pickle_value& target, std::vector<entry>& it
         break;
       }
     }
-    if (value.is_container() && !alive(value)) value.kind = pickle_kind::skipped;  // released on the way
+    if (value.is_container() && !alive(value)) value = dead_as(value);  // released on the way, or handed over
     container& target_slot = slot(target);
     if (target_slot.policy == value_policy::stream) {
-      if (value.kind != pickle_kind::skipped) {
-        if (stream_) stream_(doc_, target_slot.tag, index, value);
-        release(value, false);
-      }
+      if (value.kind != pickle_kind::skipped) hand_over(target_slot.tag, index, value);
       continue;
     }
-    if (pairs) target_slot.items.push_back(items[i].value);
-    target_slot.items.push_back(value);
+    budget_.keep(pairs ? 2 : 1);
+    container& kept = slot(target);
+    if (pairs) kept.items.push_back(items[i].value);
+    kept.items.push_back(value);
   }
+}
+
+/// Gives a streamed container's item to the caller, then frees it (Note [Values referenced twice]).
+void pickle_parser::hand_over(int tag, std::size_t index, const pickle_value& value) {
+  budget_.handed_over();
+  if (stream_) stream_(doc_, tag, index, value);
+  if (!value.is_container() || !alive(value)) return;
+  pickle_value repeat;
+  repeat.kind = pickle_kind::repeat;
+  repeat.index = index;
+  repeat.generation = static_cast<std::uint32_t>(tag);
+  if (slot(value).memo_index != pickle_document::no_memo) memo_.replace(slot(value).memo_index, repeat);
+  arena_.hand_over(value, tag, index);
 }
 
 // ---- placement ---------------------------------------------------------------------------------
@@ -335,7 +320,10 @@ std::string_view pickle_parser::key_before() const {
   return "";
 }
 
-void pickle_parser::push_scalar(pickle_value v) { push(v, next_place(hashability::hashable, true)); }
+void pickle_parser::push_scalar(pickle_value v) {
+  budget_.built();
+  push(v, next_place(hashability::hashable, true));
+}
 
 void pickle_parser::push_text(pickle_kind kind, std::uint64_t length) {
   const place p = next_place(hashability::hashable, true,
@@ -343,6 +331,7 @@ void pickle_parser::push_text(pickle_kind kind, std::uint64_t length) {
   const value_role role = role_for(p, key_before());
   pickle_value v;
   v.kind = kind;
+  budget_.built();
   if (length <= short_string_limit) {
     // Short strings are interned, kept even in skipped places: a memo reference may reuse one
     // in a kept place later (Python shares '' and repeated keys), and they cost little.
@@ -358,6 +347,7 @@ void pickle_parser::push_text(pickle_kind kind, std::uint64_t length) {
     read(nullptr, length);
     v.kind = pickle_kind::skipped;
   } else {
+    budget_.keep_text(length);
     std::string text;
     text.reserve(std::min<std::uint64_t>(length, pickle_input::buffer_size));
     while (text.size() < length) {
@@ -406,17 +396,26 @@ void pickle_parser::build_from(pickle_kind kind, std::vector<entry> items, const
 void pickle_parser::memo_put(std::uint64_t index) {
   if (stack_.size() == floor()) fail("a memo store with no value on the stack");
   const pickle_value& v = stack_.back().value;
-  if (index < memo_.size()) memo_[index] = v;
-  else if (index == memo_.size()) memo_.push_back(v);
-  else sparse_memo_[index] = v;
+  if (!memo_.has(index)) budget_.memo(memo_.size());
+  memo_.put(index, v);
+  if (v.is_container() && alive(v)) slot(v).memo_index = index;  // Note [Values referenced twice]
+}
+
+/// The argument of a text PUT/GET: decimal digits below 2^64 (std::stoull once failed on more).
+std::uint64_t pickle_parser::memo_index(const std::string& text) const {
+  std::uint64_t value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size()) {
+    fail("memo index '" + text + "' of a text PUT/GET is not a decimal integer below 2^64 (a damaged pickle)");
+  }
+  return value;
 }
 
 void pickle_parser::memo_get(std::uint64_t index) {
-  pickle_value v;
-  if (index < memo_.size()) v = memo_[index];
-  else if (const auto it = sparse_memo_.find(index); it != sparse_memo_.end()) v = it->second;
-  else fail("memo entry " + std::to_string(index) + " is read before it is stored");
-  if (v.is_container() && !alive(v)) v.kind = pickle_kind::skipped;
+  const std::optional<pickle_value> stored = memo_.get(index);
+  if (!stored) fail("memo entry " + std::to_string(index) + " is read before it is stored");
+  pickle_value v = *stored;
+  if (v.is_container() && !alive(v)) v = dead_as(v);
   const bool is_container = v.is_container();
   push(v, next_place(is_container && v.kind != pickle_kind::tuple ? hashability::unhashable : hashability::hashable,
                      !is_container));
@@ -446,6 +445,7 @@ void pickle_parser::step(std::uint8_t op) {
         first = {role.policy == value_policy::undecided ? place::kind::undecided : place::kind::inside, role.policy,
                  role.tag, false, false, 0};
       }
+      budget_.mark(marks_.size());
       marks_.push_back({stack_.size(), first});
       return;
     }
@@ -537,11 +537,11 @@ void pickle_parser::step(std::uint8_t op) {
       build_from(pickle_kind::tuple, std::move(items), "TUPLE");
       return;
     }
-    case 'p': memo_put(std::stoull("0" + line())); return;  // PUT (text)
+    case 'p': memo_put(memo_index(line())); return;          // PUT (text)
     case 'q': memo_put(little(1)); return;                   // BINPUT
     case 'r': memo_put(little(4)); return;                   // LONG_BINPUT
-    case 0x94: memo_put(memo_.size()); return;               // MEMOIZE
-    case 'g': memo_get(std::stoull("0" + line())); return;  // GET (text)
+    case 0x94: memo_put(memo_.next()); return;               // MEMOIZE
+    case 'g': memo_get(memo_index(line())); return;          // GET (text)
     case 'h': memo_get(little(1)); return;                   // BINGET
     case 'j': memo_get(little(4)); return;                   // LONG_BINGET
     default: {
@@ -567,8 +567,8 @@ pickle_document pickle_parser::run() {
 }
 
 pickle_document parse_pickle(byte_source& in, std::string_view source, const role_function& role,
-                             const stream_function& stream) {
-  return pickle_parser(in, source, role, stream).run();
+                             const stream_function& stream, const pickle_limits& limits) {
+  return pickle_parser(in, source, role, stream, limits).run();
 }
 
 }  // namespace streampool::replay_impl

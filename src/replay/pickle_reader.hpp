@@ -32,9 +32,23 @@ class byte_source {
 /// A byte_source over a file, gzip-decompressed when `gzip`. @throws error naming the file
 [[nodiscard]] std::unique_ptr<byte_source> file_source(const std::string& path, bool gzip);
 
+/// A trace path opened once (a pipe reads right: Note [Reading a pipe] in byte_source.cpp).
+struct trace_input {
+  std::unique_ptr<byte_source> bytes;  ///< decompressed when the file starts with gzip's magic
+  bool gzip = false;
+};
+/// Opens `path` once and detects gzip from its first two bytes. @throws error naming the file
+[[nodiscard]] trace_input open_trace_input(const std::string& path);
+/// `prefix` (bytes already read from `rest`), then the rest of `rest`.
+[[nodiscard]] std::unique_ptr<byte_source> prefixed_source(std::string prefix, std::unique_ptr<byte_source> rest);
+
 enum class pickle_kind : std::uint8_t {
   none, boolean, integer, big_integer, real, string, bytes, list, tuple, dict, set,
   skipped,  ///< not built: the caller asked to skip it, or it was handed over and released
+  /// A memo reference (or a second occurrence) of a container already handed over to the stream
+  /// callback and released (Note [Values referenced twice]): `index` is the item index it was
+  /// handed over at, `generation` the tag of the streamed container it was handed over from.
+  repeat,
 };
 
 /// One value. Containers and strings live in the document; the value holds their index.
@@ -90,7 +104,8 @@ class pickle_document {
   [[nodiscard]] std::string_view text(const pickle_value& value) const;
   /// Items of a list, tuple or set; a dict's keys and values alternate. Empty for a released container.
   [[nodiscard]] std::span<const pickle_value> items(const pickle_value& value) const;
-  /// The value under string key `key` of a dict, or nullptr.
+  /// The value under string key `key` of a dict, or nullptr. A key given twice: the last value,
+  /// as Python's dict keeps it.
   [[nodiscard]] const pickle_value* find(const pickle_value& dict, std::string_view key) const;
   /// False when `value` is a container whose slot was released (its items handed over or skipped).
   [[nodiscard]] bool alive(const pickle_value& value) const noexcept;
@@ -101,6 +116,7 @@ class pickle_document {
 
  private:
   friend class pickle_parser;
+  friend class pickle_arena;
   struct container {
     pickle_kind kind = pickle_kind::list;
     value_policy policy = value_policy::keep;
@@ -110,11 +126,31 @@ class pickle_document {
     bool live = false;
     std::size_t count = 0;      ///< items added so far, also those handed over
     std::vector<pickle_value> items;
+    /// The memo index it was stored at (the last one), or no_memo (Note [Values referenced twice]).
+    std::uint64_t memo_index = no_memo;
+    /// Set when the container was handed over and released: until the slot is reused, a value of
+    /// generation `repeat_generation` reads as a repeat of (repeat_tag, repeat_item).
+    bool handed_over = false;
+    std::uint32_t repeat_generation = 0;
+    int repeat_tag = 0;
+    std::size_t repeat_item = 0;
   };
+  static constexpr std::uint64_t no_memo = ~std::uint64_t{0};
   pickle_value root_;
   std::deque<std::string> strings_;
   std::deque<container> containers_;
   std::vector<std::size_t> free_slots_;
+};
+
+/// Bounds of the reader's memory (Note [Bounded by what it holds] in pickle_reader.cpp). The
+/// defaults hold any real snapshot; tests lower them to refuse small bombs early.
+struct pickle_limits {
+  std::size_t max_stack = std::size_t{1} << 18;  ///< values (and marks) on the stack at once
+  std::size_t base_items = std::size_t{1} << 20;  ///< items kept in built containers, whatever was handed over
+  std::size_t items_per_event = 64;               ///< ... plus this many per item handed to the stream
+  std::size_t base_text = std::size_t{1} << 26;   ///< bytes of long strings kept (64 MiB) ...
+  std::size_t text_per_event = 1024;              ///< ... plus this many per item handed to the stream
+  std::size_t memo_slack = 1024;                  ///< memo entries beyond one per value built
 };
 
 /// Parses one pickle from `in`. `role` decides what is kept (nullptr = keep everything);
@@ -122,6 +158,6 @@ class pickle_document {
 /// @throws error: "<source>: <what> at byte <offset>" for malformed, truncated or unsupported input,
 ///         and for any opcode that would import or call code
 [[nodiscard]] pickle_document parse_pickle(byte_source& in, std::string_view source, const role_function& role = {},
-                                           const stream_function& stream = {});
+                                           const stream_function& stream = {}, const pickle_limits& limits = {});
 
 }  // namespace streampool::replay_impl

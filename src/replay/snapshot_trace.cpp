@@ -67,6 +67,7 @@ std::string kind_name(pickle_kind kind) {
     case pickle_kind::dict: return "a dict";
     case pickle_kind::set: return "a set";
     case pickle_kind::skipped: return "a value shared with a skipped part";
+    case pickle_kind::repeat: return "a second reference to an event";
   }
   return "?";
 }
@@ -93,6 +94,10 @@ class entry_converter {
     ++counts_[device];
     if (static_cast<int>(device) != device_) return;
     const std::string where = "device_traces[" + std::to_string(device) + "] event " + std::to_string(index + 1);
+    if (item.kind == pickle_kind::repeat) {
+      repeat(item, tag, index, where);
+      return;
+    }
     if (item.kind != pickle_kind::dict) fail(where + " is " + kind_name(item.kind) + ", not a dict");
     const pickle_value* action = doc.find(item, "action");
     if (action == nullptr || action->kind != pickle_kind::string) fail(where + " has no 'action' string");
@@ -112,6 +117,26 @@ class entry_converter {
     event.size = number(doc, item, "size", where, true);
     event.stream = number(doc, item, "stream", where, false);
     event.time_us = number(doc, item, "time_us", where, false);
+    events_.push_back(event);
+  }
+
+  /// A memo reference to an event handed over before (Note [Values referenced twice] in
+  /// pickle_reader.cpp): Python's unpickler gives the same dict again, so the event is there twice.
+  void repeat(const pickle_value& item, int tag, std::size_t index, const std::string& where) {
+    const int from_tag = static_cast<int>(item.generation);
+    if (from_tag != tag) {
+      fail(where + " is a memo reference to event " + std::to_string(item.index + 1) + " of another list (" +
+           (from_tag >= tag_device_base ? "device_traces[" + std::to_string(from_tag - tag_device_base) + "]" : "?") +
+           "), which is not read for this device; write the snapshot without shared events");
+    }
+    const auto it = std::lower_bound(events_.begin(), events_.end(), item.index + 1,
+                                     [](const trace_event& e, std::size_t line) { return e.line < line; });
+    if (it == events_.end() || it->line != item.index + 1) {
+      ++ignored_;  // the first occurrence was an annotation (user_defined), ignored as this one is
+      return;
+    }
+    trace_event event = *it;
+    event.line = index + 1;
     events_.push_back(event);
   }
 

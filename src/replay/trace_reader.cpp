@@ -1,20 +1,16 @@
 // trace_reader.cpp — parse_trace/read_trace/read_trace_file: the CSV trace format, plain or
-// gzip-compressed, with errors that name the file, the line and the field; and the format
-// detection that sends a pickle (a PyTorch memory snapshot) to snapshot_trace.cpp.
+// gzip-compressed, read one bounded line at a time (Note [Bounded trace lines]), with errors that
+// name the file, the line and the field; and the format detection that sends a pickle (a PyTorch
+// memory snapshot) to snapshot_trace.cpp, from one opening of the file (pipes read right).
 #include <algorithm>
 #include <charconv>
+#include <cstring>
+#include <istream>
 #include <memory>
-#include <cstdio>
-#include <fstream>
-#include <sstream>
 
 #include "replay/snapshot_trace.hpp"
 #include "streampool/errors.hpp"
 #include "streampool/replay.hpp"
-
-#ifdef STREAMPOOL_HAVE_ZLIB
-#include <zlib.h>
-#endif
 
 namespace streampool {
 namespace {
@@ -74,46 +70,116 @@ trace_event parse_line(std::string_view text, std::string_view source, std::size
   return event;
 }
 
-std::string read_gzip(const std::string& path) {
-#ifdef STREAMPOOL_HAVE_ZLIB
-  gzFile file = gzopen(path.c_str(), "rb");
-  if (file == nullptr) throw error("trace " + path + ": cannot open the file (does it exist and is it readable?)");
-  std::string text;
-  char buffer[1 << 16];
-  int n = 0;
-  while ((n = gzread(file, buffer, sizeof buffer)) > 0) text.append(buffer, static_cast<std::size_t>(n));
-  int code = 0;
-  const char* message = gzerror(file, &code);
-  const std::string reason = message != nullptr ? message : "";
-  gzclose(file);
-  if (n < 0 || (code != Z_OK && code != Z_STREAM_END)) {
-    throw error("trace " + path + ": not a valid gzip file (" + reason + ")");
-  }
-  return text;
-#else
-  throw error("trace " + path + ": this build has no zlib; decompress it first (gunzip -k " + path + ")");
-#endif
+// Note [Bounded trace lines]
+// A CSV line is at most ~120 bytes (an action and four 64-bit numbers), so the reader holds one
+// line of at most max_line_bytes, and refuses a longer one at that point, never reading the rest:
+// a gzip bomb of one 2 GB line once took 6 GB (the whole file was inflated into one string, then
+// split), and `--trace /dev/zero` read 4 GB before saying "empty trace". Blank lines hold nothing
+// either: more than max_blank_lines of them in a row (a newline bomb) are refused too. Memory is
+// one line whatever the file; the events are what the caller keeps.
+constexpr std::size_t max_line_bytes = 4096;
+constexpr std::size_t max_blank_lines = std::size_t{1} << 20;
+
+bool is_binary(std::string_view text) {
+  return std::any_of(text.begin(), text.end(), [](char c) {
+    return (static_cast<unsigned char>(c) < 0x20 && c != '\t' && c != '\r') || c == 0x7f;
+  });
 }
 
-}  // namespace
+[[noreturn]] void fail_binary(std::string_view source, std::size_t line) {
+  fail(source, line, "binary data: neither a CSV trace (header '" + std::string(expected_header) +
+                         "') nor a PyTorch memory snapshot (a pickle of protocol 2 or newer, first byte 0x80)");
+}
 
-std::vector<trace_event> parse_trace(std::istream& in, std::string_view source) {
-  std::vector<trace_event> events;
-  std::string line_text;
-  std::size_t line = 0;
-  bool header_seen = false;
-  while (std::getline(in, line_text)) {
-    ++line;
-    if (!line_text.empty() && line_text.back() == '\r') line_text.pop_back();
-    if (line_text.empty()) continue;
-    if (!header_seen) {
-      const bool binary = std::any_of(line_text.begin(), line_text.end(), [](char c) {
-        return (static_cast<unsigned char>(c) < 0x20 && c != '\t') || c == 0x7f;
-      });
-      if (binary) {
-        fail(source, line, "binary data: neither a CSV trace (header '" + std::string(expected_header) +
-                               "') nor a PyTorch memory snapshot (a pickle of protocol 2 or newer, first byte 0x80)");
+/// Splits a byte_source into lines of at most max_line_bytes (Note [Bounded trace lines]).
+class line_reader {
+ public:
+  line_reader(replay_impl::byte_source& in, std::string_view source) : in_(in), source_(source) {}
+
+  /// The next line without its '\n' (and '\r'); false at the end of the input.
+  bool next(std::string& line, bool header_seen) {
+    line.clear();
+    while (true) {
+      if (pos_ == end_) {
+        end_ = in_.read(buffer_, sizeof buffer_);
+        pos_ = 0;
+        if (end_ == 0) {
+          if (line.empty() && !pending_) return false;
+          ++number_;
+          pending_ = false;
+          strip(line);
+          return true;
+        }
       }
+      pending_ = true;
+      const char* start = buffer_ + pos_;
+      const auto* newline = static_cast<const char*>(std::memchr(start, '\n', end_ - pos_));
+      const std::size_t take = newline != nullptr ? static_cast<std::size_t>(newline - start) : end_ - pos_;
+      if (line.size() + take > max_line_bytes) {
+        line.append(start, std::min(take, max_line_bytes - line.size()));
+        ++number_;
+        if (!header_seen && is_binary(line)) fail_binary(source_, number_);
+        fail(source_, number_,
+             "the line is longer than " + std::to_string(max_line_bytes) +
+                 " bytes (a trace line is about 100): not a CSV trace, or a damaged one; refused without reading the rest");
+      }
+      line.append(start, take);
+      pos_ += take;
+      if (newline != nullptr) {
+        ++pos_;
+        ++number_;
+        pending_ = false;
+        strip(line);
+        return true;
+      }
+    }
+  }
+  [[nodiscard]] std::size_t number() const noexcept { return number_; }
+
+ private:
+  static void strip(std::string& line) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+  }
+
+  replay_impl::byte_source& in_;
+  std::string_view source_;
+  char buffer_[1 << 16];
+  std::size_t pos_ = 0, end_ = 0;
+  std::size_t number_ = 0;
+  bool pending_ = false;  ///< bytes of an unfinished line were read
+};
+
+/// A byte_source over an istream (parse_trace's input).
+class istream_bytes final : public replay_impl::byte_source {
+ public:
+  explicit istream_bytes(std::istream& in) : in_(in) {}
+  std::size_t read(char* out, std::size_t size) override {
+    in_.read(out, static_cast<std::streamsize>(size));
+    return static_cast<std::size_t>(in_.gcount());
+  }
+
+ private:
+  std::istream& in_;
+};
+
+std::vector<trace_event> parse_csv(replay_impl::byte_source& in, std::string_view source) {
+  std::vector<trace_event> events;
+  line_reader lines(in, source);
+  std::string line_text;
+  bool header_seen = false;
+  std::size_t blank = 0;
+  while (lines.next(line_text, header_seen)) {
+    const std::size_t line = lines.number();
+    if (line_text.empty()) {
+      if (++blank > max_blank_lines) {
+        fail(source, line, "more than " + std::to_string(max_blank_lines) +
+                               " blank lines in a row: not a CSV trace, or a damaged one; refused without reading the rest");
+      }
+      continue;
+    }
+    blank = 0;
+    if (!header_seen) {
+      if (is_binary(line_text)) fail_binary(source, line);
       if (line_text != expected_header) {
         fail(source, line, "header is '" + line_text + "'; expected '" + std::string(expected_header) + "'");
       }
@@ -122,63 +188,35 @@ std::vector<trace_event> parse_trace(std::istream& in, std::string_view source) 
     }
     events.push_back(parse_line(line_text, source, line));
   }
-  if (!header_seen) fail(source, line == 0 ? 1 : line, "empty trace; expected the header " + std::string(expected_header));
-  return events;
-}
-
-namespace {
-
-/// The bytes of `rest` after `first`, which was read to detect the format.
-class prefixed_source final : public replay_impl::byte_source {
- public:
-  prefixed_source(char first, std::unique_ptr<replay_impl::byte_source> rest) : first_(first), rest_(std::move(rest)) {}
-  std::size_t read(char* out, std::size_t size) override {
-    if (size == 0) return 0;
-    if (!first_used_) {
-      first_used_ = true;
-      out[0] = first_;
-      return 1;
-    }
-    return rest_->read(out, size);
+  if (!header_seen) {
+    const std::size_t line = lines.number();
+    fail(source, line == 0 ? 1 : line, "empty trace; expected the header " + std::string(expected_header));
   }
-
- private:
-  char first_;
-  bool first_used_ = false;
-  std::unique_ptr<replay_impl::byte_source> rest_;
-};
-
-bool is_gzip(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw error("trace " + path + ": cannot open the file (does it exist and is it readable?)");
-  char magic[2] = {};
-  in.read(magic, 2);
-  return in.gcount() == 2 && static_cast<unsigned char>(magic[0]) == 0x1f && static_cast<unsigned char>(magic[1]) == 0x8b;
+  return events;
 }
 
 }  // namespace
 
+std::vector<trace_event> parse_trace(std::istream& in, std::string_view source) {
+  istream_bytes bytes(in);
+  return parse_csv(bytes, source);
+}
+
 std::vector<trace_event> read_trace(const std::string& path) { return read_trace_file(path).events; }
 
 trace_file read_trace_file(const std::string& path, const trace_read_options& options) {
-  const bool gz = is_gzip(path);
-  std::unique_ptr<replay_impl::byte_source> source = replay_impl::file_source(path, gz);
+  // One opening, one stream (Note [Reading a pipe] in byte_source.cpp).
+  replay_impl::trace_input input = replay_impl::open_trace_input(path);
   char first = 0;
-  if (source->read(&first, 1) == 1 && static_cast<unsigned char>(first) == 0x80) {
-    prefixed_source whole(first, std::move(source));
-    return replay_impl::read_snapshot(whole, "trace " + path, options);
+  const std::size_t got = input.bytes->read(&first, 1);
+  std::unique_ptr<replay_impl::byte_source> whole =
+      replay_impl::prefixed_source(std::string(&first, got), std::move(input.bytes));
+  if (got == 1 && static_cast<unsigned char>(first) == 0x80) {
+    return replay_impl::read_snapshot(*whole, "trace " + path, options);
   }
-  source.reset();
   trace_file file;
   file.format = "csv";
-  if (gz) {
-    std::istringstream in(read_gzip(path));
-    file.events = parse_trace(in, path);
-  } else {
-    std::ifstream in(path);
-    if (!in) throw error("trace " + path + ": cannot open the file (does it exist and is it readable?)");
-    file.events = parse_trace(in, path);
-  }
+  file.events = parse_csv(*whole, path);
   return file;
 }
 

@@ -11,8 +11,23 @@
 // after record_stream the free is ordered on the allocation stream, which may reuse the block at
 // once; so replay_options::defer_delayed_frees makes the sim defer too, and sim and device replays
 // of those backends drive the pool with the same sequence.
+//
+// Note [Shared holder streams]
+// A holder stream per delayed free made a trace with 200,000 frees pending on events 200,000
+// streams: every allocation then polled an event queue per stream (PyTorch's process_events
+// does the same per stream), so the replay took 49 s, quadratic in the pending frees. Frees
+// share a holder when they complete in the order they were held: each free's event is recorded
+// on the holder, its position noted (sim_driver::submitted_work), and its free_completed
+// completes the holder up to that position (sim_driver::complete_to), which completes the earlier
+// frees of that holder, already completed by then. A free takes the holder whose last free
+// completes latest before its own (none: a new or idle holder), so frees completing in order
+// share one holder, and the holders in use number the longest run of frees that complete in the
+// reverse order of their requests. Each block still becomes reusable exactly at its
+// free_completed line, and the allocator sees the same calls but for the holder's identity.
 #include <algorithm>
 #include <chrono>
+#include <limits>
+#include <map>
 #include <unordered_map>
 
 #include "streampool/replay.hpp"
@@ -27,9 +42,12 @@ struct live_block {
   std::size_t line = 0;
 };
 
-/// For each free_requested index: true when its free_completed is not the next event.
-std::vector<bool> find_delayed_frees(const std::vector<trace_event>& events) {
-  std::vector<bool> delayed(events.size(), false);
+constexpr std::size_t not_delayed = std::numeric_limits<std::size_t>::max();
+
+/// For each free_requested index: the index of its free_completed when that is not the next
+/// event (a delayed free), else not_delayed.
+std::vector<std::size_t> find_delayed_frees(const std::vector<trace_event>& events) {
+  std::vector<std::size_t> delayed(events.size(), not_delayed);
   std::unordered_map<std::uint64_t, std::size_t> pending;
   for (std::size_t i = 0; i < events.size(); ++i) {
     const trace_event& e = events[i];
@@ -38,13 +56,20 @@ std::vector<bool> find_delayed_frees(const std::vector<trace_event>& events) {
     } else if (e.action == trace_action::free_completed) {
       const auto it = pending.find(e.address);
       if (it != pending.end()) {
-        delayed[it->second] = it->second + 1 != i;
+        if (it->second + 1 != i) delayed[it->second] = i;
         pending.erase(it);
       }
     }
   }
   return delayed;
 }
+
+/// A delayed free held on the sim (Note [Shared holder streams]).
+struct held_free {
+  stream_t holder = nullptr;
+  std::uint64_t work = 0;  ///< the holder's work up to the free's event
+  std::size_t completes = 0;  ///< index of its free_completed
+};
 
 }  // namespace
 
@@ -137,12 +162,13 @@ replay_result replay_with(allocator& alloc, const std::vector<trace_event>& even
       ++result.recorded_segment_events;
     }
   }
-  const std::vector<bool> delayed = find_delayed_frees(events);
+  const std::vector<std::size_t> delayed = find_delayed_frees(events);
   sim_driver* sim = options.defer_delayed_frees ? nullptr : options.sim;  // holder streams only without deferral
   if (sim != nullptr) sim->set_eager(false);
 
   std::unordered_map<std::uint64_t, live_block> live;
-  std::unordered_map<std::uint64_t, stream_t> held;        // sim: address -> holder stream
+  std::unordered_map<std::uint64_t, held_free> held;       // sim: address -> its holder
+  std::map<std::size_t, stream_t> holder_by_last;           // sim: last completion of a holder in use -> it
   std::unordered_map<std::uint64_t, void*> deferred;       // real driver: address -> pointer
   std::size_t requested = 0;
   alloc.reset_peak_stats(device);
@@ -176,13 +202,23 @@ replay_result replay_with(allocator& alloc, const std::vector<trace_event>& even
         }
         requested -= it->second.size;
         ++result.replayed;
-        if (!delayed[i]) {
+        if (delayed[i] == not_delayed) {
           alloc.deallocate(it->second.ptr);
         } else if (sim != nullptr) {
-          const stream_t holder = streams.take_holder();
+          // Note [Shared holder streams]: the holder whose last free completes latest before this one.
+          stream_t holder = nullptr;
+          auto last = holder_by_last.lower_bound(delayed[i]);
+          if (last != holder_by_last.begin()) {
+            --last;
+            holder = last->second;
+            holder_by_last.erase(last);
+          } else {
+            holder = streams.take_holder();
+          }
           alloc.record_stream(it->second.ptr, holder);
           alloc.deallocate(it->second.ptr);
-          held[e.address] = holder;
+          held[e.address] = held_free{holder, sim->submitted_work(holder), delayed[i]};
+          holder_by_last.emplace(delayed[i], holder);
         } else {
           deferred[e.address] = it->second.ptr;
         }
@@ -191,8 +227,12 @@ replay_result replay_with(allocator& alloc, const std::vector<trace_event>& even
       }
       case trace_action::free_completed: {
         if (const auto h = held.find(e.address); h != held.end()) {
-          sim->complete(h->second);
-          streams.give_back_holder(h->second);
+          sim->complete_to(h->second.holder, h->second.work);
+          if (const auto last = holder_by_last.find(h->second.completes);
+              last != holder_by_last.end() && last->second == h->second.holder) {
+            holder_by_last.erase(last);  // its last free: the holder is idle
+            streams.give_back_holder(h->second.holder);
+          }
           held.erase(h);
         } else if (const auto d = deferred.find(e.address); d != deferred.end()) {
           alloc.deallocate(d->second);

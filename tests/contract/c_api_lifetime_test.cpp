@@ -2,8 +2,11 @@
 // allocator lifetime], src/c_api.cpp): threads allocate, free, read statistics and empty the cache
 // while the main thread shuts the allocator down again and again. A shutdown either finds
 // allocations live (a state error; nothing destroyed) or destroys the allocator with no call
-// inside it; the next call creates a new one (here on the sim driver). Every allocation must
-// succeed and be freed by the allocator that made it. Run under ThreadSanitizer in the TSan build.
+// inside it; the main thread then installs the next one with another config (streampool_init_sim),
+// which never fails: no call re-creates an allocator after a shutdown (Note [Nothing re-creates the
+// allocator after a shutdown]); between the two, calls fail with STREAMPOOL_ERROR_NOT_INITIALIZED
+// and change nothing. Every allocation that succeeds is freed by the allocator that made it. Run
+// under ThreadSanitizer in the TSan build.
 // Also: a free whose size, device or stream differ from the allocation's frees it anyway and
 // reports the mismatch once (Note [Mismatched free]).
 #include <gtest/gtest.h>
@@ -41,6 +44,12 @@ TEST_F(c_api_lifetime, ShutdownUnderConcurrentCallsNeverDestroysAnAllocatorInUse
   std::atomic<bool> stop{false};
   std::atomic<long> failures{0};
   std::atomic<long> pairs{0};
+  std::atomic<long> not_initialized{0};
+  // A failure is one unless it says that no allocator is installed (between shutdown and init).
+  const auto failed = [&] {
+    if (streampool_last_status() == STREAMPOOL_ERROR_NOT_INITIALIZED) ++not_initialized;
+    else ++failures;
+  };
   // Every other shutdown is made while the allocating threads hold nothing (they park between
   // pairs), so it must destroy the allocator while the statistics thread keeps calling in; the
   // others race with allocations in flight and may find one live (a state error).
@@ -60,20 +69,20 @@ TEST_F(c_api_lifetime, ShutdownUnderConcurrentCallsNeverDestroysAnAllocatorInUse
         }
         void* p = streampool_alloc(size, 0, nullptr);
         if (p == nullptr) {
-          ++failures;
+          failed();
           continue;
         }
         streampool_free(p, size, 0, nullptr);
-        if (streampool_last_status() != STREAMPOOL_OK) ++failures;
+        if (streampool_last_status() != STREAMPOOL_OK) ++failures;  // a live allocation: never shut down
         ++pairs;
       }
     });
   }
   threads.emplace_back([&] {
     while (!stop.load()) {
-      if (streampool_stats_json(0) == nullptr) ++failures;
-      if (streampool_backend_name() == nullptr) ++failures;
-      if (streampool_empty_cache() != STREAMPOOL_OK) ++failures;
+      if (streampool_stats_json(0) == nullptr) failed();
+      if (streampool_backend_name() == nullptr) failed();
+      if (streampool_empty_cache() != STREAMPOOL_OK) failed();
     }
   });
   int destroyed = 0;
@@ -89,6 +98,12 @@ TEST_F(c_api_lifetime, ShutdownUnderConcurrentCallsNeverDestroysAnAllocatorInUse
     else if (status == STREAMPOOL_ERROR_STATE && !quiet) ++refused;
     else ADD_FAILURE() << "shutdown " << i << (quiet ? " (nothing live)" : "") << ": " << status << " "
                        << streampool_last_error();
+    if (status == STREAMPOOL_OK) {
+      // Re-init with another config: never refused, whatever the other threads call meanwhile.
+      const char* config = i % 4 < 2 ? "backend:native,expandable_segments:True" : "backend:native";
+      EXPECT_EQ(streampool_init_sim(config, 1 * gib, 1), STREAMPOOL_OK)
+          << "re-init " << i << " under load: " << streampool_last_error();
+    }
     park = false;
     std::this_thread::yield();
   }

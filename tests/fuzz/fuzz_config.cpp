@@ -1,13 +1,15 @@
 // fuzz_config.cpp — libFuzzer target for the config parser: parse_config() on arbitrary bytes may
 // only throw config_error (never crash, never another exception), and every string it accepts
 // must hold valid values, print (to_string), and build an allocator on the simulated driver that
-// serves and frees a request and leaks nothing.
+// runs a short allocation sequence under it (two streams, reuse, record_stream, empty_cache)
+// without a signal, and leaks nothing.
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "fuzz/fuzz_test_support.hpp"
 #include "streampool/allocator.hpp"
@@ -29,9 +31,13 @@ void check_accepted(const allocator_config& config) {
   }
   (void)to_string(config);
 
-  // Any accepted config gives a working allocator.
+  // Any accepted config gives a working allocator: a short allocation sequence on the simulated
+  // driver (two streams, small/large/oversize requests, a cross-stream use, frees out of order,
+  // empty_cache). A signal here (issue 31: large_segment_size_mb:17592186044415 parsed, then the
+  // first allocation divided by 0) kills the run, which libFuzzer and the corpus replay report.
   sim_options options;
   options.capacity = 1 * gib;
+  options.eager_completion = false;
   auto sim = std::make_shared<sim_driver>(options);
   std::unique_ptr<allocator> alloc;
   try {
@@ -39,21 +45,53 @@ void check_accepted(const allocator_config& config) {
   } catch (const std::exception& e) {
     fuzz::check(false, std::string("make_allocator refused an accepted config: ") + e.what());
   }
-  for (const std::size_t bytes : {std::size_t{1000}, 3 * mib}) {
+  stream_t side = nullptr;
+  fuzz::check(sim->stream_create(0, &side).ok(), "sim stream_create failed");
+  // What the sequence can hold at once: its requests (rounded up to a power of two at worst) plus
+  // a segment per request of large_segment_size. A cap or a segment size beyond it may refuse.
+  const double cap = config.per_process_memory_fraction * static_cast<double>(options.capacity);
+  const bool may_refuse = cap < static_cast<double>(4 * config.large_segment_size + 256 * mib) ||
+                          config.large_segment_size > 128 * mib;
+  struct step {
+    std::size_t bytes;
+    bool on_side;
+  };
+  constexpr step steps[] = {{1000, false},       {3 * mib, false},       {600 * kib, true}, {12 * mib, false},
+                            {25 * mib, true},    {1 * mib + 1, false},   {45 * mib, false}, {512, true}};
+  std::vector<void*> live;
+  for (const step& s : steps) {
     try {
-      void* p = alloc->allocate(bytes);
+      void* p = alloc->allocate(s.bytes, s.on_side ? side : nullptr);
       fuzz::check(p != nullptr, "allocate returned nullptr");
-      alloc->deallocate(p);
-    } catch (const out_of_memory&) {
-      // A tiny fraction cap, or a segment size beyond the 1 GiB device, legitimately cannot serve.
-      fuzz::check(config.per_process_memory_fraction < 0.05 || config.large_segment_size > 256 * mib,
-                  "out_of_memory for a small request with a config that allows it");
+      live.push_back(p);
+    } catch (const out_of_memory& e) {
+      fuzz::check(may_refuse, std::string("out_of_memory for a small request with a config that allows it: ") +
+                                  e.what());
     } catch (const std::exception& e) {
       fuzz::check(false, std::string("allocation with an accepted config threw: ") + e.what());
     }
   }
-  alloc->empty_cache();
+  try {
+    if (!live.empty()) alloc->record_stream(live.front(), side);
+    for (std::size_t i = 1; i < live.size(); i += 2) alloc->deallocate(live[i]);  // every other one first
+    // Reuse of what was just freed, on both streams, before the side stream's work completes.
+    for (const std::size_t bytes : {std::size_t{2000}, 3 * mib, 20 * mib}) {
+      try {
+        alloc->deallocate(alloc->allocate(bytes, side));
+      } catch (const out_of_memory&) {
+        fuzz::check(may_refuse, "out_of_memory on reuse with a config that allows it");
+      }
+    }
+    for (std::size_t i = 0; i < live.size(); i += 2) alloc->deallocate(live[i]);
+    sim->complete_all();
+    alloc->empty_cache();
+  } catch (const std::exception& e) {
+    fuzz::check(false, std::string("freeing with an accepted config threw: ") + e.what());
+  }
+  fuzz::check(alloc->stats(0).allocated_bytes[0].current == 0, "allocated memory after freeing everything");
   fuzz::check(alloc->stats(0).reserved_bytes[0].current == 0, "reserved memory after empty_cache");
+  alloc.reset();
+  (void)sim->stream_destroy(0, side);
   fuzz::check(sim->bytes_in_use(0) == 0, "device memory leaked");
 }
 

@@ -123,6 +123,16 @@ TEST_F(async_oom_advice, ACapRefusalIgnoresThePoolsCache) {
   expect_no_native_keys(message);
 }
 
+// Issue 31: a cap of 0 bytes (per_process_memory_fraction:0) is a cap, not "no cap".
+TEST_F(async_oom_advice, ZeroCapSaysTheCapAllowsNothing) {
+  alloc_->set_memory_fraction(0.0, 0);
+  const std::string message = message_of([&] { (void)alloc_->allocate(1 * mib); });
+  EXPECT_TRUE(contains(message, "The per-process cap is 0 bytes")) << message;
+  EXPECT_TRUE(contains(message, "raise per_process_memory_fraction")) << message;
+  EXPECT_FALSE(contains(message, "is full")) << message;
+  expect_no_native_keys(message);
+}
+
 // The shared builder keeps native's diagnosis for native's figures: the pool fields change only
 // the output of figures marked as a stream-ordered pool's.
 TEST(async_oom_message, NativeFiguresKeepTheFragmentationDiagnosis) {

@@ -180,6 +180,27 @@ TEST(fraction, ZeroForbidsNewSegmentsButCachedBlocksServe) {
   env.alloc->deallocate(q);
 }
 
+// Issue 31: under per_process_memory_fraction:0 the message said "the device is not full" and
+// recommended expandable_segments (a cap of 0 bytes was taken for no cap). Note [A cap of 0 bytes].
+TEST(fraction, ZeroCapMessageSaysTheCapAllowsNothing) {
+  for (const char* config : {"per_process_memory_fraction:0", "per_process_memory_fraction:0,expandable_segments:True"}) {
+    native_env env(config, capacity(100 * MiB));
+    std::string message;
+    try {
+      (void)env.alloc->allocate(3 * MiB);
+      ADD_FAILURE() << config << ": expected out_of_memory";
+    } catch (const out_of_memory& e) {
+      message = e.what();
+    }
+    EXPECT_NE(message.find("0 bytes allowed (per_process_memory_fraction)"), std::string::npos) << message;
+    EXPECT_NE(message.find("The per-process cap is 0 bytes"), std::string::npos) << message;
+    EXPECT_NE(message.find("raise per_process_memory_fraction"), std::string::npos) << message;
+    EXPECT_EQ(message.find("not full"), std::string::npos) << message;
+    EXPECT_EQ(message.find("expandable_segments:True"), std::string::npos) << message;
+    EXPECT_EQ(message.find("Fragmentation"), std::string::npos) << message;
+  }
+}
+
 TEST(garbage_collection, FreesOldestUnsplitBlocksFirst) {
   native_env env("garbage_collection_threshold:0.5", capacity(100 * MiB));
   env.alloc->set_memory_fraction(0.8);  // allowed 80 MiB, GC above 40 MiB reserved

@@ -85,6 +85,26 @@ TEST(split_rules, SmallAndLarge) {
   EXPECT_FALSE(p.may_reuse(60 * MiB, 40 * MiB));
 }
 
+// Issue 31: a saturating max_non_split_rounding_mb prints "unlimited"; it used to wrap in
+// rounded + slack and reuse no oversize block at all.
+TEST(split_rules, UnlimitedNonSplitRoundingReusesAnyOversizeBlock) {
+  for (const char* text : {"max_split_size_mb:40,max_non_split_rounding_mb:99999999999999999",
+                           "max_split_size_mb:40,max_non_split_rounding_mb:17592186044415"}) {
+    const allocator_config c = parse_config(text);
+    const size_policy p(c);
+    EXPECT_TRUE(p.may_reuse(60 * MiB, 40 * MiB)) << text;
+    EXPECT_TRUE(p.may_reuse(std::size_t{1} << 40, 40 * MiB)) << text;
+    EXPECT_FALSE(p.may_reuse(60 * MiB, 20 * MiB)) << text << ": a normal request still takes no oversize block";
+  }
+  native_env env("max_split_size_mb:40,max_non_split_rounding_mb:99999999999999999");
+  void* big = env.alloc->allocate(100 * MiB);
+  env.alloc->deallocate(big);
+  void* q = env.alloc->allocate(45 * MiB);
+  EXPECT_EQ(q, big) << "unlimited slack: the free 100 MiB block serves 45 MiB";
+  EXPECT_EQ(env.stats().reserved_bytes[all].peak, static_cast<std::int64_t>(100 * MiB));
+  env.alloc->deallocate(q);
+}
+
 TEST(size_rounding, ObservedThroughAllocator) {
   native_env env("roundup_power2_divisions:8");
   void* p = env.alloc->allocate(84 * MiB);
