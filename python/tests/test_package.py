@@ -1,13 +1,15 @@
 """The package itself: finding libstreampool.so (argument, $STREAMPOOL_LIB, the packaged copy),
 the C signatures declared on it, the summary formatter, and — when the runner says the package was
 installed with pip (STREAMPOOL_EXPECT_INSTALLED=1, STREAMPOOL_EXPECT_BENCH=1: scripts/test) — that
-this is the installed copy, with its own library and streampool-bench on PATH."""
+this is the installed copy, with its own library and streampool-bench on PATH (and behind
+`python -m streampool`), and that the wheel's record of the harness (_build_info.py) agrees."""
 
 from __future__ import annotations
 
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import unittest
 from pathlib import Path
@@ -67,6 +69,20 @@ class Installed(unittest.TestCase):
         result = subprocess.run([exe, "config", "expandable_segments:True"], capture_output=True, text=True)
         self.assertEqual(result.returncode, 0, result.stderr)
         self.assertIn("expandable_segments", result.stdout)
+
+    def test_python_m_streampool_runs_the_installed_bench(self):
+        if os.environ.get("STREAMPOOL_EXPECT_BENCH") != "1":
+            self.skipTest("set STREAMPOOL_EXPECT_BENCH=1 when the package was built with streampool-bench")
+        result = subprocess.run([sys.executable, "-m", "streampool", "config", "expandable_segments:True"],
+                                capture_output=True, text=True)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertIn("expandable_segments", result.stdout)
+
+    def test_the_wheel_records_whether_it_has_the_bench(self):
+        if os.environ.get("STREAMPOOL_EXPECT_INSTALLED") != "1":
+            self.skipTest("run from the checkout (scripts/test sets STREAMPOOL_EXPECT_INSTALLED=1 after pip install)")
+        from streampool import _build_info
+        self.assertEqual(_build_info.bench, os.environ.get("STREAMPOOL_EXPECT_BENCH") == "1")
 
 
 class SummaryFormat(unittest.TestCase):
