@@ -8,7 +8,10 @@
 #include <torch/extension.h>
 #include <torch/headeronly/version.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cstdint>
+#include <cstdlib>
 #include <functional>
 #include <limits>
 #include <optional>
@@ -48,6 +51,32 @@ torch_allocator& active() {
 // during a captured training step failed the assertion). A later
 // torch.cuda.memory._set_allocator_settings("backend:...") re-parses and asserts like PyTorch's
 // allocator does; changing the backend at run time is not possible with PyTorch's allocator either.
+// When PyTorch's variable names streampool's backend (or none, and streampool's is native) the
+// assertion holds without the early parse, so it is skipped: that parse checks cudaMallocAsync
+// support with a CUDA call for backend:cudaMallocAsync, which would initialise CUDA at install()
+// and break a fork made before the first CUDA use (Note [Built at first use]).
+
+/// The backend PyTorch's own variables choose (its first `backend` key), as c10 reads them.
+streampool::backend_kind pytorch_backend() {
+  const char* text = std::getenv("PYTORCH_CUDA_ALLOC_CONF");
+  if (text == nullptr) text = std::getenv("PYTORCH_ALLOC_CONF");
+  if (text == nullptr) return streampool::backend_kind::native;
+  std::string compact;
+  for (const char* c = text; *c != '\0'; ++c) {
+    if (std::isspace(static_cast<unsigned char>(*c)) == 0) compact += *c;
+  }
+  std::size_t start = 0;
+  while (start <= compact.size()) {
+    const std::size_t end = std::min(compact.find(',', start), compact.size());
+    const std::string item = compact.substr(start, end - start);
+    if (item.rfind("backend:", 0) == 0) {
+      return item.substr(8) == "cudaMallocAsync" ? streampool::backend_kind::cuda_malloc_async
+                                                 : streampool::backend_kind::native;
+    }
+    start = end + 1;
+  }
+  return streampool::backend_kind::native;
+}
 
 // Note [Both allocator slots]
 // PyTorch keeps the CUDA allocator in two places: c10::cuda::CUDACachingAllocator::allocator (what
@@ -124,11 +153,12 @@ void install(std::optional<std::string> config) {
   if (instance_slot()) throw std::runtime_error("streampool: the extension allocator is already installed");
   streampool::allocator_config cfg = checked_config(config);
   streampool::torch_ext::env_snapshot env = streampool::torch_ext::read_env(cfg);
+  const streampool::backend_kind cfg_backend = cfg.backend;
   // Note [Built at first use] (torch_allocator.cpp): the config is checked now, the allocator made
   // when CUDA starts.
   auto alloc = std::make_shared<torch_allocator>(std::move(cfg), std::move(env));
   // Note [PyTorch's config parsed before the swap]
-  (void)c10::cuda::CUDACachingAllocator::CUDAAllocatorConfig::instance();
+  if (pytorch_backend() != cfg_backend) (void)c10::cuda::CUDACachingAllocator::CUDAAllocatorConfig::instance();
   streampool::torch_ext::set_installed(alloc.get());
   c10::Allocator* registered = c10::GetAllocator(c10::DeviceType::CUDA);
   try {
