@@ -8,15 +8,13 @@
 #include <torch/extension.h>
 #include <torch/headeronly/version.h>
 
-#include <algorithm>
-#include <cctype>
 #include <cstdint>
-#include <cstdlib>
 #include <functional>
 #include <limits>
 #include <optional>
 #include <string>
 
+#include "settings_route.hpp"
 #include "torch_allocator.hpp"
 
 namespace py = pybind11;
@@ -56,28 +54,6 @@ torch_allocator& active() {
 // support with a CUDA call for backend:cudaMallocAsync, which would initialise CUDA at install()
 // and break a fork made before the first CUDA use (Note [Built at first use]).
 
-/// The backend PyTorch's own variables choose (its first `backend` key), as c10 reads them.
-streampool::backend_kind pytorch_backend() {
-  const char* text = std::getenv("PYTORCH_CUDA_ALLOC_CONF");
-  if (text == nullptr) text = std::getenv("PYTORCH_ALLOC_CONF");
-  if (text == nullptr) return streampool::backend_kind::native;
-  std::string compact;
-  for (const char* c = text; *c != '\0'; ++c) {
-    if (std::isspace(static_cast<unsigned char>(*c)) == 0) compact += *c;
-  }
-  std::size_t start = 0;
-  while (start <= compact.size()) {
-    const std::size_t end = std::min(compact.find(',', start), compact.size());
-    const std::string item = compact.substr(start, end - start);
-    if (item.rfind("backend:", 0) == 0) {
-      return item.substr(8) == "cudaMallocAsync" ? streampool::backend_kind::cuda_malloc_async
-                                                 : streampool::backend_kind::native;
-    }
-    start = end + 1;
-  }
-  return streampool::backend_kind::native;
-}
-
 // Note [Both allocator slots]
 // PyTorch keeps the CUDA allocator in two places: c10::cuda::CUDACachingAllocator::allocator (what
 // torch.cuda.* and at::empty_cuda use; changeCurrentAllocator sets it) and c10's per-device-type
@@ -98,27 +74,6 @@ streampool::backend_kind pytorch_backend() {
 // allocator that serves PyTorch. The pinned_* keys are left to PyTorch: its pinned host allocator is
 // its own (docs/pytorch-compatibility.md). A key PyTorch accepts but streampool cannot change while
 // it runs (large_segment_size_mb, cross_stream_reuse, ...) raises ValueError saying so.
-std::string without_pinned_keys(const std::string& env) {
-  std::string out;
-  std::size_t depth = 0;
-  std::string item;
-  const auto flush = [&] {
-    const std::size_t first = item.find_first_not_of(" \t");
-    if (first != std::string::npos && item.compare(first, 7, "pinned_") != 0) out += (out.empty() ? "" : ",") + item;
-    item.clear();
-  };
-  for (const char c : env) {
-    if (c == '[') ++depth;
-    if (c == ']' && depth > 0) --depth;
-    if (c == ',' && depth == 0) {
-      flush();
-    } else {
-      item += c;
-    }
-  }
-  flush();
-  return out;
-}
 
 void route_runtime_settings() {
   auto& hook = c10::CachingAllocator::AcceleratorAllocatorConfig::getConfigParserHook();
@@ -128,7 +83,7 @@ void route_runtime_settings() {
     torch_allocator* ours = streampool::torch_ext::installed();
     if (ours == nullptr) return;
     try {
-      ours->impl().set_settings(without_pinned_keys(env));
+      ours->impl().set_settings(streampool::torch_ext::without_pinned_keys(env));
     } catch (const streampool::config_error& e) {
       TORCH_CHECK_VALUE(false, e.what());
     }
@@ -158,7 +113,7 @@ void install(std::optional<std::string> config) {
   // when CUDA starts.
   auto alloc = std::make_shared<torch_allocator>(std::move(cfg), std::move(env));
   // Note [PyTorch's config parsed before the swap]
-  if (pytorch_backend() != cfg_backend) (void)c10::cuda::CUDACachingAllocator::CUDAAllocatorConfig::instance();
+  if (streampool::torch_ext::pytorch_backend() != cfg_backend) (void)c10::cuda::CUDACachingAllocator::CUDAAllocatorConfig::instance();
   streampool::torch_ext::set_installed(alloc.get());
   c10::Allocator* registered = c10::GetAllocator(c10::DeviceType::CUDA);
   try {
