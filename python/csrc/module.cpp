@@ -113,7 +113,9 @@ void install(std::optional<std::string> config) {
   // when CUDA starts.
   auto alloc = std::make_shared<torch_allocator>(std::move(cfg), std::move(env));
   // Note [PyTorch's config parsed before the swap]
-  if (streampool::torch_ext::pytorch_backend() != cfg_backend) (void)c10::cuda::CUDACachingAllocator::CUDAAllocatorConfig::instance();
+  if (streampool::torch_ext::pytorch_backend() != cfg_backend) {
+    (void)c10::cuda::CUDACachingAllocator::CUDAAllocatorConfig::instance();
+  }
   streampool::torch_ext::set_installed(alloc.get());
   c10::Allocator* registered = c10::GetAllocator(c10::DeviceType::CUDA);
   try {

@@ -21,6 +21,18 @@ from ._extension import load as _load_extension
 from ._extension import mark_installed as _mark_extension_installed
 from ._library import StreampoolError, check, find_library, library
 
+
+def _import_torch(what: str):
+    """torch, or a StreampoolError naming what needs it and how to get it (instead of a bare
+    ModuleNotFoundError from deep inside the package)."""
+    try:
+        import torch
+    except ImportError as e:
+        raise StreampoolError(f"{what} needs PyTorch, which is not importable here ({e}); install torch, or use "
+                              "streampool without it: streampool.init(), streampool.stats(), the C API "
+                              "(libstreampool.so) or streampool-bench") from e
+    return torch
+
 # Note [Two routes]
 # "extension": streampool._C10 (python/csrc) implements c10's CUDAAllocator over a
 #   streampool::allocator: every torch.cuda hook reaches streampool (graphs and their private pools,
@@ -45,7 +57,7 @@ class FallbackWarning(RuntimeWarning):
 
 def pluggable_allocator(path: Optional[str] = None):
     """torch.cuda.memory.CUDAPluggableAllocator over libstreampool.so (one per library file)."""
-    import torch
+    torch = _import_torch("streampool.pluggable_allocator()")
 
     resolved = find_library(path)
     library(resolved)  # declare the signatures on the shared handle and pin the file for this process
@@ -67,7 +79,7 @@ def install(path: Optional[str] = None, config: Optional[str] = None, route: str
     allocator in use), if the config does not parse, or if another route is already installed."""
     import os
 
-    import torch
+    torch = _import_torch("streampool.install()")
 
     global _installed_path, _installed_route
     route = os.environ.get("STREAMPOOL_TORCH_ROUTE", route) if route == "auto" else route
@@ -141,7 +153,7 @@ def mempool(path: Optional[str] = None, **kwargs):
     Extra keyword arguments (use_on_oom, no_split, ...) go to MemPool. Keep the pool alive while
     tensors from it are in use. With the extension route installed, streampool already serves
     every pool: this is a plain torch.cuda.MemPool."""
-    import torch
+    torch = _import_torch("streampool.mempool()")
 
     if _extension_active() is not None:
         return torch.cuda.MemPool(**kwargs)
