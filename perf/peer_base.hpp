@@ -77,9 +77,7 @@ class peer_base : public allocator {
   std::vector<trace_entry> do_trace(int) const override { return {}; }
   void do_set_memory_fraction(int, double) override { unsupported("set_memory_fraction"); }
   double do_memory_fraction(int) const override { return 1.0; }
-  void do_begin_allocate_to_pool(int, mempool_id, stream_filter) override { unsupported("private pools"); }
-  void do_end_allocate_to_pool(int, mempool_id) override { unsupported("private pools"); }
-  void do_release_pool(int, mempool_id) override { unsupported("private pools"); }
+  device_pools* do_pools(int) const override { unsupported("private pools"); }
 
   std::string name_;
   mutable peer_table table_;

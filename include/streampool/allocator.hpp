@@ -16,6 +16,7 @@
 #include "streampool/driver.hpp"
 #include "streampool/errors.hpp"
 #include "streampool/graph.hpp"
+#include "streampool/pools.hpp"
 #include "streampool/stats.hpp"
 
 namespace streampool {
@@ -72,6 +73,9 @@ class STREAMPOOL_API allocator {
 
   /// A fresh pool id {0, n} (graph_pool_handle()).
   [[nodiscard]] static mempool_id create_pool_id() noexcept;
+  /// The private pools of `device`: every pool operation (the calls below go through it).
+  /// @throws error for a device out of range, or an allocator without private pools of its own
+  [[nodiscard]] device_pools& pools(int device = current_device) const;
   /// Routes allocations whose stream satisfies `filter` to private pool `pool` (created on first
   /// use; a further begin on an existing pool increments its use count).
   /// @throws error if `pool` is the default id or is already being recorded to
@@ -128,14 +132,9 @@ class STREAMPOOL_API allocator {
   [[nodiscard]] virtual std::vector<trace_entry> do_trace(int device) const = 0;
   virtual void do_set_memory_fraction(int device, double fraction) = 0;
   [[nodiscard]] virtual double do_memory_fraction(int device) const = 0;
-  virtual void do_begin_allocate_to_pool(int device, mempool_id pool, stream_filter filter) = 0;
-  virtual void do_end_allocate_to_pool(int device, mempool_id pool) = 0;
-  virtual void do_release_pool(int device, mempool_id pool) = 0;
-  /// Defaults refuse (allocators without private pools of their own).
-  virtual void do_set_pool_options(int device, mempool_id pool, const pool_options& options);
-  [[nodiscard]] virtual pool_options do_get_pool_options(int device, mempool_id pool) const;
-  /// allocate_at(); the default refuses (a backend that cannot place an allocation).
-  [[nodiscard]] virtual void* do_allocate_at(int device, void* ptr, std::size_t bytes, mempool_id pool);
+  /// pools(): the private pools of `device` (in range), owned by the allocator; nullptr (the
+  /// default) for an allocator without private pools of its own (Note [Pool seam]).
+  [[nodiscard]] virtual device_pools* do_pools(int device) const;
   /// set_settings(): makes the backend follow `next` (the runtime keys of it); `text` is the change
   /// as given (a wrapper passes it on). Called with set_settings serialised; must not throw after
   /// changing anything. The default refuses (allocators that are not streampool's backends).

@@ -10,6 +10,7 @@
 #include "streampool/export.h"
 #include "streampool/graph.hpp"
 #include "streampool/host_allocator.hpp"
+#include "streampool/pools.hpp"
 #include "streampool/replay.hpp"
 #include "streampool/sim_driver.hpp"
 #include "streampool/stats.hpp"

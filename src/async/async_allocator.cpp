@@ -17,6 +17,7 @@ async_allocator::async_allocator(allocator_config config, std::shared_ptr<driver
   if (!device_driver().device_count(&count).ok()) count = 0;
   slot_count_ = std::max(count, 0);
   slots_ = std::make_unique<device_slot[]>(static_cast<std::size_t>(slot_count_));
+  for (int dev = 0; dev < slot_count_; ++dev) pools_.push_back(std::make_unique<pool_seam>(*this, dev));
 }
 
 async_allocator::~async_allocator() = default;
@@ -168,25 +169,7 @@ double async_allocator::do_memory_fraction(int dev) const {
   return state ? state->memory_fraction() : config().per_process_memory_fraction;
 }
 
-void async_allocator::do_begin_allocate_to_pool(int dev, mempool_id pool, stream_filter filter) {
-  device(dev).begin_allocate_to_pool(pool, std::move(filter));
-}
-
-void async_allocator::do_end_allocate_to_pool(int dev, mempool_id pool) { device(dev).end_allocate_to_pool(pool); }
-
-void async_allocator::do_release_pool(int dev, mempool_id pool) { device(dev).release_pool(pool); }
-
-void async_allocator::do_set_pool_options(int dev, mempool_id pool, const pool_options& options) {
-  async_device* d = find_device(dev);
-  if (d == nullptr) capture::throw_options_unknown(dev, pool);  // no pool was made on it
-  d->set_pool_options(pool, options);
-}
-
-pool_options async_allocator::do_get_pool_options(int dev, mempool_id pool) const {
-  const async_device* d = find_device(dev);
-  if (d == nullptr) capture::throw_options_unknown(dev, pool);  // no pool was made on it
-  return d->get_pool_options(pool);
-}
+device_pools* async_allocator::do_pools(int dev) const { return pools_[static_cast<std::size_t>(dev)].get(); }
 
 }  // namespace streampool::async
 

@@ -53,15 +53,29 @@ class async_allocator final : public allocator {
   void do_set_memory_fraction(int device, double fraction) override;
   void do_set_settings(std::string_view text, const allocator_config& next) override;
   [[nodiscard]] double do_memory_fraction(int device) const override;
-  void do_begin_allocate_to_pool(int device, mempool_id pool, stream_filter filter) override;
-  void do_end_allocate_to_pool(int device, mempool_id pool) override;
-  void do_release_pool(int device, mempool_id pool) override;
-  void do_set_pool_options(int device, mempool_id pool, const pool_options& options) override;
-  [[nodiscard]] pool_options do_get_pool_options(int device, mempool_id pool) const override;
+  [[nodiscard]] device_pools* do_pools(int device) const override;
+
+  /// The private pools of one device (Note [Pool seam] in src/core/device_pools.cpp), over the
+  /// device's async_device, which routing sets up on first use (async_pools.cpp).
+  class pool_seam final : public device_pools {
+   public:
+    pool_seam(async_allocator& owner, int device) noexcept : device_pools(device), owner_(&owner) {}
+
+   private:
+    void do_begin_allocate_to_pool(mempool_id pool, stream_filter filter) override;
+    void do_end_allocate_to_pool(mempool_id pool) override;
+    void do_release_pool(mempool_id pool) override;
+    void do_set_options(mempool_id pool, const pool_options& options) override;
+    [[nodiscard]] pool_options do_options(mempool_id pool) const override;
+    [[nodiscard]] void* do_allocate_at(void* ptr, std::size_t bytes, mempool_id pool) override;
+
+    async_allocator* owner_;
+  };
 
   pointer_map pointers_;  // declared before slots_: it outlives the devices that refer to it
   std::unique_ptr<device_slot[]> slots_;
   int slot_count_ = 0;
+  std::vector<std::unique_ptr<pool_seam>> pools_;  // one per device
 };
 
 }  // namespace streampool::async

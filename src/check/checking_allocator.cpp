@@ -36,6 +36,9 @@ checking_allocator::checking_allocator(std::unique_ptr<allocator> inner, allocat
                                        std::shared_ptr<driver> drv)
     : allocator(std::move(config), std::move(drv)), inner_(std::move(inner)) {
   if (!inner_) throw error("checking mode: no backend to wrap");
+  int count = 0;
+  if (!device_driver().device_count(&count).ok()) count = 0;
+  for (int dev = 0; dev < count; ++dev) pools_.push_back(std::make_unique<pool_seam>(inner_->pools(dev)));
 }
 
 checking_allocator::~checking_allocator() = default;

@@ -56,11 +56,24 @@ class checking_allocator final : public allocator {
   void do_set_memory_fraction(int device, double fraction) override;
   void do_set_settings(std::string_view text, const allocator_config& next) override;
   [[nodiscard]] double do_memory_fraction(int device) const override;
-  void do_begin_allocate_to_pool(int device, mempool_id pool, stream_filter filter) override;
-  void do_end_allocate_to_pool(int device, mempool_id pool) override;
-  void do_release_pool(int device, mempool_id pool) override;
-  void do_set_pool_options(int device, mempool_id pool, const pool_options& options) override;
-  [[nodiscard]] pool_options do_get_pool_options(int device, mempool_id pool) const override;
+  [[nodiscard]] device_pools* do_pools(int device) const override;
+
+  /// The wrapped backend's pools of one device, as checking mode passes them on (Note [Pool seam]):
+  /// everything but allocations at an address, which would bypass the canaries (checking_passthrough.cpp).
+  class pool_seam final : public device_pools {
+   public:
+    explicit pool_seam(device_pools& inner) noexcept : device_pools(inner.device()), inner_(&inner) {}
+
+   private:
+    void do_begin_allocate_to_pool(mempool_id pool, stream_filter filter) override;
+    void do_end_allocate_to_pool(mempool_id pool) override;
+    void do_release_pool(mempool_id pool) override;
+    void do_set_options(mempool_id pool, const pool_options& options) override;
+    [[nodiscard]] pool_options do_options(mempool_id pool) const override;
+    [[nodiscard]] void* do_allocate_at(void* ptr, std::size_t bytes, mempool_id pool) override;
+
+    device_pools* inner_;
+  };
 
   /// True when `stream` is not capturing (and the query succeeded): stream work is then neither
   /// captured into a graph nor refused.
@@ -73,6 +86,7 @@ class checking_allocator final : public allocator {
   void check_and_poison(void* ptr, const checked_allocation& allocation);
 
   std::unique_ptr<allocator> inner_;
+  std::vector<std::unique_ptr<pool_seam>> pools_;  ///< one per device of inner_
   mutable std::mutex mutex_;
   core::address_table<checked_allocation> live_;  ///< by address, under mutex_ (Note [Address table])
   std::uint64_t serial_ = 0;  ///< under mutex_

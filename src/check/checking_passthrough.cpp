@@ -1,5 +1,5 @@
 // checking_passthrough.cpp — the calls checking mode leaves to the wrapped backend: cache,
-// statistics, snapshots, traces, fractions and private pools. The backend sees the padded sizes
+// statistics, snapshots, traces, fractions, settings and private pools (one object per device). The backend sees the padded sizes
 // (Note [Checking-mode layout]), so its statistics, snapshots and traces count the canaries.
 #include "check/checking_allocator.hpp"
 
@@ -21,18 +21,22 @@ double checking_allocator::do_memory_fraction(int device) const { return inner_-
 void checking_allocator::do_set_settings(std::string_view text, const allocator_config& /*next*/) {
   inner_->set_settings(text);
 }
-void checking_allocator::do_begin_allocate_to_pool(int device, mempool_id pool, stream_filter filter) {
-  inner_->begin_allocate_to_pool(pool, std::move(filter), device);
+device_pools* checking_allocator::do_pools(int device) const {
+  return static_cast<std::size_t>(device) < pools_.size() ? pools_[static_cast<std::size_t>(device)].get() : nullptr;
 }
-void checking_allocator::do_end_allocate_to_pool(int device, mempool_id pool) {
-  inner_->end_allocate_to_pool(pool, device);
+
+void checking_allocator::pool_seam::do_begin_allocate_to_pool(mempool_id pool, stream_filter filter) {
+  inner_->begin_allocate_to_pool(pool, std::move(filter));
 }
-void checking_allocator::do_release_pool(int device, mempool_id pool) { inner_->release_pool(pool, device); }
-void checking_allocator::do_set_pool_options(int device, mempool_id pool, const pool_options& options) {
-  inner_->set_pool_options(pool, options, device);
+void checking_allocator::pool_seam::do_end_allocate_to_pool(mempool_id pool) { inner_->end_allocate_to_pool(pool); }
+void checking_allocator::pool_seam::do_release_pool(mempool_id pool) { inner_->release_pool(pool); }
+void checking_allocator::pool_seam::do_set_options(mempool_id pool, const pool_options& options) {
+  inner_->set_options(pool, options);
 }
-pool_options checking_allocator::do_get_pool_options(int device, mempool_id pool) const {
-  return inner_->get_pool_options(pool, device);
+pool_options checking_allocator::pool_seam::do_options(mempool_id pool) const { return inner_->options(pool); }
+void* checking_allocator::pool_seam::do_allocate_at(void* /*ptr*/, std::size_t /*bytes*/, mempool_id /*pool*/) {
+  throw error("streampool: allocate_at is not supported with debug_checks: an allocation placed at an address would "
+              "have no canary; turn debug_checks off to restore CUDA graph trees checkpoints");
 }
 
 }  // namespace streampool::check_impl

@@ -153,22 +153,23 @@ mempool_id allocator::create_pool_id() noexcept {
   return mempool_id{0, next.fetch_add(1, std::memory_order_relaxed)};
 }
 
-void allocator::begin_allocate_to_pool(mempool_id pool, stream_filter filter, int device) {
-  if (pool.is_default()) {
-    throw error("streampool: begin_allocate_to_pool: {0,0} is the default pool; use create_pool_id()");
+device_pools& allocator::pools(int device) const {
+  device_pools* pools = do_pools(resolve_device(device));
+  if (pools == nullptr) {
+    throw error("streampool: private pools are not supported by this allocator (" + std::string(backend_name()) + ")");
   }
-  if (!filter) throw error("streampool: begin_allocate_to_pool: the stream filter is empty");
-  do_begin_allocate_to_pool(resolve_device(device), pool, std::move(filter));
+  return *pools;
 }
 
-void allocator::end_allocate_to_pool(mempool_id pool, int device) {
-  do_end_allocate_to_pool(resolve_device(device), pool);
+device_pools* allocator::do_pools(int /*device*/) const { return nullptr; }
+
+void allocator::begin_allocate_to_pool(mempool_id pool, stream_filter filter, int device) {
+  pools(device).begin_allocate_to_pool(pool, std::move(filter));
 }
 
-void allocator::release_pool(mempool_id pool, int device) {
-  if (pool.is_default()) throw error("streampool: release_pool: {0,0} is the default pool and cannot be released");
-  do_release_pool(resolve_device(device), pool);
-}
+void allocator::end_allocate_to_pool(mempool_id pool, int device) { pools(device).end_allocate_to_pool(pool); }
+
+void allocator::release_pool(mempool_id pool, int device) { pools(device).release_pool(pool); }
 
 // Note [Pool options]
 // PyTorch 2.8+ lets a torch.cuda.MemPool opt out of splitting (no_split: each allocation keeps the
@@ -180,41 +181,13 @@ void allocator::release_pool(mempool_id pool, int device) {
 // MemPool) never serves an allocation on OOM. The cudaMallocAsync backend's private blocks are
 // never split in the first place, so no_split changes nothing there.
 void allocator::set_pool_options(mempool_id pool, const pool_options& options, int device) {
-  if (pool.is_default()) {
-    throw error("streampool: set_pool_options: {0,0} is the default pool; options belong to private pools");
-  }
-  do_set_pool_options(resolve_device(device), pool, options);
+  pools(device).set_options(pool, options);
 }
 
-pool_options allocator::get_pool_options(mempool_id pool, int device) const {
-  if (pool.is_default()) {
-    throw error("streampool: get_pool_options: {0,0} is the default pool; options belong to private pools");
-  }
-  return do_get_pool_options(resolve_device(device), pool);
-}
-
-void allocator::do_set_pool_options(int /*device*/, mempool_id /*pool*/, const pool_options& /*options*/) {
-  throw error("streampool: set_pool_options is not supported by this allocator (" + std::string(backend_name()) + ")");
-}
-
-pool_options allocator::do_get_pool_options(int /*device*/, mempool_id /*pool*/) const {
-  throw error("streampool: get_pool_options is not supported by this allocator (" + std::string(backend_name()) + ")");
-}
+pool_options allocator::get_pool_options(mempool_id pool, int device) const { return pools(device).options(pool); }
 
 void* allocator::allocate_at(void* ptr, std::size_t bytes, mempool_id pool, int device) {
-  if (ptr == nullptr || bytes == 0 || bytes % 512 != 0) {
-    throw error("streampool: allocate_at(" + core::format_pointer(reinterpret_cast<std::uintptr_t>(ptr)) + ", " +
-                std::to_string(bytes) + " bytes): give a pointer of a private pool and a size that is a positive "
-                "multiple of 512 (a block size of the pool)");
-  }
-  if (pool.is_default()) throw error("streampool: allocate_at: {0,0} is the default pool; name a private pool");
-  return do_allocate_at(resolve_device(device), ptr, bytes, pool);
-}
-
-void* allocator::do_allocate_at(int /*device*/, void* /*ptr*/, std::size_t /*bytes*/, mempool_id /*pool*/) {
-  throw error("streampool: allocate_at is not supported by this allocator (" + std::string(backend_name()) +
-              (config_.debug_checks ? " with debug_checks" : "") +
-              "): only the native backend places an allocation at a given address");
+  return pools(device).allocate_at(ptr, bytes, pool);
 }
 
 }  // namespace streampool

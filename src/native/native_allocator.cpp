@@ -21,6 +21,7 @@ native_allocator::native_allocator(allocator_config config, std::shared_ptr<driv
   for (int i = 0; i < count; ++i) {
     devices_.push_back(
         std::make_unique<device_state>(device_driver(), live_config_, policy_, segments_, i, vmm_warned_));
+    pools_.push_back(std::make_unique<pool_seam>(*devices_.back(), segments_));
   }
 }
 
@@ -193,49 +194,7 @@ double native_allocator::do_memory_fraction(int device) const {
   return devices_[static_cast<std::size_t>(device)]->fraction();
 }
 
-void native_allocator::do_begin_allocate_to_pool(int device, mempool_id pool, stream_filter filter) {
-  devices_[static_cast<std::size_t>(device)]->begin_allocate_to_pool(pool, std::move(filter));
-}
-void native_allocator::do_end_allocate_to_pool(int device, mempool_id pool) {
-  devices_[static_cast<std::size_t>(device)]->end_allocate_to_pool(pool);
-}
-void native_allocator::do_release_pool(int device, mempool_id pool) {
-  devices_[static_cast<std::size_t>(device)]->release_pool(pool);
-}
-
-void native_allocator::do_set_pool_options(int device, mempool_id pool, const pool_options& options) {
-  devices_[static_cast<std::size_t>(device)]->set_pool_options(pool, options);
-}
-pool_options native_allocator::do_get_pool_options(int device, mempool_id pool) const {
-  return devices_[static_cast<std::size_t>(device)]->get_pool_options(pool);
-}
-
-// Note [Allocations at an address]
-// PyTorch's CUDA graph trees checkpoint a private pool (its allocated blocks) and restore it later,
-// when a new graph branches off a replayed one: allocations made since are freed and the
-// checkpoint's allocations that were freed since are made again, at the same addresses, which the
-// graphs have baked in. allocate_at carves such a range out of the free block of the pool that
-// holds it (split before and after, as the blocks were split when the checkpoint was taken) and
-// hands it out like any allocation (statistics, trace, live map). The range must be free memory
-// of that pool on that device; anything else is refused with nothing changed.
-void* native_allocator::do_allocate_at(int device, void* ptr, std::size_t bytes, mempool_id pool) {
-  const auto address = reinterpret_cast<std::uintptr_t>(ptr);
-  device_state& d = *devices_[static_cast<std::size_t>(device)];
-  std::lock_guard device_lock(d.mutex());
-  stream_arena* a = segments_.find(address);
-  if (a == nullptr || a->pool() == nullptr || a->pool_id() != pool || a->device().index != device) {
-    throw error("streampool: allocate_at(" + core::format_pointer(address) + "): not memory of private pool {" +
-                std::to_string(pool.first) + ", " + std::to_string(pool.second) + "} on device " +
-                std::to_string(device));
-  }
-  std::lock_guard arena_lock(a->mutex());
-  if (a->allocate_at(address, bytes) == nullptr) {
-    throw error("streampool: allocate_at(" + core::format_pointer(address) + ", " + std::to_string(bytes) +
-                " bytes): that range of private pool {" + std::to_string(pool.first) + ", " +
-                std::to_string(pool.second) + "} is not free (allocated, waiting for its events, or not mapped)");
-  }
-  return ptr;
-}
+device_pools* native_allocator::do_pools(int device) const { return pools_[static_cast<std::size_t>(device)].get(); }
 
 int native_allocator::pool_use_count(mempool_id pool, int device) const {
   return devices_.at(static_cast<std::size_t>(device))->pool_use_count(pool);

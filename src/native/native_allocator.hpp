@@ -72,13 +72,26 @@ class native_allocator final : public allocator {
   [[nodiscard]] std::vector<trace_entry> do_trace(int device) const override;
   void do_set_memory_fraction(int device, double fraction) override;
   [[nodiscard]] double do_memory_fraction(int device) const override;
-  void do_begin_allocate_to_pool(int device, mempool_id pool, stream_filter filter) override;
-  void do_end_allocate_to_pool(int device, mempool_id pool) override;
-  void do_release_pool(int device, mempool_id pool) override;
-  void do_set_pool_options(int device, mempool_id pool, const pool_options& options) override;
-  [[nodiscard]] pool_options do_get_pool_options(int device, mempool_id pool) const override;
-  [[nodiscard]] void* do_allocate_at(int device, void* ptr, std::size_t bytes, mempool_id pool) override;
+  [[nodiscard]] device_pools* do_pools(int device) const override;
   void do_set_settings(std::string_view text, const allocator_config& next) override;
+
+  /// The private pools of one device (Note [Pool seam] in src/core/device_pools.cpp), over its
+  /// device_state and the segment map (native_pools.cpp).
+  class pool_seam final : public device_pools {
+   public:
+    pool_seam(device_state& state, const segment_map& segments) noexcept;
+
+   private:
+    void do_begin_allocate_to_pool(mempool_id pool, stream_filter filter) override;
+    void do_end_allocate_to_pool(mempool_id pool) override;
+    void do_release_pool(mempool_id pool) override;
+    void do_set_options(mempool_id pool, const pool_options& options) override;
+    [[nodiscard]] pool_options do_options(mempool_id pool) const override;
+    [[nodiscard]] void* do_allocate_at(void* ptr, std::size_t bytes, mempool_id pool) override;
+
+    device_state* state_;
+    const segment_map* segments_;
+  };
 
   /// The slow entry: device mutex, routing, deferred frees and events, then the OOM ladder.
   [[nodiscard]] block* allocate_slow_entry(device_state& d, stream_t stream, std::size_t rounded,
@@ -94,6 +107,7 @@ class native_allocator final : public allocator {
   segment_map segments_;  // before devices_: device states unregister segments into it
   std::atomic<bool> vmm_warned_{false};  // one "expandable segments fell back" warning
   std::vector<std::unique_ptr<device_state>> devices_;
+  std::vector<std::unique_ptr<pool_seam>> pools_;  // one per device, after devices_ (they point there)
 };
 
 }  // namespace streampool::native

@@ -51,10 +51,23 @@ class raw_cuda_malloc_async final : public allocator {
   std::vector<trace_entry> do_trace(int) const override { return {}; }
   void do_set_memory_fraction(int, double) override {}
   double do_memory_fraction(int) const override { return 1.0; }
-  void do_begin_allocate_to_pool(int, mempool_id, stream_filter) override {}
-  void do_end_allocate_to_pool(int, mempool_id) override {}
-  void do_release_pool(int, mempool_id) override {}
+  device_pools* do_pools(int) const override { return &pools_; }
 
+  /// Routing that does nothing (captured calls become graph memory nodes by themselves).
+  class no_pools final : public device_pools {
+   public:
+    no_pools() noexcept : device_pools(0) {}
+
+   private:
+    void do_begin_allocate_to_pool(mempool_id, stream_filter) override {}
+    void do_end_allocate_to_pool(mempool_id) override {}
+    void do_release_pool(mempool_id) override {}
+    void do_set_options(mempool_id, const pool_options&) override { throw error("raw_cuda_malloc_async: no options"); }
+    pool_options do_options(mempool_id) const override { throw error("raw_cuda_malloc_async: no options"); }
+    void* do_allocate_at(void*, std::size_t, mempool_id) override { throw error("raw_cuda_malloc_async: no allocate_at"); }
+  };
+
+  mutable no_pools pools_;
   std::unordered_map<void*, stream_t> streams_;
 };
 

@@ -41,11 +41,7 @@ class hooked_allocator final : public allocator {
   std::vector<trace_entry> do_trace(int device) const override { return inner_->trace(device); }
   void do_set_memory_fraction(int device, double fraction) override { inner_->set_memory_fraction(fraction, device); }
   double do_memory_fraction(int device) const override { return inner_->memory_fraction(device); }
-  void do_begin_allocate_to_pool(int device, mempool_id pool, stream_filter filter) override {
-    inner_->begin_allocate_to_pool(pool, std::move(filter), device);
-  }
-  void do_end_allocate_to_pool(int device, mempool_id pool) override { inner_->end_allocate_to_pool(pool, device); }
-  void do_release_pool(int device, mempool_id pool) override { inner_->release_pool(pool, device); }
+  device_pools* do_pools(int device) const override { return &inner_->pools(device); }
 
   std::unique_ptr<allocator> inner_;
 };
