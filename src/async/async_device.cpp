@@ -315,7 +315,7 @@ void async_device::empty_cache() {
   accounting_.on_device_synchronize();
   pool_.trim_or_throw();
   // Memory of destroyed graphs' allocations stays cached by the device for later graphs until
-  // trimmed (Note [Graph lifetime] in src/capture/captured_graph.cpp); not_supported: no graphs.
+  // trimmed (Note [Graph lifetime] in src/graph/captured_graph.cpp); not_supported: no graphs.
   (void)driver_->graph_mem_trim(device_);
   sample_reserved_locked();
   forget_released_pools_locked();

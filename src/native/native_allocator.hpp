@@ -1,6 +1,6 @@
 // native_allocator.hpp — the native caching backend (PyTorch-native behaviour, docs/pytorch-compatibility.md §2–§3): the
 // `allocator` implementation that owns the per-device state and the segment map, and the hot
-// paths of allocate/deallocate. Built by native::make_native_allocator (src/backends.hpp).
+// paths of allocate/deallocate. Built by native::make_native_allocator (src/core/backends.hpp).
 #pragma once
 
 #include <atomic>
