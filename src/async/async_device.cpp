@@ -201,7 +201,8 @@ bool async_device::synchronize_and_trim_locked() noexcept {
   return true;
 }
 
-// Note [Deferred frees during capture]
+// Deferred frees in this backend (Note [Deferred frees during capture] in
+// src/capture/capture_router.hpp):
 // While any capture is underway on a device, freeing an allocation that was NOT made during a
 // capture must not reach cudaFreeAsync: on a capturing stream it would become a free node of the
 // graph for memory the graph does not own (illegal), and on another stream it could let the pool
