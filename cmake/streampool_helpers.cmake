@@ -5,9 +5,16 @@ find_package(Threads REQUIRED)
 set(STREAMPOOL_WARNINGS -Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor)
 set(STREAMPOOL_LAYERS "")
 
-# streampool_add_layer(NAME): object library streampool_NAME_objects from src/NAME/*.cpp.
+# streampool_add_layer(NAME [SUBDIRS dir...]): object library streampool_NAME_objects from
+# src/NAME/*.cpp and src/NAME/<dir>/*.cpp for each SUBDIRS entry (the driver layer: its shared
+# part, driver/cuda and driver/sim). Call it in the order of the layer rule (docs/architecture.md).
 function(streampool_add_layer name)
-  file(GLOB sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/${name}/*.cpp)
+  cmake_parse_arguments(arg "" "" "SUBDIRS" ${ARGN})
+  set(globs ${PROJECT_SOURCE_DIR}/src/${name}/*.cpp)
+  foreach(dir IN LISTS arg_SUBDIRS)
+    list(APPEND globs ${PROJECT_SOURCE_DIR}/src/${name}/${dir}/*.cpp)
+  endforeach()
+  file(GLOB sources CONFIGURE_DEPENDS ${globs})
   if(NOT sources)
     return()
   endif()

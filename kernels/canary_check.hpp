@@ -1,6 +1,6 @@
 // canary_check.hpp — host entry point of the checking-mode kernel (kernels/canary_check.cu),
 // which libstreampool links when it is built with kernels (STREAMPOOL_BUILD_KERNELS): the real
-// driver's check_bytes (src/driver/cuda_check_ops.cpp) launches it to verify the canary bytes
+// driver's check_bytes (src/driver/cuda/cuda_check_ops.cpp) launches it to verify the canary bytes
 // after an allocation. No CUDA headers here: the library's C++ is compiled by the host compiler.
 #pragma once
 

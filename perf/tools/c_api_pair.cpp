@@ -60,7 +60,7 @@ int main(int argc, char** argv) {
   std::printf("%ld pairs of %zu bytes on the %s stream (%s driver): %.1f ns per pair\n", pairs, size,
               stream_kind.c_str(), driver_kind.c_str(), pairs > 0 ? elapsed.count() / double(pairs) : 0.0);
   // The capture-status query the C entry points make per call on a non-legacy stream (Note
-  // [Captures the C API was not told about] in src/c_api_capture.cpp), timed on its own.
+  // [Captures the C API was not told about] in src/c_api/c_api_capture.cpp), timed on its own.
   if (stream != nullptr && pairs > 0 && driver_kind == "cuda") {
     streampool::capture_info info;
     const auto query_start = std::chrono::steady_clock::now();

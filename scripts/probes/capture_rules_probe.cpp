@@ -2,8 +2,8 @@
 // capture is open, per capture mode: (1) non-stream calls (pool attributes, cudaMemGetInfo,
 // relaxed cudaMalloc) and whether instantiating one graph while a second capture is open breaks
 // the second; (2) stream-ordered calls on a stream that is NOT capturing. The results are the
-// basis of Note [Relaxed queries] (src/driver/cuda_scopes.hpp) and Note [Relaxed uncaptured
-// calls] (src/driver/sim_capture.cpp); docs/graph-capture.md lists them.
+// basis of Note [Relaxed queries] (src/driver/cuda/cuda_scopes.hpp) and Note [Relaxed uncaptured
+// calls] (src/driver/sim/sim_capture.cpp); docs/graph-capture.md lists them.
 // Build and run on a GPU machine:
 //   g++ -O1 capture_rules_probe.cpp -I/usr/local/cuda/include -L/usr/local/cuda/lib64 -lcudart && ./a.out
 #include <cuda_runtime.h>

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <string>
 
-#include "backends.hpp"
+#include "core/backends.hpp"
 #include "core/format.hpp"
 
 namespace streampool::async {

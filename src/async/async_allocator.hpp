@@ -1,6 +1,6 @@
 // async_allocator.hpp — the cudaMallocAsync backend (`backend:cudaMallocAsync`): streampool's
 // allocator interface over CUDA stream-ordered memory pools, one async_device per device, set up on
-// first use. Built through async::make_async_allocator (src/backends.hpp); docs/async-backend.md
+// first use. Built through async::make_async_allocator (src/core/backends.hpp); docs/async-backend.md
 // describes the behaviour and how it differs from the native backend.
 #pragma once
 

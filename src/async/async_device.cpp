@@ -201,7 +201,8 @@ bool async_device::synchronize_and_trim_locked() noexcept {
   return true;
 }
 
-// Note [Deferred frees during capture]
+// Deferred frees in this backend (Note [Deferred frees during capture] in
+// src/capture/capture_router.hpp):
 // While any capture is underway on a device, freeing an allocation that was NOT made during a
 // capture must not reach cudaFreeAsync: on a capturing stream it would become a free node of the
 // graph for memory the graph does not own (illegal), and on another stream it could let the pool
@@ -315,7 +316,7 @@ void async_device::empty_cache() {
   accounting_.on_device_synchronize();
   pool_.trim_or_throw();
   // Memory of destroyed graphs' allocations stays cached by the device for later graphs until
-  // trimmed (Note [Graph lifetime] in src/capture/captured_graph.cpp); not_supported: no graphs.
+  // trimmed (Note [Graph lifetime] in src/graph/captured_graph.cpp); not_supported: no graphs.
   (void)driver_->graph_mem_trim(device_);
   sample_reserved_locked();
   forget_released_pools_locked();

@@ -88,7 +88,7 @@ double async_device::memory_fraction() const {
 // captures, on one device or several, may run at once. A free of a private block makes no driver
 // call (unless it has record_stream streams to wait for), so no free node is left on a side
 // stream; capture_scope still joins every side stream that allocated back before it ends the
-// capture (Note [Joining side streams] in src/capture/capture_scope.cpp).
+// capture (Note [Joining side streams] in src/graph/capture_scope.cpp).
 void async_device::begin_allocate_to_pool(mempool_id pool, stream_filter filter) {
   std::lock_guard lock(mutex_);
   (void)captures_.begin(pool, std::move(filter));

@@ -32,6 +32,17 @@ namespace streampool::capture {
 // lock, a leaf (Note [Lock order] in src/native/device_state.hpp): the native backend parks a
 // free holding only an arena lock.
 //
+// Note [Deferred frees during capture]
+// While any begin_allocate_to_pool is active on a device (a capture is underway,
+// docs/pytorch-compatibility.md §3.3), neither backend queries or synchronises an event or gives
+// memory back to the driver for that device: no cudaFree, and no cudaFreeAsync of memory allocated
+// outside a capture. A free that would need one is deferred: parked in the device's router (Note
+// [Parked frees]) and completed once no capture is underway. What each backend defers and how it
+// completes it is its own: the native backend's in src/native/native_allocator.hpp (blocks with
+// stream uses; the slow entry and the OOM ladder skip their release steps), the cudaMallocAsync
+// backend's at async_device::free in src/async/async_device.cpp (frees of memory not allocated
+// during a capture).
+//
 // Note [Parked frees]
 // While any recording is underway on a device, some frees must not complete: the native backend
 // cannot query the events a record_stream'ed block needs (event queries are illegal during a

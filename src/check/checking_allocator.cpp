@@ -30,7 +30,7 @@ namespace streampool::check_impl {
 // for its kernel, cannot run at all. So an allocation made during a capture gets no canary and a
 // block freed during a capture is neither checked nor poisoned: checking mode covers eager code.
 // Frees outside any capture never wait on a CUDA call that a capture forbids: the check waits in
-// relaxed capture mode (Note [Check slots], src/driver/cuda_check_ops.cpp).
+// relaxed capture mode (Note [Check slots], src/driver/cuda/cuda_check_ops.cpp).
 
 checking_allocator::checking_allocator(std::unique_ptr<allocator> inner, allocator_config config,
                                        std::shared_ptr<driver> drv)

@@ -1,12 +1,15 @@
-// warnings.cpp — the process-wide warning handler. The default prints each distinct message once
-// to stderr, so a warning repeated by every allocator a program (or the harness) builds is shown once.
+// warnings.cpp — the process-wide warning handler and warn() (declared in streampool/allocator.hpp
+// and, for the layers that need only it, core/warnings.hpp). The default prints each distinct
+// message once to stderr, so a warning repeated by every allocator a program (or the harness)
+// builds is shown once.
 #include <atomic>
 #include <cstdio>
 #include <mutex>
 #include <set>
 #include <string>
 
-#include "streampool/allocator.hpp"
+#include "core/warnings.hpp"
+#include "streampool/allocator.hpp"  // warning_handler, set_warning_handler
 
 namespace streampool {
 namespace {

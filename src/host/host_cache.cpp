@@ -22,8 +22,10 @@
 #include <string>
 
 #include "core/format.hpp"
+#include "core/warnings.hpp"
 #include "host/background_poller.hpp"
-#include "streampool/allocator.hpp"
+#include "streampool/allocator.hpp"  // max_request_bytes: the request limit the device allocators share
+#include "streampool/errors.hpp"
 
 namespace streampool::host {
 namespace {

@@ -7,7 +7,7 @@
 #include <mutex>
 #include <string>
 
-#include "backends.hpp"
+#include "core/backends.hpp"
 #include "core/format.hpp"
 #include "streampool/errors.hpp"
 

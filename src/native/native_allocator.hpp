@@ -1,6 +1,6 @@
 // native_allocator.hpp — the native caching backend (PyTorch-native behaviour, docs/pytorch-compatibility.md §2–§3): the
 // `allocator` implementation that owns the per-device state and the segment map, and the hot
-// paths of allocate/deallocate. Built by native::make_native_allocator (src/backends.hpp).
+// paths of allocate/deallocate. Built by native::make_native_allocator (src/core/backends.hpp).
 #pragma once
 
 #include <atomic>
@@ -29,9 +29,9 @@ namespace streampool::native {
 // one or two loads of read-mostly memory, and a thread_local in a shared library costs a
 // __tls_get_addr call, about the same, plus the allocator-lifetime (ABA) problem.
 
-// Note [Deferred frees during capture]
-// While any begin_allocate_to_pool is active on a device (a capture is underway, docs/pytorch-compatibility.md §3.3), no
-// event is queried or synchronised and nothing is cudaFree'd: allocations take the slow entry
+// Deferred frees in this backend (Note [Deferred frees during capture] in
+// src/capture/capture_router.hpp). While a capture is underway on a device, no event is queried or
+// synchronised and nothing is cudaFree'd: allocations take the slow entry
 // (routing by filter, no event processing), the OOM path skips every release step, and
 // empty_cache skips the device. A free of a block with stream uses cannot record events either:
 // the block is parked (deferred) in the device's capture router (Note [Parked frees] in

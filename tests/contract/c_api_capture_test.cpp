@@ -1,6 +1,6 @@
 // c_api_capture_test.cpp — CUDA graph captures nobody announced to streampool, through the C entry
 // points PyTorch's CUDAPluggableAllocator calls (Note [Captures the C API was not told about] in
-// src/c_api_capture.cpp), on both backends, on the sim and on the real driver (skipped without a
+// src/c_api/c_api_capture.cpp), on both backends, on the sim and on the real driver (skipped without a
 // device): the capture stays valid (on the sim, ending it successfully proves nothing illegal was
 // issued), its allocations come from a private pool that eager code never gets an address of
 // while the graph lives, a capture over two streams, frees during it, threads, and release of the
@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "c_api_internal.hpp"
+#include "c_api/c_api_internal.hpp"
 #include "streampool/c_api.h"
 #include "support/backend_fixture.hpp"
 #include "support/warnings_scope.hpp"

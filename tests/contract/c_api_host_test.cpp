@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "c_api_internal.hpp"
+#include "c_api/c_api_internal.hpp"
 #include "streampool/c_api.h"
 #include "streampool/sim_driver.hpp"
 

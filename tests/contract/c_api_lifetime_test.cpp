@@ -1,5 +1,5 @@
 // c_api_lifetime_test.cpp — the C API's allocator under concurrent calls and shutdowns (Note [C API
-// allocator lifetime], src/c_api.cpp): threads allocate, free, read statistics and empty the cache
+// allocator lifetime], src/c_api/c_api.cpp): threads allocate, free, read statistics and empty the cache
 // while the main thread shuts the allocator down again and again. A shutdown either finds
 // allocations live (a state error; nothing destroyed) or destroys the allocator with no call
 // inside it; the main thread then installs the next one with another config (streampool_init_sim),
@@ -16,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-#include "c_api_internal.hpp"
+#include "c_api/c_api_internal.hpp"
 #include "streampool/c_api.h"
 #include "streampool/sim_driver.hpp"
 #include "support/warnings_scope.hpp"

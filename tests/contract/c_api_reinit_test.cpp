@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "c_api_internal.hpp"
+#include "c_api/c_api_internal.hpp"
 #include "streampool/c_api.h"
 #include "streampool/sim_driver.hpp"
 

@@ -1,11 +1,11 @@
-// c_api_trace_test.cpp — the C entry points of src/c_api_trace.cpp on the simulated device:
+// c_api_trace_test.cpp — the C entry points of src/c_api/c_api_trace.cpp on the simulated device:
 // resetting peaks and cumulative counters, recording and exporting the trace, the device count,
 // and streampool_init_sim (including its refusals), each with its error status and message.
 #include <gtest/gtest.h>
 
 #include <string>
 
-#include "c_api_internal.hpp"
+#include "c_api/c_api_internal.hpp"
 #include "streampool/c_api.h"
 #include "streampool/sim_driver.hpp"
 

@@ -14,7 +14,7 @@
 #include <memory>
 #include <string>
 
-#include "c_api_internal.hpp"
+#include "c_api/c_api_internal.hpp"
 #include "fuzz/fuzz_test_support.hpp"
 #include "streampool/c_api.h"
 #include "streampool/sim_driver.hpp"
@@ -168,7 +168,7 @@ class session {
       default: wrong.stream = wrong.stream == nullptr ? streams_[0][0] : nullptr; break;
     }
     streampool_free(it->first, wrong.size, wrong.device, wrong.stream);
-    // Freed anyway, the mismatch reported once (Note [Mismatched free], src/c_api.cpp).
+    // Freed anyway, the mismatch reported once (Note [Mismatched free], src/c_api/c_api.cpp).
     expect_status(streampool_last_status(), STREAMPOOL_OK, "free with mismatched arguments");
     live_.erase(it);
   }

@@ -17,7 +17,7 @@
 #include <memory>
 #include <tuple>
 
-#include "c_api_internal.hpp"
+#include "c_api/c_api_internal.hpp"
 #include "streampool/c_api.h"
 #include "stress/stress_test_support.hpp"
 

@@ -20,7 +20,7 @@
 #include <thread>
 #include <vector>
 
-#include "c_api_internal.hpp"
+#include "c_api/c_api_internal.hpp"
 #include "streampool/c_api.h"
 #include "stress/stress_test_support.hpp"
 

@@ -13,7 +13,7 @@
 #include <string>
 
 #include "async/async_allocator.hpp"
-#include "backends.hpp"
+#include "core/backends.hpp"
 #include "streampool/allocator.hpp"
 #include "streampool/config.hpp"
 #include "streampool/errors.hpp"

@@ -4,9 +4,9 @@
 // driver failures of the checks never lose a block.
 #include <algorithm>
 
-#include "backends.hpp"
 #include "check/check_layout.hpp"
 #include "check_test_support.hpp"
+#include "core/backends.hpp"
 
 namespace streampool::testing {
 namespace {

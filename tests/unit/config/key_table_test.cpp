@@ -132,7 +132,7 @@ std::string sources_under(const char* dir) {
 /// The sources of `backend`: its directory, the factory that builds it, and checking mode (which
 /// wraps either backend).
 std::string backend_sources(bool native) {
-  std::string text = read_file(source_dir / "src" / "allocator_factory.cpp");
+  std::string text = read_file(source_dir / "src" / "factory" / "allocator_factory.cpp");
   for (const char* dir : {native ? "src/native" : "src/async", "src/check"}) {
     for (const auto& entry : fs::recursive_directory_iterator(source_dir / dir)) {
       if (entry.is_regular_file()) text += read_file(entry.path());

@@ -135,7 +135,7 @@ TEST_P(capture_contract, AutoFreeOnLaunchAllowsRelaunchWithUnfreedAllocations) {
   EXPECT_TRUE(ok(drv_->graph_mem_trim(0)));
 }
 
-// Note [Sim graph memory] (src/driver/sim_pool_calls.cpp): memory a capture allocated with
+// Note [Sim graph memory] (src/driver/sim/sim_pool_calls.cpp): memory a capture allocated with
 // cudaMallocAsync belongs to the graph; freeing it from outside the capture before any launch is
 // refused (seen on the H200 with PyTorch's cudagraph trees), and the capture stays usable. After
 // a launch the same free succeeds. This is why the cudaMallocAsync backend gives private pools

@@ -1,7 +1,7 @@
 // sim_address_model_test.cpp — the sim's cudaMalloc address assignment against the real
 // driver: replays the cudaMalloc/cudaFree sequences measured on an H200 (tests/data/driver/
 // address_probe, README there) and expects every address at the measured distance from the
-// first; then one test per rule of Note [Sim address assignment] (src/driver/sim_malloc_space.cpp).
+// first; then one test per rule of Note [Sim address assignment] (src/driver/sim/sim_malloc_space.cpp).
 #include <gtest/gtest.h>
 
 #include <cstdint>

@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-#include "backends.hpp"
+#include "core/backends.hpp"
 #include "native/native_allocator.hpp"
 #include "streampool/allocator.hpp"
 #include "streampool/sim_driver.hpp"
