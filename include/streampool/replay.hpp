@@ -13,6 +13,7 @@
 #include <istream>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -102,7 +103,8 @@ class STREAMPOOL_API replay_streams {
   [[nodiscard]] stream_t create();
   driver& driver_;
   int device_;
-  std::vector<std::pair<std::uint64_t, stream_t>> recorded_;  ///< few: a linear search is fine
+  std::vector<std::pair<std::uint64_t, stream_t>> recorded_;  ///< in creation order (destroyed in it)
+  std::unordered_map<std::uint64_t, stream_t> recorded_index_;  ///< recorded_ by value: 20,000 streams are a case
   std::vector<stream_t> holders_;
   std::vector<stream_t> idle_holders_;
 };

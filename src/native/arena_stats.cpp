@@ -1,7 +1,9 @@
 // arena_stats.cpp — reading the hot statistics of an arena (derived active counters, sums for
-// memory_stats, resets) and the device-wide peaks over every arena (Note [Device peaks]). The
-// updates themselves are inline in arena_stats.hpp: they are on the hot path.
+// memory_stats, resets) and the device-wide peaks over every arena (Note [Device peaks], Note
+// [Device totals]). The updates themselves are inline in arena_stats.hpp: they are on the hot path.
 #include "native/arena_stats.hpp"
+
+#include <mutex>
 
 namespace streampool::native {
 namespace {
@@ -145,7 +147,58 @@ std::int64_t device_peaks::current_sum(std::size_t index) const noexcept {
   return sum;
 }
 
-void device_peaks::raise(std::size_t index) noexcept { raise_to(peaks_[index], current_sum(index)); }
+void arena_counters::relist() noexcept {
+  slow_ &= ~unlisted;
+  peaks_->note_changed(*this);
+}
+
+void arena_counters::after_allocation_slow() noexcept {
+  if (has_pending()) raise_active_peaks();  // Note [Derived active counters]
+  changed();
+}
+
+// Only the arena's call (relist) or a rise that popped it pushes it: it is on the list at most once.
+void device_peaks::note_changed(arena_counters& c) noexcept {
+  arena_counters* head = changed_.load(std::memory_order_relaxed);
+  do {
+    c.next_changed = head;
+  } while (!changed_.compare_exchange_weak(head, &c, std::memory_order_release, std::memory_order_relaxed));
+}
+
+void device_peaks::read_locked(arena_counters& c) noexcept {
+  for (std::size_t i = 0; i < arena_stat_count; ++i) {
+    const std::int64_t now = c.current(i);
+    totals_[i] += now - c.published[i];
+    c.published[i] = now;
+  }
+  arena_reads_.store(arena_reads_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+}
+
+// Note [Device totals]: the rising arena and the arenas changed since the last rise are read.
+void device_peaks::raise(arena_counters& rising, std::size_t index) noexcept {
+  std::int64_t total = 0;
+  {
+    const std::lock_guard guard(lock_);
+    read_locked(rising);
+    arena_counters* c = changed_.exchange(nullptr, std::memory_order_acquire);
+    while (c != nullptr) {
+      arena_counters* const next = c->next_changed;  // before a push may rewrite it
+      if (c == &rising) {
+        note_changed(*c);  // read above; its call may change it further
+      } else if (c->owner_lock_->try_lock()) {
+        read_locked(*c);
+        c->slow_ |= arena_counters::unlisted;  // off the list; its next change puts it back
+        c->owner_lock_->unlock();
+      } else {
+        read_locked(*c);   // busy on another thread: read as it stands ...
+        note_changed(*c);  // ... and read again at the next rise
+      }
+      c = next;
+    }
+    total = totals_[index];
+  }
+  raise_to(peaks_[index], total);
+}
 
 void device_peaks::collect(memory_stats& out) noexcept {
   for (const arena_counters* c = first_.load(std::memory_order_acquire); c != nullptr;

@@ -2,7 +2,8 @@
 // inactive_split, allocated/active/inactive_split/requested bytes, oversize_allocations), kept per
 // pool kind (small/large); "all" is their sum, except its peak, which the arena tracks too. Written
 // only by the holder of the arena lock, read by stats() of any thread (relaxed atomics: plain loads
-// and stores on x86). Also the device-wide peaks over every arena of a device (Note [Device peaks]).
+// and stores on x86). Also the device-wide peaks over every arena of a device (Note [Device peaks])
+// and the device-wide currents they are raised to (Note [Device totals]).
 #pragma once
 
 #include <array>
@@ -10,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/hybrid_mutex.hpp"
 #include "streampool/stats.hpp"
 
 namespace streampool::native {
@@ -62,17 +64,47 @@ class arena_counters;
 // each stream stays below its own earlier high-water mark — the reported peak is then a lower
 // bound. (While streams are busy, one stats() call may add up per-stream values read a few
 // nanoseconds apart, like any unlocked read of sharded counters.) The segment/reserved
-// statistics are device-wide and exact (segment_source).
+// statistics are device-wide and exact (segment_source). How the sum is found: Note [Device totals].
+
+// Note [Device totals]
+// The sum of every arena's currents used to be added up at each rise of an arena's own peak,
+// reading every arena: a rise is rare in a steady state, but each new stream's first blocks raise
+// its arena's peaks, so a trace with 20,000 streams read 20,000 arenas per event and did not
+// finish a replay in 600 s (quadratic). Now the device keeps the sum, `totals_`, as the sum of
+// what it last read of each arena (`published_`), and an arena whose counters changed since is on
+// a list of changed arenas: a rise reads the rising arena and the listed ones, then takes the
+// total, so it costs the arenas that changed since the last rise, not all of them. The hot path
+// adds no shared write and no instruction: in each call that changes its counters the arena
+// checks its own `unlisted` bit and joins the list (a lock-free push) only when it was off it.
+// A rise takes an arena off the list (sets the bit) only when it can take the arena's lock
+// (try_lock) and reads it under it; an arena whose lock is held (the rising one, or one another
+// thread is changing) is read as it stands and stays listed. So a call may join anywhere in it:
+// nobody takes the arena off the list while the call holds its lock. The bit shares a word with
+// the checks a call made already: an allocation's "frees pending" (Note [Derived active
+// counters]) and a free's "cross-stream order" (Note [Cross-stream reuse]), so each checks one
+// word, as before.
+// With one thread the total at a rise is exactly the old sum (every arena is either listed or
+// unchanged since it was read, and the rising one is read in any case), so the peaks are the
+// same values as before. With several threads a rise reads an arena another thread is changing
+// as it stands, as the old unlocked reads did, and that arena stays listed; Σ published =
+// totals_ holds at all times (both change only under `lock_`), so nothing drifts. The rest
+// (collect, reset) still reads every arena: they are not per event.
 
 /// The device-wide peaks of the arena statistics, over a lock-free list of every arena's
 /// counters of the device (linked under the device mutex, never unlinked: arenas live as long as
-/// the device).
+/// the device), and the device-wide currents (Note [Device totals]).
 class device_peaks {
  public:
   /// Adds `c` to the list (device mutex held).
   void link(arena_counters& c) noexcept;
-  /// Raises peak `index` to the current sum over every arena. Any thread.
-  void raise(std::size_t index) noexcept;
+  /// Raises peak `index` to the current sum over every arena; `rising` is the arena whose own
+  /// peak rose (its lock held). Any thread.
+  void raise(arena_counters& rising, std::size_t index) noexcept;
+  /// Puts `c`, just taken off `unlisted`, on the list of changed arenas (its lock held; Note
+  /// [Device totals]).
+  void note_changed(arena_counters& c) noexcept;
+  /// Arenas read by rises so far (a test's measure of the work; Note [Device totals]).
+  [[nodiscard]] std::uint64_t arena_reads() const noexcept { return arena_reads_.load(std::memory_order_relaxed); }
   /// Adds every arena's current/allocated/freed into `out` and sets the peaks (device mutex).
   void collect(memory_stats& out) noexcept;
   /// Every arena's own peaks and the device peaks restart from the current values (device mutex
@@ -83,9 +115,15 @@ class device_peaks {
 
  private:
   [[nodiscard]] std::int64_t current_sum(std::size_t index) const noexcept;
+  /// Brings totals_ up to date with `c`'s currents (lock_ held).
+  void read_locked(arena_counters& c) noexcept;
 
   std::array<std::atomic<std::int64_t>, arena_stat_count> peaks_{};
   std::atomic<arena_counters*> first_{nullptr};
+  std::atomic<arena_counters*> changed_{nullptr};  ///< arenas changed since their last read
+  core::hybrid_mutex lock_;                        ///< totals_ and every arena's published_
+  std::array<std::int64_t, arena_stat_count> totals_{};
+  std::atomic<std::uint64_t> arena_reads_{0};
 };
 
 // Note [Derived active counters]
@@ -116,7 +154,10 @@ class arena_counters {
  public:
   /// Counters whose peaks raise those of `peaks`; the owner links them into its list once it is
   /// fully built (device_peaks::link).
-  explicit arena_counters(device_peaks& peaks) noexcept : peaks_(&peaks) {}
+  /// `owner_lock`: the arena lock, held for every change (device_peaks reads an arena it can lock
+  /// exactly, Note [Device totals]).
+  arena_counters(device_peaks& peaks, core::hybrid_mutex& owner_lock) noexcept
+      : peaks_(&peaks), owner_lock_(&owner_lock) {}
   arena_counters(const arena_counters&) = delete;
   arena_counters& operator=(const arena_counters&) = delete;
 
@@ -160,7 +201,8 @@ class arena_counters {
     arena_counter& b = counters_[static_cast<std::size_t>(arena_stat_kind::active_bytes)][small ? 0 : 1];
     n.current.store(n.now() + blocks, std::memory_order_relaxed);
     b.current.store(b.now() + bytes, std::memory_order_relaxed);
-    pending_blocks_ = static_cast<std::size_t>(static_cast<std::int64_t>(pending_blocks_) + blocks);
+    slow_ += static_cast<std::uint64_t>(blocks) * pending_unit;
+    changed();
   }
   void change_oversize(std::int64_t amount) noexcept {
     const std::int64_t now = oversize_.now() + amount;
@@ -171,9 +213,27 @@ class arena_counters {
       oversize_.peak = now;
       raise_device_peak(oversize_allocations_index);
     }
+    changed();
   }
+  /// Puts the arena on the device's list of changed arenas unless it is on it (Note [Device
+  /// totals]): once in every call that changes a counter, anywhere in it (arena lock held). add /
+  /// sub / change do not call it, to keep it to one check per call; change_pending and
+  /// change_oversize do, an allocation calls after_allocation and a free checks free_flags.
+  void changed() noexcept {
+    if ((slow_ & unlisted) != 0) [[unlikely]] relist();
+  }
+  /// An allocation's one check for its two rare cases: frees pending (active may pass its peak,
+  /// Note [Derived active counters]) and the arena off the list of changed arenas.
+  void after_allocation() noexcept {
+    if ((slow_ & ~ordered) != 0) [[unlikely]] after_allocation_slow();
+  }
+  /// A free's one check (the one it made for a cross-stream order before): nonzero when the
+  /// arena has a cross-stream order (set_ordered) or is off the list of changed arenas.
+  [[nodiscard]] std::uint64_t free_flags() const noexcept { return slow_ & (unlisted | ordered); }
+  /// The arena has a cross-stream order (Note [Cross-stream reuse]): its frees take the slow check.
+  void set_ordered(bool on) noexcept { slow_ = on ? (slow_ | ordered) : (slow_ & ~ordered); }
   /// True while freed blocks wait for events or a capture (both pool kinds).
-  [[nodiscard]] bool has_pending() const noexcept { return pending_blocks_ != 0; }
+  [[nodiscard]] bool has_pending() const noexcept { return slow_ >= pending_unit; }
   /// Raises this arena's active / active_bytes peaks (and the device's) to their current values.
   void raise_active_peaks() noexcept;
 
@@ -186,16 +246,35 @@ class arena_counters {
 
   /// The device's list of every arena's counters (device_peaks).
   std::atomic<arena_counters*> next{nullptr};
+  /// The device's list of changed arenas (device_peaks; Note [Device totals]).
+  arena_counters* next_changed = nullptr;
+  /// What the device last read of this arena's currents (device_peaks' lock).
+  std::array<std::int64_t, arena_stat_count> published{};
 
  private:
   /// Active (allocation + pending) and active bytes of pool kind `pool` (0 small, 1 large).
   [[nodiscard]] std::int64_t active_now(arena_stat_kind kind, std::size_t pool) const noexcept;
-  void raise_device_peak(std::size_t index) noexcept { peaks_->raise(index); }
+  void raise_device_peak(std::size_t index) noexcept { peaks_->raise(*this, index); }
+  /// Puts the arena back on the device's list of changed arenas.
+  void relist() noexcept;
+  void after_allocation_slow() noexcept;
+
+  friend class device_peaks;  // sets `unlisted` when it reads the arena under its lock
+
+  /// slow_: the arena is not on the device's list of changed arenas; it has a cross-stream order;
+  /// the count of pending frees, in the bits above.
+  static constexpr std::uint64_t unlisted = 1;
+  static constexpr std::uint64_t ordered = 2;
+  static constexpr std::uint64_t pending_unit = 4;
 
   device_peaks* peaks_;
+  core::hybrid_mutex* owner_lock_;
+  /// The rare cases of a call, checked with one load: `unlisted`, `ordered` and the freed blocks
+  /// waiting for events or a capture (both pool kinds), in units of pending_unit. Written under
+  /// the arena lock only (by the device too: it sets `unlisted` holding that lock).
+  std::uint64_t slow_ = unlisted;
   std::array<std::array<arena_counter, 2>, arena_stat_kinds> counters_{};  // [kind][small, large]
   std::array<std::int64_t, arena_stat_kinds> all_peak_{};
-  std::size_t pending_blocks_ = 0;  // freed blocks waiting for events or a capture (both pool kinds)
   arena_counter oversize_;
 };
 

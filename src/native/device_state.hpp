@@ -58,6 +58,8 @@ class device_state {
   [[nodiscard]] int index() const noexcept { return index_; }
   [[nodiscard]] core::event_pool& events() noexcept { return context_.events; }
   [[nodiscard]] core::trace_ring& trace() noexcept { return context_.trace; }
+  /// Arenas read by device-peak rises (Note [Device totals]).
+  [[nodiscard]] std::uint64_t peak_arena_reads() const noexcept { return context_.peaks.arena_reads(); }
   [[nodiscard]] std::mutex& mutex() const noexcept { return mutex_; }
   /// Outstanding events of all arenas (recorded at free time, not yet seen complete).
   [[nodiscard]] std::uint64_t pending_events() const noexcept {

@@ -51,8 +51,9 @@ inline block* stream_arena::alloc_found(block* b, std::size_t rounded, std::size
   const auto size = static_cast<std::int64_t>(b->size);
   stats_.add(arena_stat_kind::allocation, small, 1);
   stats_.add(arena_stat_kind::allocated_bytes, small, size);
-  // Active is derived; with frees pending it may pass its peak here (Note [Derived active counters]).
-  if (stats_.has_pending()) [[unlikely]] stats_.raise_active_peaks();
+  // Active is derived; with frees pending it may pass its peak here (Note [Derived active
+  // counters]); and the arena joins the device's changed arenas (Note [Device totals]).
+  stats_.after_allocation();
   stats_.add(arena_stat_kind::requested_bytes, small, static_cast<std::int64_t>(requested));
   if (device_->policy->is_oversize(b->size)) [[unlikely]] stats_.change_oversize(1);
   live_.insert(b->ptr, b);
@@ -63,9 +64,7 @@ inline block* stream_arena::alloc_found(block* b, std::size_t rounded, std::size
 inline void stream_arena::free_block(block* b) {
   device_->trace.record(trace_action::free_completed, device_->index, b->ptr, b->requested_size, b->stream,
                           pool_id_);
-  if (order_ != nullptr) [[unlikely]] {  // Note [Cross-stream reuse]: the uses so far were on b->stream
-    b->hazard_streams = order_->note_free(b->stream, b->hazard_ticket);
-  }
+  if (stats_.free_flags() != 0) [[unlikely]] free_block_flags(b);  // one check for both (Note [Device totals])
   const bool small = b->seg->small;
   const auto requested = static_cast<std::int64_t>(b->requested_size);
   const auto unmerged = static_cast<std::int64_t>(b->size);
@@ -150,6 +149,13 @@ inline void stream_arena::free_request(block* b) {
     if (pool_ != nullptr) {
       if (capture_reuse* reuse = device_->reuse.load(std::memory_order_acquire)) reuse->note_free(b);
     }
+  }
+}
+
+void stream_arena::free_block_flags(block* b) {
+  stats_.changed();
+  if (order_ != nullptr) {  // Note [Cross-stream reuse]: the uses so far were on b->stream
+    b->hazard_streams = order_->note_free(b->stream, b->hazard_ticket);
   }
 }
 

@@ -205,6 +205,9 @@ std::uint64_t native_allocator::pending_events(int device) const {
 std::size_t native_allocator::events_created(int device) const {
   return devices_.at(static_cast<std::size_t>(device))->events().created();
 }
+std::uint64_t native_allocator::peak_arena_reads(int device) const {
+  return devices_.at(static_cast<std::size_t>(device))->peak_arena_reads();
+}
 
 std::unique_ptr<allocator> make_native_allocator(allocator_config config, std::shared_ptr<driver> drv) {
   return std::make_unique<native_allocator>(std::move(config), std::move(drv));

@@ -58,6 +58,8 @@ class native_allocator final : public allocator {
   [[nodiscard]] std::uint64_t pending_events(int device) const;
   /// Events created by the device's event pool (in use + idle).
   [[nodiscard]] std::size_t events_created(int device) const;
+  /// Arenas read by the device-peak rises of `device` so far (Note [Device totals]; tests).
+  [[nodiscard]] std::uint64_t peak_arena_reads(int device) const;
 
  private:
   void* do_allocate(int device, std::size_t bytes, stream_t stream) override;

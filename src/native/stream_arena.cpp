@@ -9,7 +9,7 @@
 namespace streampool::native {
 
 stream_arena::stream_arena(device_context& device, stream_t stream, private_pool* pool, mempool_id pool_id)
-    : stats_(device.peaks),
+    : stats_(device.peaks, mutex_),
       device_(&device),
       stream_(stream),
       pool_(pool),

@@ -40,7 +40,10 @@ class stream_arena {
   /// The cross-stream order of a shared arena (Note [Cross-stream reuse]); nullptr otherwise.
   [[nodiscard]] stream_order* order() const noexcept { return order_; }
   /// Makes this the device's shared arena (cross_stream_reuse:True), before its first block.
-  void share(stream_order* order) noexcept { order_ = order; }
+  void share(stream_order* order) noexcept {
+    order_ = order;
+    stats_.set_ordered(order != nullptr);  // the free's one check (Note [Device totals])
+  }
   [[nodiscard]] private_pool* pool() const noexcept { return pool_; }
   [[nodiscard]] mempool_id pool_id() const noexcept { return pool_id_; }
   [[nodiscard]] device_context& device() const noexcept { return *device_; }
@@ -132,6 +135,8 @@ class stream_arena {
   // Defined in hot_path.cpp and inlined into their callers there (Note [Hot path layout]);
   // callers elsewhere use allocate_block and complete_pending.
   [[gnu::always_inline]] inline void free_block(block* b);
+  /// free_block's rare cases, out of line: the cross-stream order, the list of changed arenas.
+  [[gnu::noinline]] void free_block_flags(block* b);
   [[gnu::always_inline]] inline block* alloc_found(block* b, std::size_t rounded, std::size_t requested,
                                                    stream_t stream);
   /// A pending free (its events done, or its capture over with no use left) completes: it is no

@@ -93,11 +93,10 @@ replay_streams::~replay_streams() {
 
 stream_t replay_streams::recorded(std::uint64_t value) {
   if (value == 0) return nullptr;
-  for (const auto& [known, stream] : recorded_) {
-    if (known == value) return stream;
-  }
+  if (const auto it = recorded_index_.find(value); it != recorded_index_.end()) return it->second;
   const stream_t stream = create();
   recorded_.emplace_back(value, stream);
+  recorded_index_.emplace(value, stream);
   return stream;
 }
 
