@@ -117,6 +117,8 @@ struct STREAMPOOL_API allocator_config {
   }
   /// Divisions for a request of `bytes` (docs/pytorch-compatibility.md §1.4 interval index).
   [[nodiscard]] std::size_t divisions_for(std::size_t bytes) const noexcept;
+  /// The index into roundup_power2_divisions for a request of `bytes` (§1.4).
+  [[nodiscard]] static std::size_t roundup_interval(std::size_t bytes) noexcept;
 };
 
 /// Parses a config string. Duplicate keys: the last one wins. Empty string = all defaults.
@@ -127,6 +129,9 @@ struct STREAMPOOL_API allocator_config {
 /// Whether an allocator can take a new value of `key` while it runs (allocator::set_settings;
 /// Note [Settings changed at run time] in src/config/runtime_settings.cpp).
 [[nodiscard]] STREAMPOOL_API bool key_changes_at_run_time(config_key key) noexcept;
+/// Copies the value of every key that key_changes_at_run_time() from `from` into `to` (values only,
+/// not where they came from): what a backend takes of the config after a change.
+STREAMPOOL_API void copy_runtime_values(const allocator_config& from, allocator_config& to) noexcept;
 /// The config after the change `text` (config syntax) to `current`, with PyTorch's rule for
 /// _set_allocator_settings: max_split_size_mb, roundup_power2_divisions and
 /// garbage_collection_threshold return to their defaults unless `text` gives them; other keys keep

@@ -311,11 +311,14 @@ void apply_value(allocator_config& config, config_key key, const config_value& v
 
 }  // namespace config_impl
 
-std::size_t allocator_config::divisions_for(std::size_t bytes) const noexcept {
+std::size_t allocator_config::roundup_interval(std::size_t bytes) noexcept {
   // docs/pytorch-compatibility.md §1.4: idx = clamp(floor(log2(bytes)) - 20, 0, 15); bytes < 2 MiB (and 0) -> 0.
   const auto log2 = static_cast<std::size_t>(std::bit_width(bytes));  // floor(log2) + 1
-  const std::size_t index = log2 <= 21 ? 0 : std::min(log2 - 21, roundup_intervals - 1);
-  return roundup_power2_divisions[index];
+  return log2 <= 21 ? 0 : std::min(log2 - 21, roundup_intervals - 1);
+}
+
+std::size_t allocator_config::divisions_for(std::size_t bytes) const noexcept {
+  return roundup_power2_divisions[roundup_interval(bytes)];
 }
 
 }  // namespace streampool

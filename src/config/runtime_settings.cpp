@@ -45,8 +45,8 @@ bool key_changes_at_run_time(config_key key) noexcept {
 
 namespace {
 
-/// Copies the value of `key` from `from` into `to`.
-void copy_value(config_key key, const allocator_config& from, allocator_config& to) {
+/// Copies the value of `key` from `from` into `to` (a key that key_changes_at_run_time()).
+void copy_value(config_key key, const allocator_config& from, allocator_config& to) noexcept {
   switch (key) {
     case config_key::max_split_size_mb: to.max_split_size = from.max_split_size; break;
     case config_key::max_non_split_rounding_mb: to.max_non_split_rounding = from.max_non_split_rounding; break;
@@ -79,12 +79,31 @@ std::string settings_text(const allocator_config& config) {
   return out;
 }
 
+/// "max_split_size_mb, ..., per_process_memory_fraction": the keys that change at run time.
+std::string runtime_keys_text() {
+  std::string out;
+  for (std::size_t i = 0; i < config_key_count; ++i) {
+    const auto key = static_cast<config_key>(i);
+    if (!key_changes_at_run_time(key)) continue;
+    if (!out.empty()) out += ", ";
+    out += key_name(key);
+  }
+  return out;
+}
+
 void reset_to_default(config_key key, allocator_config& config) {
   copy_value(key, allocator_config{}, config);
   config.sources[static_cast<std::size_t>(key)] = config_source::default_value;
 }
 
 }  // namespace
+
+void copy_runtime_values(const allocator_config& from, allocator_config& to) noexcept {
+  for (std::size_t i = 0; i < config_key_count; ++i) {
+    const auto key = static_cast<config_key>(i);
+    if (key_changes_at_run_time(key)) copy_value(key, from, to);
+  }
+}
 
 allocator_config apply_settings(const allocator_config& current, std::string_view text) {
   // Parsed as a config of its own first: every value is validated (and every message is the
@@ -105,10 +124,7 @@ allocator_config apply_settings(const allocator_config& current, std::string_vie
       throw config_error("streampool: " + std::string(key_name(key)) +
                              " cannot be changed at run time: it takes effect when the allocator is made. Set it "
                              "in STREAMPOOL_ALLOC_CONF (or PYTORCH_CUDA_ALLOC_CONF) before the first allocation. "
-                             "Keys that can change at run time: max_split_size_mb, max_non_split_rounding_mb, "
-                             "roundup_power2_divisions, roundup_bypass_threshold_mb, garbage_collection_threshold, "
-                             "expandable_segments, release_lock_on_cudamalloc, graph_capture_record_stream_reuse, "
-                             "per_process_memory_fraction.",
+                             "Keys that can change at run time: " + runtime_keys_text() + ".",
                          std::string(key_name(key)), 0);
     }
   }

@@ -56,15 +56,7 @@ void native_allocator::do_set_settings(std::string_view text, const allocator_co
   std::vector<std::unique_lock<std::mutex>> locks;
   locks.reserve(devices_.size());
   for (auto& d : devices_) locks.emplace_back(d->mutex());
-  live_config_.max_split_size = next.max_split_size;
-  live_config_.max_non_split_rounding = next.max_non_split_rounding;
-  live_config_.roundup_power2_divisions = next.roundup_power2_divisions;
-  live_config_.roundup_bypass_threshold = next.roundup_bypass_threshold;
-  live_config_.garbage_collection_threshold = next.garbage_collection_threshold;
-  live_config_.expandable_segments = next.expandable_segments;
-  live_config_.release_lock_on_cudamalloc = next.release_lock_on_cudamalloc;
-  live_config_.per_process_memory_fraction = next.per_process_memory_fraction;
-  live_config_.graph_capture_record_stream_reuse = next.graph_capture_record_stream_reuse;
+  copy_runtime_values(next, live_config_);
   policy_.update(live_config_);
   for (auto& d : devices_) d->apply_settings_locked(fraction_given);
 }

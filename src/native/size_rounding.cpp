@@ -1,7 +1,6 @@
 // size_rounding.cpp — see size_rounding.hpp.
 #include "native/size_rounding.hpp"
 
-#include <algorithm>
 #include <bit>
 
 namespace streampool::native {
@@ -25,10 +24,7 @@ void size_policy::update(const allocator_config& config) noexcept {
 }
 
 std::size_t size_policy::divisions_for(std::size_t bytes) const noexcept {
-  // The interval index of allocator_config::divisions_for (docs/pytorch-compatibility.md §1.4).
-  const auto log2 = static_cast<std::size_t>(std::bit_width(bytes));
-  const std::size_t index = log2 <= 21 ? 0 : std::min(log2 - 21, allocator_config::roundup_intervals - 1);
-  return divisions_[index].load(std::memory_order_relaxed);
+  return divisions_[allocator_config::roundup_interval(bytes)].load(std::memory_order_relaxed);
 }
 
 std::size_t size_policy::roundup_power2_division(std::size_t bytes, std::size_t divisions) noexcept {
