@@ -53,6 +53,10 @@ struct STREAMPOOL_API pool_options {
   /// New segments of the pool come from here (null: from the device, as for any pool). Segments
   /// obtained earlier go back to where they came from.
   std::shared_ptr<const segment_provider> provider;
+  /// New segments of the pool are VMM (expandable) segments whatever expandable_segments says, so
+  /// that the pool can sleep (device_pools::sleep; docs/sleep-wake.md). Native backend only; a
+  /// pool with a provider takes its segments from the provider, which cannot sleep.
+  bool sleepable = false;
   friend bool operator==(const pool_options&, const pool_options&) = default;
 };
 

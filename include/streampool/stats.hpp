@@ -103,6 +103,9 @@ struct STREAMPOOL_API segment_info {
   mempool_id pool;
   bool is_expandable = false;
   std::vector<block_info> blocks;  ///< by address
+  /// Its pool sleeps (docs/sleep-wake.md): the memory went back to the device, so this segment is
+  /// not in reserved_bytes until wake(); its blocks live on. Last, for aggregate initialisation.
+  bool is_asleep = false;
 };
 
 /// A physical page of an expandable segment that the native backend holds outside every segment:

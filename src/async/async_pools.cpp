@@ -21,6 +21,7 @@ void async_allocator::pool_seam::do_end_allocate_to_pool(mempool_id pool) {
 void async_allocator::pool_seam::do_release_pool(mempool_id pool) { owner_->device(device()).release_pool(pool); }
 
 void async_allocator::pool_seam::do_set_options(mempool_id pool, const pool_options& options) {
+  if (options.sleepable) throw_cannot_sleep("set_pool_options(sleepable)");
   async_device* d = owner_->find_device(device());
   if (d == nullptr) capture::throw_options_unknown(device(), pool);  // no pool was made on it
   d->set_pool_options(pool, options);
@@ -36,5 +37,25 @@ void* async_allocator::pool_seam::do_allocate_at(void* /*ptr*/, std::size_t /*by
   throw error("streampool: allocate_at is not supported by this allocator (cudaMallocAsync): only the native backend "
               "places an allocation at a given address");
 }
+
+// Note [cudaMallocAsync cannot sleep]
+// A CUDA memory pool owns its physical memory: the runtime maps and unmaps it, and it offers no
+// call that gives back the pages under live allocations while keeping their addresses
+// (cudaMemPoolTrimTo releases only memory no allocation uses, and the pool's mappings are not
+// exposed as cuMem handles the caller could unmap). So this backend refuses sleep, with the way
+// out: the native backend's VMM segments (docs/sleep-wake.md). sleep_state answers "awake".
+void async_allocator::pool_seam::throw_cannot_sleep(const char* what) {
+  throw error(std::string("streampool: ") + what + " is not supported by the cudaMallocAsync backend: a CUDA memory "
+              "pool cannot give back the physical memory under live allocations at the same addresses. Use "
+              "backend:native (with expandable_segments:True for the default pool, or a sleepable private pool)");
+}
+
+void async_allocator::pool_seam::do_sleep(mempool_id /*pool*/, const sleep_options& /*options*/) {
+  throw_cannot_sleep("sleep");
+}
+
+void async_allocator::pool_seam::do_wake(mempool_id /*pool*/) { throw_cannot_sleep("wake"); }
+
+pool_sleep_state async_allocator::pool_seam::do_sleep_state(mempool_id /*pool*/) const { return {}; }
 
 }  // namespace streampool::async

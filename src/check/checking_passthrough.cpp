@@ -39,4 +39,12 @@ void* checking_allocator::pool_seam::do_allocate_at(void* /*ptr*/, std::size_t /
               "have no canary; turn debug_checks off to restore CUDA graph trees checkpoints");
 }
 
+void checking_allocator::pool_seam::do_sleep(mempool_id pool, const sleep_options& options) {
+  inner_->sleep(pool, options);
+}
+void checking_allocator::pool_seam::do_wake(mempool_id pool) { inner_->wake(pool); }
+pool_sleep_state checking_allocator::pool_seam::do_sleep_state(mempool_id pool) const {
+  return inner_->sleep_state(pool);
+}
+
 }  // namespace streampool::check_impl

@@ -59,4 +59,18 @@ void* device_pools::allocate_at(void* ptr, std::size_t bytes, mempool_id pool) {
   return do_allocate_at(ptr, bytes, pool);
 }
 
+const char* to_string(sleep_mode mode) noexcept { return mode == sleep_mode::discard ? "discard" : "offload"; }
+
+void device_pools::sleep(mempool_id pool, const sleep_options& options) {
+  if (options.mode != sleep_mode::offload && options.mode != sleep_mode::discard) {
+    throw error("streampool: sleep: mode " + std::to_string(static_cast<int>(options.mode)) +
+                " is neither offload nor discard");
+  }
+  do_sleep(pool, options);
+}
+
+void device_pools::wake(mempool_id pool) { do_wake(pool); }
+
+pool_sleep_state device_pools::sleep_state(mempool_id pool) const { return do_sleep_state(pool); }
+
 }  // namespace streampool

@@ -56,8 +56,9 @@ std::string memory_snapshot::to_json() const {
         << ",\"allocated_size\":" << s.allocated_size << ",\"active_size\":" << s.active_size
         << ",\"requested_size\":" << s.requested_size << ",\"stream\":" << stream_number(s.stream)
         << ",\"segment_type\":\"" << (s.is_large ? "large" : "small") << "\",\"segment_pool_id\":["
-        << s.pool.first << ',' << s.pool.second << "],\"is_expandable\":" << (s.is_expandable ? "true" : "false")
-        << ",\"frames\":[],\"blocks\":[";
+        << s.pool.first << ',' << s.pool.second << "],\"is_expandable\":" << (s.is_expandable ? "true" : "false");
+    if (s.is_asleep) out << ",\"is_asleep\":true";  // streampool's addition, only when asleep
+    out << ",\"frames\":[],\"blocks\":[";
     for (std::size_t j = 0; j < s.blocks.size(); ++j) {
       const block_info& b = s.blocks[j];
       if (j != 0) out << ',';

@@ -119,6 +119,7 @@ struct segment {
   stream_arena* arena = nullptr;
   bool small = false;
   bool expandable = false;   ///< a VMM reservation mapped page by page (docs/pytorch-compatibility.md §2.13)
+  bool asleep = false;       ///< its pages went back to the driver with its pool (pool_sleep.hpp)
   block* head = nullptr;     ///< block at `base`; survives merges (the lower block is kept)
   segment* prev = nullptr;   ///< the arena's list of segments
   segment* next = nullptr;

@@ -93,6 +93,10 @@ void device_state::delete_dead_pools() {
       if (!a->empty()) return false;
     }
     arenas_.recycle(pool.memory.arenas);
+    if (const auto kept = sleeps_.find(pool.id); kept != sleeps_.end()) {  // awake, with a kept backup
+      source_.sleeper().drop_backup(kept->second);
+      sleeps_.erase(kept);
+    }
     return true;
   });
 }

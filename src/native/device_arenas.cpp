@@ -3,6 +3,8 @@
 // polling or waiting for their events. Device mutex held throughout.
 #include "native/device_arenas.hpp"
 
+#include <algorithm>
+
 namespace streampool::native {
 
 stream_arena& device_arenas::default_arena(stream_t stream) {
@@ -29,6 +31,16 @@ stream_arena& device_arenas::create(stream_t stream, private_pool* pool, mempool
   arenas_.reserve(arenas_.size() + 1);
   arenas_.push_back(std::make_unique<stream_arena>(*context_, stream, pool, pool_id));
   return *arenas_.back();
+}
+
+std::vector<stream_arena*> device_arenas::default_pool() const {
+  std::vector<stream_arena*> out;
+  for (const auto& a : arenas_) {
+    if (a->pool() == nullptr && std::find(spare_arenas_.begin(), spare_arenas_.end(), a.get()) == spare_arenas_.end()) {
+      out.push_back(a.get());
+    }
+  }
+  return out;
 }
 
 void device_arenas::recycle(const std::vector<stream_arena*>& arenas) {

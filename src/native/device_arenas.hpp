@@ -41,6 +41,8 @@ class device_arenas {
   /// Waits for the outstanding events of every arena.
   void synchronize_events(const stream_arena* held);
 
+  /// The default pool's arenas (every arena without a private pool that is not a spare).
+  [[nodiscard]] std::vector<stream_arena*> default_pool() const;
   /// Every arena ever created (their owner).
   [[nodiscard]] const std::vector<std::unique_ptr<stream_arena>>& all() const noexcept { return arenas_; }
   /// cross_stream_reuse:True, once its first stream allocated: the default pool's shared arena and

@@ -28,6 +28,7 @@ device_state::~device_state() {
   // away). Status form: a destructor must not throw. Leftover pages first: a reservation can only
   // be freed once nothing is mapped in it.
   source_.release_leftovers();
+  for (auto& [pool, rec] : sleeps_) source_.sleeper().release_at_exit(rec);  // held pages, backups
   for (auto& arena : arenas_.all()) source_.release_at_exit(*arena);
 }
 

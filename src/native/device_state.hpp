@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -18,6 +19,7 @@
 #include "native/capture_reuse.hpp"
 #include "native/device_arenas.hpp"
 #include "native/device_context.hpp"
+#include "native/pool_sleep.hpp"
 #include "native/segment_map.hpp"
 #include "native/segment_source.hpp"
 #include "native/size_rounding.hpp"
@@ -25,6 +27,7 @@
 #include "streampool/config.hpp"
 #include "streampool/driver.hpp"
 #include "streampool/graph.hpp"
+#include "streampool/pools.hpp"
 #include "streampool/stats.hpp"
 
 namespace streampool::native {
@@ -72,7 +75,10 @@ class device_state {
   [[nodiscard]] stream_arena& default_arena(stream_t stream);
   /// True when an allocation must take the slow entry: a capture is underway (routing, no event
   /// queries) or frees deferred by an earlier capture wait (docs/pytorch-compatibility.md §3.3/§3.4).
-  [[nodiscard]] bool needs_slow_entry() const noexcept { return captures_.underway_or_deferred(); }
+  /// Also while the default pool sleeps (its allocations are refused there: Note [Refused while asleep]).
+  [[nodiscard]] bool needs_slow_entry() const noexcept {
+    return captures_.underway_or_deferred() || default_asleep_.load(std::memory_order_relaxed);
+  }
   [[nodiscard]] bool capture_underway() const noexcept { return captures_.underway(); }
 
   // --- device mutex held --------------------------------------------------------------------------
@@ -80,6 +86,9 @@ class device_state {
   /// The arena an allocation on `stream` goes to: the newest capture route whose filter accepts
   /// `stream` (docs/pytorch-compatibility.md §3.2), else the default pool.
   [[nodiscard]] stream_arena& route_locked(stream_t stream);
+  /// Refuses an allocation of `requested` bytes from `pool` while it sleeps (Note [Refused while
+  /// asleep] in device_sleep.cpp). @throws error
+  void check_awake_locked(mempool_id pool, std::size_t requested) const;
   /// graph_capture_record_stream_reuse:True, a capture underway: parked blocks allocated on
   /// `stream` that the graph orders before its next work go back to their free lists (Note [Reuse
   /// within a capture]). @throws std::bad_alloc (nothing changed)
@@ -118,6 +127,11 @@ class device_state {
   [[nodiscard]] block* borrow_on_oom(const stream_arena& a, std::size_t rounded, std::size_t requested, stream_t stream);
   [[nodiscard]] pool_options get_pool_options(mempool_id pool) const;
 
+  // sleep and wake (device_sleep.cpp; docs/sleep-wake.md); each takes the device mutex. {0,0}: the default pool.
+  void sleep_pool(mempool_id pool, const sleep_options& options);
+  void wake_pool(mempool_id pool);
+  [[nodiscard]] pool_sleep_state sleep_state(mempool_id pool) const;
+
   // snapshot (device mutex taken inside)
   void append_segments(std::vector<segment_info>& out);
   /// The device's segments and leftover pages (Note [Leftover pages]), taken under one hold of the
@@ -130,6 +144,9 @@ class device_state {
   [[noreturn]] void throw_oom(stream_arena& a, std::size_t requested, std::size_t rounded, std::size_t alloc_size);
   [[nodiscard]] stream_arena& pool_arena(private_pool& pool, stream_t stream);
   void append_segments_locked(std::vector<segment_info>& out);
+  /// The arenas of `pool` ({0,0}: the default pool's). @throws error for an unknown private pool
+  [[nodiscard]] std::vector<stream_arena*> pool_arenas_locked(mempool_id pool, const char* what) const;
+  [[nodiscard]] bool pool_asleep_locked(mempool_id pool) const;
 
   int index_;
   mutable std::mutex mutex_;
@@ -139,6 +156,8 @@ class device_state {
   device_arenas arenas_;
   device_counters counters_;
   std::unique_ptr<capture_reuse> reuse_;  // graph_capture_record_stream_reuse:True only
+  std::map<mempool_id, sleep_record> sleeps_;  // pools asleep, or awake with a kept backup
+  std::atomic<bool> default_asleep_{false};    // the default pool sleeps: every allocation takes the slow entry
 };
 
 }  // namespace streampool::native

@@ -85,6 +85,26 @@ bool expandable_segments::enabled() {
   return mode_ == vmm_mode::on;
 }
 
+bool expandable_segments::available() {
+  if (mode_ != vmm_mode::off) return enabled();
+  if (unsupported_) return false;
+  if (geometry_.total_memory == 0) {
+    device_info info;
+    const drv_result result = drv_->get_device_info(index_, &info);
+    if (!result.ok()) {
+      throw cuda_error("streampool: cudaGetDeviceProperties of device " + std::to_string(index_) +
+                           " failed: " + drv_->describe(result),
+                       result.native);
+    }
+    if (!info.vmm_supported) {
+      unsupported_ = true;
+      return false;
+    }
+    geometry_ = make_vmm_geometry(info, *device_->config);
+  }
+  return true;
+}
+
 void expandable_segments::set_wanted(bool wanted) noexcept {
   if (!wanted) {
     mode_ = vmm_mode::off;

@@ -85,6 +85,10 @@ class expandable_segments {
   /// without VMM falls back to normal segments for good, with one warning).
   /// @throws cuda_error when the device cannot be queried
   [[nodiscard]] bool enabled();
+  /// True when the device can make expandable segments, wanted or not (a sleepable pool's segments
+  /// are expandable whatever expandable_segments says: pool_options::sleepable). Probes like enabled().
+  /// @throws cuda_error when the device cannot be queried
+  [[nodiscard]] bool available();
   /// expandable_segments changed at run time (device mutex held): new segments are expandable from
   /// now on, or normal; existing segments stay what they are. A device that fell back for lack of
   /// VMM support stays off.

@@ -41,6 +41,7 @@ block* native_allocator::allocate_slow_entry(device_state& d, stream_t stream, s
     d.process_all_events(nullptr);  // docs/pytorch-compatibility.md §2.3 step 1, for every stream of the device
     a = &d.default_arena_locked(stream);
   }
+  d.check_awake_locked(a->pool_id(), requested);  // Note [Refused while asleep]
   std::lock_guard arena_lock(a->mutex());
   block* b = a->try_allocate(rounded, requested, stream);
   return b != nullptr ? b : d.allocate_slow(*a, rounded, requested, stream);

@@ -90,6 +90,9 @@ class native_allocator final : public allocator {
     void do_set_options(mempool_id pool, const pool_options& options) override;
     [[nodiscard]] pool_options do_options(mempool_id pool) const override;
     [[nodiscard]] void* do_allocate_at(void* ptr, std::size_t bytes, mempool_id pool) override;
+    void do_sleep(mempool_id pool, const sleep_options& options) override;
+    void do_wake(mempool_id pool) override;
+    [[nodiscard]] pool_sleep_state do_sleep_state(mempool_id pool) const override;
 
     device_state* state_;
     const segment_map* segments_;

@@ -45,6 +45,7 @@ void* native_allocator::pool_seam::do_allocate_at(void* ptr, std::size_t bytes, 
                 std::to_string(pool.first) + ", " + std::to_string(pool.second) + "} on device " +
                 std::to_string(device));
   }
+  state_->check_awake_locked(pool, bytes);  // Note [Refused while asleep]
   std::lock_guard arena_lock(a->mutex());
   if (a->allocate_at(address, bytes) == nullptr) {
     throw error("streampool: allocate_at(" + core::format_pointer(address) + ", " + std::to_string(bytes) +
@@ -52,6 +53,16 @@ void* native_allocator::pool_seam::do_allocate_at(void* ptr, std::size_t bytes, 
                 std::to_string(pool.second) + "} is not free (allocated, waiting for its events, or not mapped)");
   }
   return ptr;
+}
+
+void native_allocator::pool_seam::do_sleep(mempool_id pool, const sleep_options& options) {
+  state_->sleep_pool(pool, options);
+}
+
+void native_allocator::pool_seam::do_wake(mempool_id pool) { state_->wake_pool(pool); }
+
+pool_sleep_state native_allocator::pool_seam::do_sleep_state(mempool_id pool) const {
+  return state_->sleep_state(pool);
 }
 
 }  // namespace streampool::native

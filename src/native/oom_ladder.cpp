@@ -55,6 +55,7 @@ block* device_state::borrow_on_oom(const stream_arena& a, std::size_t rounded, s
   // being recorded to (its free blocks may be the capture's), is not asked.
   if (a.pool() != nullptr) return nullptr;
   return captures_.first_use_on_oom([&](private_pool& pool) -> block* {
+    if (pool_asleep_locked(pool.id)) return nullptr;  // Note [Refused while asleep]
     for (stream_arena* pool_arena : pool.memory.arenas) {
       if (pool_arena->stream() != stream) continue;
       std::lock_guard lock(pool_arena->mutex());
@@ -73,6 +74,7 @@ void device_state::release_cached(const stream_arena* held) {
     std::unique_lock<hybrid_mutex> lock;
     if (a.get() != held) lock = std::unique_lock(a->mutex());
     if (a->pool() != nullptr && !a->pool()->freeable()) continue;
+    if (pool_sleeper::asleep(*a)) continue;  // its pages are not there (Note [Refused while asleep])
     source_.release_free(*a);
   }
   delete_dead_pools();

@@ -29,7 +29,10 @@ std::vector<block*> whole_free_segments(const stream_arena& a) {
 }  // namespace
 
 segment_source::segment_source(device_context& device, segment_map& segments, std::atomic<bool>& vmm_warned)
-    : device_(&device), segments_(&segments), expandable_(device, segments, counters_, vmm_warned) {}
+    : device_(&device),
+      segments_(&segments),
+      expandable_(device, segments, counters_, vmm_warned),
+      sleeper_(device, counters_) {}
 
 // --- the cap ----------------------------------------------------------------------------------------
 
@@ -54,13 +57,16 @@ block* segment_source::grow(stream_arena& a, std::size_t rounded, bool small, bo
   const std::size_t alloc_size = device_->policy->allocation_size(rounded);
   const segment_provider* provider = a.pool() != nullptr ? a.pool()->options.provider.get() : nullptr;
   // Segments of a provider are whole allocations of its own (Note [Pool options]).
-  const bool expandable = provider == nullptr && expandable_.enabled();  // probes the device at first use
+  const bool sleepable = a.pool() != nullptr && a.pool()->options.sleepable;
+  // Probes the device at first use; a sleepable pool's segments are VMM whatever the config says.
+  const bool expandable = provider == nullptr && (sleepable ? expandable_.available() : expandable_.enabled());
   // The cap is checked against what we hold, without asking the driver (docs/pytorch-compatibility.md §2.3 alloc_block);
   // for expandable growth with get_allocation_size too, whatever gets mapped in the end (§2.13).
   if (fraction() < 1.0 && counters_.reserved() + alloc_size > allowed_bytes()) return nullptr;
   if (expandable) {
     block* b = expandable_.grow(a, rounded, small, fresh);
-    if (b != nullptr || expandable_.enabled()) return b;  // else vmm_reserve said not_supported just now
+    // else vmm_reserve said not_supported just now
+    if (b != nullptr || (sleepable ? expandable_.available() : expandable_.enabled())) return b;
   }
   return new_segment(a, alloc_size, small);
 }

@@ -14,6 +14,7 @@
 #include "native/block.hpp"
 #include "native/device_context.hpp"
 #include "native/expandable.hpp"
+#include "native/pool_sleep.hpp"
 #include "native/segment_counters.hpp"
 #include "native/segment_map.hpp"
 #include "streampool/stats.hpp"
@@ -64,6 +65,8 @@ class segment_source {
   [[nodiscard]] std::size_t known_total_memory() const noexcept { return total_memory_; }
 
   [[nodiscard]] const segment_counters& counters() const noexcept { return counters_; }
+  /// Sleep and wake of pools (pool_sleep.hpp): pages given back and taken again, with these counters.
+  [[nodiscard]] pool_sleeper& sleeper() noexcept { return sleeper_; }
   void reset_peaks() noexcept { counters_.reset_peaks(); }
   void reset_accumulated() noexcept { counters_.reset_accumulated(); }
   void append_leftovers(std::vector<leftover_page_info>& out) const { expandable_.append_leftovers(out); }
@@ -83,6 +86,7 @@ class segment_source {
   segment_map* segments_;
   segment_counters counters_;
   expandable_segments expandable_;
+  pool_sleeper sleeper_;
   std::atomic<double> fraction_{1.0};
   std::size_t total_memory_ = 0;  // lazily from get_device_info
 };

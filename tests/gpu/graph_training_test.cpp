@@ -65,6 +65,9 @@ class raw_cuda_malloc_async final : public allocator {
     void do_set_options(mempool_id, const pool_options&) override { throw error("raw_cuda_malloc_async: no options"); }
     pool_options do_options(mempool_id) const override { throw error("raw_cuda_malloc_async: no options"); }
     void* do_allocate_at(void*, std::size_t, mempool_id) override { throw error("raw_cuda_malloc_async: no allocate_at"); }
+    void do_sleep(mempool_id, const sleep_options&) override { throw error("raw_cuda_malloc_async: no sleep"); }
+    void do_wake(mempool_id) override { throw error("raw_cuda_malloc_async: no wake"); }
+    pool_sleep_state do_sleep_state(mempool_id) const override { return {}; }
   };
 
   mutable no_pools pools_;

@@ -14,7 +14,10 @@ namespace streampool::sim {
 // as with a real memset). Contents outlive frees, as on a GPU: memory reused by a pool or a
 // cache shows the old bytes until someone writes it. cudaFree gives the pages back, so free
 // resets the range to zeros: a later malloc at the same address (the sim reuses malloc
-// addresses as the driver does) reads 0, as never-written memory does. check_bytes
+// addresses as the driver does) reads 0, as never-written memory does. vmm_unmap loses what the
+// range held: it reads unmapped_byte (0xDD) once mapped again, until written, so a pool that
+// slept with discard is seen to have lost its bytes and one that offloaded to have them back (the
+// copies move bytes: Note [Sim copies] in sim_memory_calls.cpp). check_bytes
 // waits as the real driver does: the stream's work up to the check completes.
 
 void contents_map::write(std::uintptr_t addr, std::size_t bytes, std::uint8_t value) {

@@ -11,6 +11,9 @@
 
 namespace streampool::sim {
 
+/// What unmapped device memory reads as once mapped again, until written (Note [Sim memory contents]).
+inline constexpr std::uint8_t unmapped_byte = 0xDD;
+
 class contents_map {
  public:
   /// Sets [addr, addr + bytes) to `value`.

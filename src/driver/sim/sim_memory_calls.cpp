@@ -5,6 +5,8 @@
 // memory] (sim_host.cpp) give the models.
 #include "driver/sim/sim_memory_calls.hpp"
 
+#include <cstring>
+
 namespace streampool::sim {
 
 drv_result memory_calls::mem_get_info(int device, std::size_t* free_bytes, std::size_t* total_bytes) {
@@ -98,6 +100,9 @@ drv_result memory_calls::vmm_unmap(void* va, std::size_t bytes) {
   const drv_result result = device_.vmm_.unmap(va, bytes);
   if (result.ok()) {  // Note [Sim hazard checker]: the pages must be idle
     device_.hazards_.retire(device_.streams_.records(), reinterpret_cast<std::uintptr_t>(va), bytes, "vmm_unmap");
+    // Note [Sim memory contents]: what the range held is gone; memory mapped there later reads
+    // unmapped_byte until written (a pool that slept with discard shows it).
+    if (!device_.contents_.empty()) device_.contents_.write(reinterpret_cast<std::uintptr_t>(va), bytes, unmapped_byte);
   }
   return result;
 }
@@ -111,12 +116,43 @@ drv_result memory_calls::host_free(void* ptr) {
   return drv_result{};
 }
 
+// Note [Sim copies]
+// memcpy_async between host memory and device memory moves bytes through the contents model (Note
+// [Sim memory contents]): a copy to the host writes the device range's runs into the host bytes, a
+// copy to the device writes the host bytes as runs, at submission like memset_async. Its device
+// side is a use by the copy's stream, checked by the hazard checker as a kernel's would be (Note
+// [Sim hazard checker]), so a copy racing an unmap, or a stream reading memory a copy on another
+// stream is still filling, is reported. Host-to-host and device-to-device copies move nothing.
 drv_result memory_calls::memcpy_async(void* dst, const void* src, std::size_t bytes, stream_t stream) {
   const std::uint32_t index = device_.streams_.find_stream(stream);
   if (index == no_stream) return fail(status::invalid_value);
   if (bytes == 0) return drv_result{};
   if (dst == nullptr || src == nullptr) return fail(status::invalid_value);
-  device_.streams_.submit(index);
+  const auto to = reinterpret_cast<std::uintptr_t>(dst);
+  const auto from = reinterpret_cast<std::uintptr_t>(src);
+  const bool to_device = device_.device_of_range(to, bytes) >= 0;
+  const bool from_device = device_.device_of_range(from, bytes) >= 0;
+  const std::uint64_t item = device_.streams_.submit(index);
+  if (to_device == from_device) return drv_result{};
+  const std::uintptr_t device_side = to_device ? to : from;
+  if (from_device) {
+    auto* host = static_cast<unsigned char*>(dst);
+    device_.contents_.for_each_run(from, bytes, [&](std::size_t offset, std::size_t length, std::uint8_t value) {
+      std::memset(host + offset, value, length);
+    });
+  } else {
+    const auto* host = static_cast<const unsigned char*>(src);
+    for (std::size_t i = 0; i < bytes;) {
+      std::size_t j = i + 1;
+      while (j < bytes && host[j] == host[i]) ++j;
+      device_.contents_.write(to + i, j - i, host[i]);
+      i = j;
+    }
+  }
+  (void)device_.hazards_.use(device_.streams_.records(), index, item, device_side, bytes);
+  device_.vmm_.for_each_physical(device_side, bytes, [&](std::uintptr_t physical, std::size_t length, std::uintptr_t via) {
+    (void)device_.physical_hazards_.use(device_.streams_.records(), index, item, physical, length, via);
+  });  // Note [Sim aliased mappings]
   return drv_result{};
 }
 
