@@ -122,6 +122,20 @@ STREAMPOOL_API const char* streampool_host_stats_json(void);
 STREAMPOOL_API const char* streampool_host_snapshot_json(void);
 
 /* Status and message of the calling thread's last failed call ("" / OK when it succeeded). */
+/* Sleep and wake (docs/sleep-wake.md) of a pool of `device` (-1: the current one): pool {0, 0} is
+ * the default pool (it needs expandable_segments:True). STREAMPOOL_SLEEP_OFFLOAD copies the live
+ * bytes to pinned host memory and back at wake; STREAMPOOL_SLEEP_DISCARD drops them. keep_backup
+ * non-zero keeps the pinned buffer after wake for the next sleep. While asleep the pool's memory is
+ * the device's and allocating from it fails; a failed sleep leaves it awake, a failed wake asleep,
+ * with nothing lost. The state is JSON: asleep, mode, segments, released_bytes, held_bytes,
+ * offloaded_bytes, backup_bytes. */
+enum { STREAMPOOL_SLEEP_OFFLOAD = 0, STREAMPOOL_SLEEP_DISCARD = 1 };
+STREAMPOOL_API int streampool_sleep(int device, unsigned long long pool_first, unsigned long long pool_second,
+                                    int mode, int keep_backup);
+STREAMPOOL_API int streampool_wake(int device, unsigned long long pool_first, unsigned long long pool_second);
+STREAMPOOL_API const char* streampool_sleep_state_json(int device, unsigned long long pool_first,
+                                                       unsigned long long pool_second);
+
 STREAMPOOL_API int streampool_last_status(void);
 STREAMPOOL_API const char* streampool_last_error(void);
 

@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "streampool/graph.hpp"
 
@@ -42,6 +43,8 @@ struct STREAMPOOL_API pool_sleep_state {
 };
 
 [[nodiscard]] STREAMPOOL_API const char* to_string(sleep_mode mode) noexcept;
+/// {"asleep":...,"mode":"offload",...} with every field of `state` (C API, Python).
+[[nodiscard]] STREAMPOOL_API std::string to_json(const pool_sleep_state& state);
 
 class STREAMPOOL_API device_pools {
  public:

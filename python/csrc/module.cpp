@@ -15,6 +15,7 @@
 #include <string>
 
 #include "settings_route.hpp"
+#include "streampool/pools.hpp"
 #include "torch_allocator.hpp"
 
 namespace py = pybind11;
@@ -188,4 +189,25 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("trace_csv", [](int device) { return streampool::trace_to_csv(active().impl().trace(device)); },
         py::arg("device") = -1);
   m.def("snapshot_json", [] { return active().impl().snapshot().to_json(); });
+  // Sleep and wake (docs/sleep-wake.md): pools named by their torch.cuda.MemPool / graph pool id.
+  m.def("pool_sleep", [](int device, std::uint64_t first, std::uint64_t second, bool discard, bool keep_backup) {
+    streampool::sleep_options options;
+    options.mode = discard ? streampool::sleep_mode::discard : streampool::sleep_mode::offload;
+    options.keep_backup = keep_backup;
+    active().impl().pools(device).sleep({first, second}, options);
+  }, py::arg("device"), py::arg("first"), py::arg("second"), py::arg("discard"), py::arg("keep_backup"),
+        py::call_guard<py::gil_scoped_release>());
+  m.def("pool_wake", [](int device, std::uint64_t first, std::uint64_t second) {
+    active().impl().pools(device).wake({first, second});
+  }, py::arg("device"), py::arg("first"), py::arg("second"), py::call_guard<py::gil_scoped_release>());
+  m.def("pool_sleep_state", [](int device, std::uint64_t first, std::uint64_t second) {
+    return streampool::to_json(active().impl().pools(device).sleep_state({first, second}));
+  }, py::arg("device"), py::arg("first"), py::arg("second"));
+  m.def("pool_make_sleepable", [](int device, std::uint64_t first, std::uint64_t second) {
+    streampool::device_pools& pools = active().impl().pools(device);
+    streampool::pool_options options = pools.options({first, second});
+    options.sleepable = true;
+    pools.set_options({first, second}, options);
+  }, py::arg("device"), py::arg("first"), py::arg("second"),
+        "Makes a private pool's new segments VMM, so that it can sleep (pool_options::sleepable)");
 }

@@ -23,6 +23,7 @@ from ._host import host_alloc, host_empty_cache, host_free, host_init, host_reco
 from ._library import StreampoolError, find_library, library
 from ._record import Recording, record
 from ._settings import allocator_settings, set_allocator_settings
+from ._sleep import region, region_pool, sleep, sleep_state, wake
 from ._snapshot import dump_snapshot, snapshot
 from ._summary import memory_summary
 from ._env_watch import ConfigVariableChanged
@@ -64,6 +65,11 @@ __all__ = [
     "empty_cache",
     "set_memory_fraction",
     "set_allocator_settings",
+    "sleep",
+    "wake",
+    "sleep_state",
+    "region",
+    "region_pool",
     "allocator_settings",
     "backend_name",
     "device_count",

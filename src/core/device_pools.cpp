@@ -61,6 +61,13 @@ void* device_pools::allocate_at(void* ptr, std::size_t bytes, mempool_id pool) {
 
 const char* to_string(sleep_mode mode) noexcept { return mode == sleep_mode::discard ? "discard" : "offload"; }
 
+std::string to_json(const pool_sleep_state& s) {
+  return std::string("{\"asleep\":") + (s.asleep ? "true" : "false") + ",\"mode\":\"" + to_string(s.mode) +
+         "\",\"segments\":" + std::to_string(s.segments) + ",\"released_bytes\":" + std::to_string(s.released_bytes) +
+         ",\"held_bytes\":" + std::to_string(s.held_bytes) + ",\"offloaded_bytes\":" +
+         std::to_string(s.offloaded_bytes) + ",\"backup_bytes\":" + std::to_string(s.backup_bytes) + "}";
+}
+
 void device_pools::sleep(mempool_id pool, const sleep_options& options) {
   if (options.mode != sleep_mode::offload && options.mode != sleep_mode::discard) {
     throw error("streampool: sleep: mode " + std::to_string(static_cast<int>(options.mode)) +

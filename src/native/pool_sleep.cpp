@@ -327,6 +327,10 @@ void pool_sleeper::sleep(sleep_record& rec, const std::vector<stream_arena*>& ar
   for (; done < segments.size(); ++done) {
     if (!unmap_pages(segments[done], 0, &failure)) break;
   }
+  for (std::size_t k = done + 1; k < segments.size(); ++k) {  // never unmapped: not asleep
+    segments[k].pages.clear();
+    segments[k].held.clear();
+  }
   for (std::size_t k = 0; k <= done && k < segments.size(); ++k) {
     count_pages(segments[k], segments[k].pages.size(), /*mapped=*/false, pool);
   }
@@ -339,7 +343,7 @@ void pool_sleeper::sleep(sleep_record& rec, const std::vector<stream_arena*>& ar
   std::erase_if(rec.segments, [](const sleeping_segment& s) { return s.pages.empty(); });
   rec.offloaded_bytes = total;
   rec.asleep = true;
-  if (done == rec.segments.size() && failure.empty()) return;
+  if (failure.empty()) return;
   try {
     wake(rec, pool);  // roll back: awake as before
   } catch (const std::exception& e) {

@@ -73,7 +73,12 @@ void content_calls::write_bytes(void* ptr, const void* data, std::size_t bytes) 
     throw error("sim_driver::write_bytes: " + range_text(addr, bytes) + " is not device memory of this sim");
   }
   const auto* source = static_cast<const std::uint8_t*>(data);
-  for (std::size_t i = 0; i < bytes; ++i) device_.contents_.write(addr + i, 1, source[i]);
+  for (std::size_t i = 0; i < bytes;) {  // one write per run of equal bytes
+    std::size_t j = i + 1;
+    while (j < bytes && source[j] == source[i]) ++j;
+    device_.contents_.write(addr + i, j - i, source[i]);
+    i = j;
+  }
 }
 
 std::vector<std::uint8_t> content_calls::read_bytes(const void* ptr, std::size_t bytes) const {
