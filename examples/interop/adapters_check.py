@@ -7,7 +7,8 @@ process per case (CUDA state and allocator choices are per process):
 
 Cases: cupy (allocation on CuPy's current stream, stream-ordered reuse, using_allocator, the
 snapshot's origin), numba (arrays and a kernel, views, defer_cleanup, get_memory_info, an IPC
-handle opened in a child process), shared (streampool.install() + both adapters: one allocator,
+handle opened in a child process), numba_ipc_expandable (the IPC refusal with
+expandable segments), shared (streampool.install() + both adapters: one allocator,
 one budget: torch's memory fraction stops CuPy), and the bad uses: cupy_after_own_pool,
 numba_after_own_context, install_after_cupy (each must raise StreampoolError, not crash).
 Prints one PASS/FAIL line per case; exit status 1 if any failed.
@@ -164,6 +165,22 @@ def case_shared():
     except cupy.cuda.memory.OutOfMemoryError as e:
         check("streampool: out of memory" in str(e), f"CuPy's OOM lacks streampool's message: {e}")
     torch.cuda.set_per_process_memory_fraction(1.0)
+
+
+def case_numba_ipc_expandable():
+    import os
+
+    os.environ["STREAMPOOL_ALLOC_CONF"] = "expandable_segments:True"  # read at the allocator's creation, below
+    import numpy as np
+    import streampool
+    import streampool.numba
+    from numba import cuda
+
+    streampool.numba.install()
+    arr = cuda.to_device(np.ones(1 << 20, dtype=np.float32))
+    lines = [line.split() for line in streampool.allocator_settings().splitlines()]
+    check(["expandable_segments", "True"] in [words[:2] for words in lines], "expandable segments not on")
+    expect_error(arr.get_ipc_handle, "CUDA cannot export this memory", "expandable_segments")
 
 
 def case_cupy_after_own_pool():
