@@ -26,6 +26,8 @@ allocate on the stream that uses it.
 
 from __future__ import annotations
 
+import sys
+import warnings
 from typing import Any, Optional
 
 from . import _core, interop
@@ -54,11 +56,11 @@ class _Owner:
         self.ptr = ptr
 
     def __del__(self) -> None:
+        if sys.is_finalizing():  # the process is ending: its memory goes with it
+            return
         try:
             interop.free(self.ptr)
         except Exception as e:  # a destructor must not raise; say what stays allocated
-            import warnings
-
             warnings.warn(f"streampool.cupy: freeing {self.ptr:#x} failed (it stays allocated): {e}",
                           RuntimeWarning, stacklevel=1)
 
@@ -116,18 +118,20 @@ class StreampoolMemoryPool:
 
     def set_limit(self, size: Optional[int] = None, fraction: Optional[float] = None) -> None:
         """Caps streampool's memory on the current device (all libraries together) at `size`
-        bytes or `fraction` of the device, as CuPy's MemoryPool.set_limit; neither = no cap."""
+        bytes or `fraction` of the device, as CuPy's MemoryPool.set_limit: neither, or a limit
+        of 0 bytes, means no cap."""
         cupy = _import_cupy("streampool.cupy.StreampoolMemoryPool.set_limit")
         if size is not None and fraction is not None:
             raise ValueError("streampool.cupy: set_limit takes size or fraction, not both")
         total = cupy.cuda.runtime.memGetInfo()[1]
-        if size is not None:
-            if size < 0:
-                raise ValueError(f"streampool.cupy: set_limit size must be >= 0, not {size}")
-            fraction = min(1.0, size / total)
-        elif fraction is None:
-            fraction = 1.0
-        _core.set_memory_fraction(float(fraction), cupy.cuda.runtime.getDevice())
+        if fraction is not None:
+            if not 0 <= fraction <= 1:
+                raise ValueError(f"streampool.cupy: set_limit fraction must be in [0, 1], not {fraction}")
+            size = fraction * total
+        if size is not None and size < 0:
+            raise ValueError(f"streampool.cupy: set_limit size must be >= 0, not {size}")
+        capped = 1.0 if not size else min(1.0, size / total)  # CuPy: 0 = no limit
+        _core.set_memory_fraction(capped, cupy.cuda.runtime.getDevice())
 
 
 _pool = StreampoolMemoryPool()

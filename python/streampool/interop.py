@@ -67,7 +67,11 @@ class Allocation(NamedTuple):
     route: str  # ROUTE_C_API or ROUTE_EXTENSION: the allocator it came from
 
 
-_lock = threading.Lock()
+# Note [Frees from the garbage collector]
+# The adapters free from finalizers (CuPy's memory owner, Numba's pointer finalizers), which the
+# cyclic garbage collector can run on this thread at any allocation, also while this module holds
+# its lock: the lock is re-entrant, and readers iterate over a copy of the table.
+_lock = threading.RLock()
 _live: Dict[int, Allocation] = {}
 
 
@@ -177,13 +181,13 @@ def allocation(ptr: int) -> Optional[Allocation]:
 def allocations() -> List[Allocation]:
     """Every live allocation made by allocate(), oldest first."""
     with _lock:
-        return list(_live.values())
+        live = _live.copy()  # Note [Frees from the garbage collector]
+    return list(live.values())
 
 
 def live_on_c_api() -> int:
     """How many live allocations came from the C API's allocator (install() checks it)."""
-    with _lock:
-        return sum(1 for a in _live.values() if a.route == ROUTE_C_API)
+    return sum(1 for a in allocations() if a.route == ROUTE_C_API)
 
 
 def usage(device: Optional[int] = None) -> Dict[int, Dict[str, Dict[str, int]]]:

@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import sys
+import warnings
 import weakref
 from typing import Any, Optional
 
@@ -52,11 +54,11 @@ def _import_numba_cuda(what: str):
 
 def _free_quietly(ptr: int) -> None:
     """Frees from a finalizer, where an exception cannot reach anyone: a failure becomes a warning."""
+    if sys.is_finalizing():  # the process is ending: its memory goes with it
+        return
     try:
         interop.free(ptr)
     except Exception as e:
-        import warnings
-
         warnings.warn(f"streampool.numba: freeing {ptr:#x} failed (it stays allocated): {e}", RuntimeWarning,
                       stacklevel=1)
 

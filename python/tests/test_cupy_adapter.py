@@ -114,14 +114,24 @@ class PoolApi(CupyTestCase):
             pool.malloc(20 * MIB)
         self.assertIn("streampool: out of memory allocating 20971520 bytes on device 0", str(caught.exception))
         self.assertIsInstance(caught.exception.__cause__, interop.OutOfMemoryError)
-        pool.set_limit(fraction=1.0)
-        memptr = pool.malloc(20 * MIB)
+        pool.set_limit(fraction=0.5)
+        memptr = pool.malloc(20 * MIB)  # 32 MiB allowed now
+        with self.assertRaises(self.cupy.cuda.memory.OutOfMemoryError):
+            pool.malloc(20 * MIB)
+        for no_cap in ({}, {"size": 0}, {"fraction": 0}):  # as CuPy: a limit of 0 is none
+            with self.subTest(no_cap=no_cap):
+                pool.set_limit(size=16 * MIB)
+                pool.set_limit(**no_cap)
+                more = pool.malloc(20 * MIB)
+                del more
+                gc.collect()
         del memptr
-        pool.set_limit()
         with self.assertRaisesRegex(ValueError, "size or fraction, not both"):
             pool.set_limit(size=1, fraction=0.5)
         with self.assertRaisesRegex(ValueError, "size must be >= 0"):
             pool.set_limit(size=-1)
+        with self.assertRaisesRegex(ValueError, r"fraction must be in \[0, 1\]"):
+            pool.set_limit(fraction=1.5)
 
 
 class InstallChecks(CupyTestCase):

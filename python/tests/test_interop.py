@@ -87,6 +87,27 @@ class Allocations(SimTestCase):
         streampool.record_history(False)
 
 
+class FreesFromTheCollector(SimTestCase):
+    def test_a_free_while_this_thread_holds_the_table_s_lock(self):
+        # Note [Frees from the garbage collector]: a finalizer can run inside interop's own locked
+        # region; it must not deadlock (run on a thread, so that a regression fails, not hangs).
+        import threading
+        p = interop.allocate(4096, 0, 0, "cupy")
+        done = []
+
+        def body():
+            with interop._lock:
+                interop.free(p)
+                interop.allocations()
+            done.append(True)
+
+        worker = threading.Thread(target=body, daemon=True)
+        worker.start()
+        worker.join(10)
+        self.assertEqual(done, [True], "interop.free deadlocked on its own lock")
+        self.assertIsNone(interop.allocation(p))
+
+
 class BadUse(SimTestCase):
     def test_a_foreign_pointer_is_refused_and_nothing_is_freed(self):
         raw = self.alloc(4096)  # live, but not allocated through interop
