@@ -35,7 +35,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 MODES = ("own", "shared", "shared-pluggable")
 SIZE = 64  # images are 3 x SIZE x SIZE
-WARMUP = 20  # steps before step times and steady-state statistics count
+WARMUP = 20  # steps before steady-state statistics count
+RECORDED = 60  # steps after WARMUP with streampool's trace on, for the reuse table
+
+# Note [Timed steps]
+# The shared modes record streampool's trace (for the reuse table) during RECORDED steps after the
+# warm-up; recording costs time per allocation, so step times are taken from the steps after that
+# window, in every mode (the same steps), and the time of the memory samples is left out.
 
 
 def parse_args(argv=None):
@@ -164,18 +170,21 @@ def run(args):
     sizes = rng.integers(16, 257, args.steps)
     torch.cuda.synchronize()
     sample = Sampler(args.mode, cupy, numba_cuda, torch)
-    if args.mode != "own":
-        import streampool
-        streampool.record_history(True, 1 << 21)
-        logged.clear()  # the trace starts here: earlier allocations (mean, std) are not in it
+    shared = args.mode != "own"
+    record_to = min(args.steps, WARMUP + RECORDED)
+    reuse, trace_entries = None, 0
     losses, checksums, step_seconds = [], [], []
     for step, batch in enumerate(sizes):
         batch = int(batch)
         images = rng.integers(0, 256, (batch, 3, SIZE, SIZE), dtype=np.uint8)
         labels = torch.from_numpy(rng.integers(0, 10, batch)).to(device)
-        if step == WARMUP and args.mode != "own":
+        if shared and step == WARMUP:
             import streampool
             streampool.reset_accumulated_stats(0)  # steady state from here: segments allocated, ...
+            streampool.record_history(True, 1 << 21)  # the reuse table's window (Note [Timed steps])
+            logged.clear()  # the trace starts here
+        if shared and step == record_to:
+            reuse, trace_entries = window_reuse(logged)
         start = time.perf_counter()
         raw = cupy.asarray(images)                               # CuPy: the encoded batch on the GPU
         x = (raw.astype(cupy.float32) / 255.0 - mean) / std      # decode + normalise (temporaries)
@@ -197,10 +206,12 @@ def run(args):
         torch.cuda.synchronize()
         step_seconds.append(time.perf_counter() - start - sampling)
         sample()
+    if shared and reuse is None and args.steps > WARMUP:
+        reuse, trace_entries = window_reuse(logged)
     digest = hashlib.sha256()
     for p in model.parameters():
         digest.update(p.detach().cpu().numpy().tobytes())
-    steady = step_seconds[WARMUP:] or step_seconds
+    steady = step_seconds[record_to:] or step_seconds[WARMUP:] or step_seconds  # Note [Timed steps]
     result = {
         "mode": args.mode, "steps": args.steps, "seed": args.seed, "batch_sizes": [int(b) for b in sizes],
         "losses": losses, "input_checksums": checksums, "parameters_sha256": digest.hexdigest(),
@@ -213,7 +224,6 @@ def run(args):
         result["torch_max_reserved_bytes"] = torch.cuda.max_memory_reserved()
     else:
         import streampool
-        from reuse import reuse_table
 
         s = streampool.stats(0)
         result["streampool"] = {k: s[k] for k in ("reserved_bytes.all.peak", "allocated_bytes.all.peak",
@@ -221,11 +231,22 @@ def run(args):
                                                    "allocation.all.allocated", "num_alloc_retries", "num_ooms")}
         result["streampool"]["backend"] = streampool.backend_name()
         result["streampool"]["route"] = streampool.installed_route()
-        trace = streampool.snapshot()["device_traces"][0]
-        result["reuse"] = reuse_table(trace, logged)
-        result["trace_entries"] = len(trace)
-        streampool.record_history(False)
+        result["reuse"], result["trace_entries"] = reuse or {}, trace_entries
+        result["reuse_window_steps"] = [WARMUP, record_to]
+    result["timed_steps"] = len(steady)
     return result
+
+
+def window_reuse(logged):
+    """The reuse table of the steps recorded so far; stops the recording."""
+    import streampool
+    from reuse import reuse_table
+
+    trace = streampool.snapshot()["device_traces"][0]
+    table = reuse_table(trace, logged)
+    streampool.record_history(False)
+    logged.clear()
+    return table, len(trace)
 
 
 def main(argv=None):
