@@ -42,9 +42,12 @@ def checks(results: Dict[str, dict]) -> List[Tuple[str, bool, str]]:
                 same = r[key] == reference[key]
                 detail = "identical" if same else _first_difference(reference[key], r[key])
                 out.append((f"{mode}: {key} as in own", same, detail))
-        reuse = r.get("reuse", {}).get("cupy->torch", {"reuses": 0, "bytes": 0})
-        out.append((f"{mode}: PyTorch allocated memory CuPy freed", reuse["reuses"] > 0,
-                    f"{reuse['reuses']} allocations, {reuse['bytes'] / MIB:.1f} MiB"))
+        table = r.get("reuse", {})
+        reuse = table.get("cupy->torch", {"reuses": 0, "bytes": 0})
+        detail = f"{reuse['reuses']} allocations, {reuse['bytes'] / MIB:.1f} MiB"
+        if "error" in table:
+            detail += f" (the trace could not be attributed: {table['error']})"
+        out.append((f"{mode}: PyTorch allocated memory CuPy freed", reuse["reuses"] > 0, detail))
     return out
 
 
@@ -80,7 +83,8 @@ def table(results: Dict[str, dict]) -> str:
         step = r["step_ms"]
         lines.append(f"| {mode} | {_mib(r['peak_used_above_baseline_bytes'])} | {reserved} | {live} | "
                      f"{step['median']:.2f} / {step['p90']:.2f} | {segments} |")
-    reuse_rows = [(mode, pair, v) for mode, r in results.items() for pair, v in sorted(r.get("reuse", {}).items())]
+    reuse_rows = [(mode, pair, v) for mode, r in results.items() for pair, v in sorted(r.get("reuse", {}).items())
+                  if pair != "error"]
     if reuse_rows:
         lines += ["", "| mode | freed by -> allocated by | allocations | MiB |", "|---|---|---|---|"]
         lines += [f"| {mode} | {pair} | {v['reuses']} | {_mib(v['bytes'])} |" for mode, pair, v in reuse_rows]

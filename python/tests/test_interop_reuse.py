@@ -102,6 +102,13 @@ class Compare(unittest.TestCase):
         self.assertEqual(status, 1)
         self.assertIn("- FAIL shared-pluggable: PyTorch allocated memory CuPy freed: 0 allocations", summary)
 
+    def test_a_trace_that_could_not_be_attributed_fails_saying_why(self):
+        broken = _result("shared")
+        broken["reuse"] = {"error": "only 3 of the 9 logged interop allocations are in the trace"}
+        status, summary = self.run_compare(_result("own"), broken)
+        self.assertEqual(status, 1)
+        self.assertIn("0 allocations, 0.0 MiB (the trace could not be attributed: only 3 of the 9", summary)
+
     def test_missing_results(self):
         self.assertEqual(self.run_compare(_result("shared"))[0], 2)
 
