@@ -91,8 +91,7 @@ class StreampoolMemoryPool:
     streampool.interop.usage() for that), free_all_blocks (streampool.empty_cache(): every
     device, every stream) and set_limit (streampool.set_memory_fraction: one budget for all)."""
 
-    def malloc(self, size: int):
-        return malloc(size)
+    malloc = staticmethod(malloc)  # the module's function itself: pool().malloc is streampool.cupy.malloc
 
     def _stats(self):
         cupy = _import_cupy("streampool.cupy.StreampoolMemoryPool")
@@ -143,7 +142,7 @@ def pool() -> StreampoolMemoryPool:
 
 
 def install() -> StreampoolMemoryPool:
-    """Makes streampool CuPy's allocator (cupy.cuda.set_allocator(pool().malloc)) and returns the
+    """Makes streampool CuPy's allocator (cupy.cuda.set_allocator(malloc)) and returns the
     pool. Call it before CuPy allocates: raises StreampoolError when CuPy's default pool already
     holds live memory on the current device (those arrays would stay in CuPy's pool, outside
     streampool's budget and statistics); memory CuPy's pool only caches is returned to the driver
@@ -159,7 +158,7 @@ def install() -> StreampoolMemoryPool:
             "first (then cupy.get_default_memory_pool().free_all_blocks())")
     default.free_all_blocks()
     try:
-        cupy.cuda.set_allocator(_pool.malloc)
+        cupy.cuda.set_allocator(malloc)
     except ValueError as e:
         raise StreampoolError(f"streampool.cupy.install(): CuPy refused the allocator: {e}") from e
     return _pool

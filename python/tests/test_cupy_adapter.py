@@ -34,6 +34,8 @@ class Allocator(CupyTestCase):
     def test_install_makes_every_cupy_allocation_streampool_s(self):
         pool = sp_cupy.install()
         self.assertIs(pool, sp_cupy.pool())
+        self.assertIs(self.cupy.cuda.get_allocator(), sp_cupy.malloc)
+        self.assertIs(pool.malloc, sp_cupy.malloc)
         memptr = self.cupy.cuda.get_allocator()(1000)
         self.assertNotEqual(memptr.ptr, 0)
         self.assertEqual(memptr.device_id, 0)
@@ -44,7 +46,7 @@ class Allocator(CupyTestCase):
         gc.collect()
         self.assertEqual(streampool.stats(0)["requested_bytes.all.current"], 0)
         sp_cupy.uninstall()
-        self.assertIsNot(self.cupy.cuda.get_allocator(), pool.malloc)
+        self.assertIsNot(self.cupy.cuda.get_allocator(), sp_cupy.malloc)
 
     def test_current_device_and_stream(self):
         self.cupy.fake_state.device, self.cupy.fake_state.stream = 1, 0x5000
@@ -140,11 +142,12 @@ class InstallChecks(CupyTestCase):
         with self.assertRaisesRegex(streampool.StreampoolError,
                                     r"CuPy's own memory pool already holds 4096 bytes of live arrays.*before the first"):
             sp_cupy.install()
-        self.assertIsNot(self.cupy.cuda.get_allocator(), sp_cupy.pool().malloc)
+        self.assertIsNot(self.cupy.cuda.get_allocator(), sp_cupy.malloc)
 
     def test_cupy_s_cached_memory_is_returned_first(self):
         self.cupy.fake_state.pool.cached = 8 * MIB
         sp_cupy.install()
+        self.assertIs(self.cupy.cuda.get_allocator(), sp_cupy.malloc)
         self.assertEqual(self.cupy.fake_state.pool.total_bytes(), 0)
         self.assertEqual(self.cupy.fake_state.pool.freed_all, 1)
         sp_cupy.uninstall()
