@@ -27,8 +27,16 @@ if [ "${STREAMPOOL_REINSTALL:-0}" = 1 ] ||
     { tail -n 30 "$out/pip.log"; exit 1; }
   echo "   installed in $((SECONDS - started)) s"
 fi
-python3 -c 'import torch, cupy, numba.cuda, streampool; print("torch", torch.__version__, "| cupy", cupy.__version__,
-"| numba-cuda", getattr(numba.cuda, "__version__", "?"), "| streampool", streampool.__version__)' | tee "$out/versions.txt"
+python3 - <<'EOF' | tee "$out/versions.txt"
+import importlib.metadata as metadata
+import cupy, numba, torch, streampool
+try:
+    numba_cuda = metadata.version("numba-cuda")
+except metadata.PackageNotFoundError:
+    numba_cuda = "not installed (numba's own numba.cuda)"
+print(f"torch {torch.__version__} | cupy {cupy.__version__} | numba {numba.__version__} | numba-cuda {numba_cuda} "
+      f"| streampool {streampool.__version__} ({streampool.__file__})")
+EOF
 
 step() {  # step NAME TIMEOUT COMMAND...
   local name=$1 limit=$2 start=$SECONDS
