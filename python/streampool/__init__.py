@@ -11,6 +11,10 @@ cudaMallocAsync backend) for PyTorch and any ctypes user, over libstreampool.so'
     print(streampool.memory_summary())
     # then: streampool-bench tune --trace run.pickle
 
+CuPy and Numba share the same allocator: streampool.cupy.install() and streampool.numba.install()
+(after install() when PyTorch is in the process; docs/integrations/cupy.md and numba.md), each
+allocation tagged with its library (streampool.interop.usage(), snapshot()'s "origin").
+
 Without install(), record() records PyTorch's own allocator, and mempool() gives a
 torch.cuda.MemPool backed by streampool. dump_snapshot() writes a pickle that PyTorch's
 memory_viz opens. Configuration: STREAMPOOL_ALLOC_CONF (else PYTORCH_CUDA_ALLOC_CONF, else

@@ -20,6 +20,7 @@ import json
 import pickle
 from typing import Any, Dict, List, Optional
 
+from . import interop
 from ._core import backend_name, device_count
 from ._extension import active as _extension
 from ._library import library, text_call
@@ -91,14 +92,16 @@ def to_torch_snapshot(raw: Dict[str, Any], devices: int, backend: str = "") -> D
 
 def snapshot(path: Optional[str] = None) -> Dict[str, Any]:
     """streampool's segments, blocks and (when recording: record_history() or record()) trace of
-    every device, as the dict torch.cuda.memory._snapshot() returns."""
+    every device, as the dict torch.cuda.memory._snapshot() returns; blocks allocated through
+    streampool.interop (streampool.cupy, streampool.numba) carry "origin", the library's name."""
     ext = _extension()
     if ext is not None:  # Note [Two allocators, one answer] in _core.py
         raw = json.loads(ext.snapshot_json())
     else:
         lib = library(path)
         raw = json.loads(text_call(lib, lib.streampool_snapshot_json, "streampool_snapshot_json"))
-    return to_torch_snapshot(raw, device_count(path), backend_name(path))
+    # Blocks of streampool.cupy / streampool.numba / interop allocations name their library (Note [Origins]).
+    return interop.annotate_snapshot(to_torch_snapshot(raw, device_count(path), backend_name(path)))
 
 
 def dump_snapshot(filename: str = "dump_snapshot.pickle", path: Optional[str] = None) -> Dict[str, Any]:

@@ -15,7 +15,7 @@ from typing import Any, Dict, Optional
 
 import warnings
 
-from . import _env_watch
+from . import _env_watch, interop
 from ._extension import active as _extension_active
 from ._extension import load as _load_extension
 from ._extension import mark_installed as _mark_extension_installed
@@ -104,6 +104,14 @@ def install(path: Optional[str] = None, config: Optional[str] = None, route: str
     if route in ("auto", "extension"):
         module, reason = _load_extension()
         if module is not None:
+            live = interop.live_on_c_api()
+            if live:  # Note [One instance per device] in interop.py
+                raise StreampoolError(
+                    f"streampool.install: {live} allocation(s) made through streampool.interop (streampool.cupy, "
+                    "streampool.numba) are live on the C API's allocator; the extension route would give PyTorch a "
+                    "second allocator, splitting memory and statistics. Call streampool.install() before the first "
+                    "CuPy/Numba allocation, or free those first, or use route=\"pluggable\" (it shares the C API's "
+                    "allocator)")
             try:
                 module.install(config)
             except (RuntimeError, ValueError) as e:
