@@ -26,7 +26,7 @@ namespace streampool {
 
 /// How far the sim pool's peak reserved (cudaMallocAsync emulation) may be from the real pool's:
 /// the largest relative error measured against an NVIDIA H200 (driver 580, CUDA 13.0) on the
-/// probed training traces (docs/benchmarks.md, "The simulated cudaMallocAsync pool"). Figures
+/// probed training traces (docs/benchmarks.md, "The sim's cudaMallocAsync pool against the H200"). Figures
 /// from the sim pool are estimates within this bound; the harness prints them as such.
 inline constexpr double sim_pool_peak_error = 0.06;
 
