@@ -77,6 +77,45 @@ std::string join(const std::vector<std::string>& words) {
   return out;
 }
 
+// Note [Long config texts]
+// The current config comes from the snapshot, and nothing bounds what a file says: a snapshot
+// whose allocator_settings string was megabytes long (issue 31) was copied into the table's row,
+// which pads every other row to its width, into each "with your current config (...)" line and,
+// when it did not parse, twice into the note (the text and the parser's message quoting it), so
+// the output grew with the string times the rows. Where tune shows a config text it shows at most
+// shown_whole characters (else the first shown_kept and its length; a line to paste shows the
+// user's own config so too, since they have it), and a parser message its quotes shortened so and
+// at most shown_message characters (its head and its tail, which names what was expected). The
+// comparisons and JSON's current_config use the text itself. perf/tests/tune_long_settings_test.cpp.
+constexpr std::size_t shown_whole = 160;
+constexpr std::size_t shown_kept = 120;
+constexpr std::size_t shown_message = 1500;  // the parser's longest message lists every key: ~800
+
+std::string shown_config(const std::string& text) {
+  if (text.size() <= shown_whole) return text;
+  return text.substr(0, shown_kept) + "... (" + std::to_string(text.size()) + " characters)";
+}
+
+std::string shown_error(const std::string& quoting) {
+  if (quoting.size() <= shown_message) return quoting;
+  // The parser quotes the text it refused ('...'): a long quote is shortened as a config text is.
+  std::string text;
+  for (std::size_t pos = 0; pos < quoting.size();) {
+    const std::size_t open = quoting.find('\'', pos);
+    const std::size_t close = open == std::string::npos ? open : quoting.find('\'', open + 1);
+    if (close == std::string::npos) {
+      text += quoting.substr(pos);
+      break;
+    }
+    text += quoting.substr(pos, open + 1 - pos) + shown_config(quoting.substr(open + 1, close - open - 1)) + "'";
+    pos = close + 1;
+  }
+  if (text.size() <= shown_message) return text;
+  const std::size_t head = shown_message / 3, tail = shown_message - head;
+  return text.substr(0, head) + " ... (" + std::to_string(text.size() - head - tail) + " characters left out) ... " +
+         text.substr(text.size() - tail);
+}
+
 /// The text without whitespace, to recognise the current config among the candidates.
 std::string squeezed(std::string text) {
   std::erase_if(text, [](unsigned char c) { return std::isspace(c) != 0; });
@@ -155,20 +194,22 @@ int cmd_tune(const args_t& args) {
     try {
       (void)parse_config(current_text);
     } catch (const config_error& e) {
-      notes.push_back("the snapshot's config '" + current_text + "' does not parse here (" + e.what() +
-                      "); compared with PyTorch's defaults instead (pass --current)");
+      notes.push_back("the snapshot's config '" + shown_config(current_text) + "' does not parse here (" +
+                      shown_error(e.what()) + "); compared with PyTorch's defaults instead (pass --current)");
       current_text.clear();
       current_source = "PyTorch's defaults";
     }
   } else {
     current_source = "assumed: the trace does not say; pass --current";
   }
-  const auto same = std::find_if(candidates.begin(), candidates.end(),
-                                 [&](const candidate& c) { return squeezed(c.text) == squeezed(current_text); });
-  if (same == candidates.end()) add_candidate(current_text, "--current");
-  std::find_if(candidates.begin(), candidates.end(),
-               [&](const candidate& c) { return squeezed(c.text) == squeezed(current_text); })->current = true;
-  const std::string current_label = (current_text.empty() ? std::string("defaults") : current_text) + ", " + current_source;
+  const std::string current_squeezed = squeezed(current_text);
+  const auto is_current = [&](const candidate& c) { return squeezed(c.text) == current_squeezed; };
+  if (std::find_if(candidates.begin(), candidates.end(), is_current) == candidates.end()) {
+    add_candidate(current_text, "--current");
+  }
+  std::find_if(candidates.begin(), candidates.end(), is_current)->current = true;
+  const std::string current_label =
+      (current_text.empty() ? std::string("defaults") : shown_config(current_text)) + ", " + current_source;
 
   // Replays in parallel, at most `jobs` at a time; progress from this thread only.
   progress_line progress(opts.quiet);
@@ -243,7 +284,7 @@ int cmd_tune(const args_t& args) {
   std::int64_t rank = 0;
   for (const candidate* c : ranked) {
     const replay_outcome& o = c->outcome;
-    const std::string label = (c->text.empty() ? "(default)" : c->text) + (c->current ? " (current)" : "");
+    const std::string label = (c->text.empty() ? "(default)" : shown_config(c->text)) + (c->current ? " (current)" : "");
     const std::string backend(to_string(c->config.backend));
     const std::string stock = c->pytorch.stock ? (c->pytorch.since.empty() ? std::string("any") : ">= " + c->pytorch.since)
                                                : std::string("no: ") + join(c->pytorch.streampool_only);
@@ -274,9 +315,14 @@ int cmd_tune(const args_t& args) {
                                 mib_text(static_cast<double>(c.reserved())) + " MiB peak reserved";
       return versus_current(c, *current, current_label);
     };
-    const auto pytorch_line = [](const candidate& c) {
+    // Note [Long config texts]: a line to paste is whole, except the user's own config, which they have.
+    const auto paste_line = [](const std::string& variable, const candidate& c) {
+      if (c.current && c.text.size() > shown_whole) return variable + "=" + shown_config(c.text) + " (your current config)";
+      return env_line(variable, c.text);
+    };
+    const auto pytorch_line = [&paste_line](const candidate& c) {
       return c.text.empty() ? std::string("PyTorch: leave PYTORCH_CUDA_ALLOC_CONF unset (PyTorch's defaults)")
-                            : env_line("PYTORCH_CUDA_ALLOC_CONF", c.text) + "   # " + version_text(c.pytorch);
+                            : paste_line("PYTORCH_CUDA_ALLOC_CONF", c) + "   # " + version_text(c.pytorch);
     };
     out.meta.emplace_back("recommended_config", best->text);
     out.meta.emplace_back("predicted_peak_reserved_bytes", static_cast<std::int64_t>(best->reserved()));
@@ -289,11 +335,11 @@ int cmd_tune(const args_t& args) {
       out.footer.push_back(pytorch_line(*best));
       out.footer.push_back(versus(*best));
       if (!best->text.empty()) {
-        out.footer.push_back("with streampool the same string works as " + env_line("STREAMPOOL_ALLOC_CONF", best->text));
+        out.footer.push_back("with streampool the same string works as " + paste_line("STREAMPOOL_ALLOC_CONF", *best));
       }
     } else {
       out.meta.emplace_back("recommended_variable", std::string("STREAMPOOL_ALLOC_CONF"));
-      out.footer.push_back(env_line("STREAMPOOL_ALLOC_CONF", best->text) + "   # streampool only: " +
+      out.footer.push_back(paste_line("STREAMPOOL_ALLOC_CONF", *best) + "   # streampool only: " +
                            join(best->pytorch.streampool_only) + (best->pytorch.streampool_only.size() == 1 ? " is" : " are") +
                            " not a stock PyTorch key (PyTorch rejects it)");
       out.footer.push_back(versus(*best));
@@ -309,7 +355,7 @@ int cmd_tune(const args_t& args) {
     std::vector<ranked_figure> figures;
     for (const candidate* c : ranked) {
       if (!c->outcome.error.empty()) continue;
-      const std::string label = c->text.empty() ? "(default)" : c->text;
+      const std::string label = c->text.empty() ? "(default)" : shown_config(c->text);
       figures.push_back({label, c->outcome.result.peak_reserved, c->outcome.estimate});
     }
     for (std::string& line : estimate_ranking_notes(figures)) out.footer.push_back(std::move(line));

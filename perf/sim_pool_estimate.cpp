@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "peer_allocators.hpp"
+#include "sim_pool_band.hpp"
 #include "size_parse.hpp"
 #include "streampool/sim_driver.hpp"
 
@@ -32,10 +33,10 @@ column estimate_column() { return {"peak_reserved_error", "resv error", col_kind
 cell estimate_cell(bool estimate) { return estimate ? sim_pool_peak_error : 0.0; }
 
 std::string estimate_note() {
-  return "sim pool figures (cudaMallocAsync, async-raw on the sim driver) are estimates: the sim's model of "
-         "CUDA's stream-ordered pool was within ±" +
-         fixed(sim_pool_peak_error * 100.0, 0) +
-         "% of an H200's peak reserved on the measured traces (column 'resv error'; docs/benchmarks.md)";
+  // Note [Sim pool error band] (sim_pool_band.cpp): the bound, and what was measured.
+  return "sim pool figures (cudaMallocAsync, async-raw on the sim driver) are estimates within ±" +
+         fixed(sim_pool_peak_error * 100.0, 0) + "% (column 'resv error'): the sim's model of CUDA's stream-ordered pool was " +
+         measured_text() + " (docs/benchmarks.md)";
 }
 
 std::vector<std::string> estimate_ranking_notes(const std::vector<ranked_figure>& ranked) {

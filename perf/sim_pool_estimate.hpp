@@ -16,11 +16,13 @@ namespace streampool::bench {
 [[nodiscard]] bool uses_stream_ordered_pool(const allocator& alloc);
 
 /// The column that carries the mark: "peak_reserved_error", the relative bound of the peak
-/// reserved figure (0.06 for a sim pool estimate, 0 for a figure that is not one), shown "±6%" / "-".
+/// reserved figure (sim_pool_peak_error for a sim pool estimate, 0 for a figure that is not one),
+/// shown "±7%" / "-".
 [[nodiscard]] column estimate_column();
 /// Its cell for a figure that is (or is not) a sim pool estimate.
 [[nodiscard]] cell estimate_cell(bool estimate);
-/// The note printed above a table holding sim pool estimates.
+/// The note printed above a table holding sim pool estimates: the bound and the measured ranges
+/// (Note [Sim pool error band], sim_pool_band.cpp).
 [[nodiscard]] std::string estimate_note();
 
 /// For tables with one row per backend (backend name in the first cell): on the sim driver, appends

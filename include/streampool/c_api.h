@@ -76,7 +76,7 @@ STREAMPOOL_API const char* streampool_snapshot_json(void);
 /* "native" or "cudaMallocAsync"; NULL on failure. */
 STREAMPOOL_API const char* streampool_backend_name(void);
 
-/* --- statistics, trace and simulated device (src/c_api_trace.cpp) ---------------------------- */
+/* --- statistics, trace and simulated device (src/c_api/c_api_trace.cpp) --------------------- */
 
 /* Peak values of `device`'s statistics (-1 = current device) become their current values, as
  * torch.cuda.reset_peak_memory_stats() does. */

@@ -254,7 +254,7 @@ class STREAMPOOL_API driver {
 
   // --- memory contents (checking mode, src/check; docs/reliability.md#checking-mode) ----------
   // Not pure: a driver without them inherits these, which return status::not_supported.
-  // Implemented in src/driver/cuda_check_ops.cpp and src/driver/sim_content_calls.cpp.
+  // Implemented in src/driver/cuda/cuda_check_ops.cpp and src/driver/sim/sim_content_calls.cpp.
 
   /// cudaMemsetAsync: sets every byte of [ptr, ptr + bytes) (memory of `device`) to `value`,
   /// ordered on `stream` (a stream of `device`; nullptr = its legacy stream). bytes 0: no-op.
@@ -270,7 +270,7 @@ class STREAMPOOL_API driver {
 
   // --- pinned host memory (the host allocator, src/host; docs/pytorch-compatibility.md) -------
   // Not pure: a driver without them inherits these, which return status::not_supported.
-  // Implemented in src/driver/cuda_host.cpp and src/driver/sim_host.cpp.
+  // Implemented in src/driver/cuda/cuda_host.cpp and src/driver/sim/sim_host.cpp.
 
   /// cudaHostAlloc(out, bytes, cudaHostAllocDefault): `bytes` (> 0) of page-locked host memory that
   /// every device can copy from and to. status::out_of_memory when the host cannot pin that much.
@@ -297,7 +297,7 @@ class STREAMPOOL_API driver {
 // one way streampool switches a thread to relaxed mode and back: the backends engage it around
 // their cudaMalloc / cudaMallocAsync / cudaFreeAsync only while one of their captures is
 // underway, and the real driver engages it around its non-stream queries always (Note [Relaxed
-// queries] in src/driver/cuda_driver.cpp).
+// queries] in src/driver/cuda/cuda_driver.cpp).
 
 /// Runs the rest of a scope with the calling thread in relaxed capture mode, then puts the
 /// previous mode back (driver::thread_exchange_capture_mode; Note [Relaxed capture mode]).

@@ -30,8 +30,8 @@ namespace streampool::c_api_impl {
 // creation mutex that shutdown holds, waits for shutdown to finish, then creates a new one).
 // Shutdown checks for live allocations after the wait, when no call can add one; if one is live
 // it puts the allocator back and reports the state error. A call costs two atomic increments of
-// one counter, where the earlier accessor locked a mutex per call (docs/benchmarks.md, "C API
-// pair"). The lifetime test (tests/contract/c_api_lifetime_test.cpp) runs calls on several
+// one counter, where the earlier accessor locked a mutex per call (docs/benchmarks-history.md, "C API
+// pair before and after the lease"). The lifetime test (tests/contract/c_api_lifetime_test.cpp) runs calls on several
 // threads against repeated shutdowns, under ThreadSanitizer in the TSan build.
 //
 // Note [Nothing re-creates the allocator after a shutdown]

@@ -46,7 +46,7 @@ namespace streampool::c_api_impl {
 // as its routing ends. When the driver cannot tie a callback to the graph, the pool is kept until
 // the allocator is shut down (warned once). Every call, checked or not, first ends what is over
 // (two relaxed loads when nothing is tracked). The cost outside captures is the driver query,
-// measured in docs/benchmarks.md ("C API pair with the capture check").
+// measured in docs/benchmarks-history.md ("C API pair with the capture check").
 
 // Note [Relaxed frees on the cudaMallocAsync backend]
 // The stream check cannot see a capture that has not yet touched an allocation's stream, and a

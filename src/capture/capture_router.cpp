@@ -11,7 +11,7 @@
 // the id is unknown again and begin_allocate_to_pool starts a new pool with use count 1. This is
 // PyTorch's rule (its beginAllocateToPool asserts use_count > 0 for a pool that still exists, and
 // the pool is deleted once its last segment is freed), applied to both backends; it is pinned on
-// both by tests/contract/capture_router_test.cpp.
+// both by tests/unit/capture/capture_router_test.cpp.
 #include "capture/capture_router.hpp"
 
 #include <string>

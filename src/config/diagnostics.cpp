@@ -150,11 +150,24 @@ std::size_t edit_distance(std::string_view a, std::string_view b) {
 // which catches case slips ("true"), dropped suffixes ("max_split_size") and PyTorch's own
 // misspelling "garbage_collect_threshold". Failing that, a shared prefix of >= 4 characters
 // ("expandable" -> "expandable_segments") is suggested.
+//
+// Only a distance up to the largest threshold of all candidates (`limit`) can be accepted, and a
+// distance is never below the difference of the lengths. So a candidate whose length differs from
+// the word's by more than `limit` is not measured: if the closest candidate is within `limit` it
+// is measured and no skipped one ties with it, and if none is, nothing is suggested by distance
+// either way; the answer is the one of measuring them all. A huge unknown word (a 4 MB config
+// string read from a snapshot) is then measured against nothing, where it cost an edit distance
+// over the whole word per key (issue 31: 29 s for `tune`).
 std::optional<std::string_view> closest_match(std::string_view word,
                                               std::span<const std::string_view> candidates) {
+  std::size_t limit = 1;
+  for (const std::string_view candidate : candidates) limit = std::max(limit, candidate.size() / 4);
   std::optional<std::string_view> best;
   std::size_t best_distance = 0;
   for (const std::string_view candidate : candidates) {
+    const std::size_t length_gap =
+        word.size() > candidate.size() ? word.size() - candidate.size() : candidate.size() - word.size();
+    if (length_gap > limit) continue;
     const std::size_t distance = edit_distance(word, candidate);
     if (!best || distance < best_distance) {
       best = candidate;

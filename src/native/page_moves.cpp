@@ -58,7 +58,7 @@ block* stream_arena::partial_page_fit(std::size_t rounded) const noexcept {
 // uses are done (Note [Moving pages still in use]), so a move never waits on the host.
 // This runs whenever a growth would set a new peak, which with varying shapes keeps happening at
 // the peak's edge in the steady state too (about 50 pages per step in a small two-stream CNN:
-// docs/benchmarks.md). Outside a capture, every decision depends only on the sequence of calls,
+// docs/benchmarks-history.md, session 4). Outside a capture, every decision depends only on the sequence of calls,
 // never on timing (which fences happen to be complete changes waits and driver calls, not
 // placement), so the sim predicts the device's figures exactly. Pages are not moved while a
 // capture is underway.
@@ -67,7 +67,7 @@ block* stream_arena::partial_page_fit(std::size_t rounded) const noexcept {
 // Unmapping needs the work on a page done, not merely ordered (cuMemUnmap does not wait), and in a
 // training loop, whose host runs ahead of the device, the pages a growth wants were often freed
 // moments ago: waiting for them on the host stalled every step that moved pages (docs/
-// benchmarks.md, session 5). So a move unmaps nothing. The page's handle becomes a spare at once,
+// benchmarks-history.md, session 5). So a move unmaps nothing. The page's handle becomes a spare at once,
 // carrying the last uses of the block it left (streams and ticket; none when they are already
 // seen complete), while its old mapping stays as a *ghost*: a hole for the blocks, still mapped
 // for the kernels that may be using it. A growth that takes the spare maps the handle at its new

@@ -1,5 +1,5 @@
 // hazard_stress_test.cpp — multi-stream programs through the sim's stream-ordering hazard checker
-// (Note [Sim hazard checker] in src/driver/sim_hazards.cpp), for every configuration of
+// (Note [Sim hazard checker] in src/driver/sim/sim_hazards.cpp), for every configuration of
 // hazard_cases(): seeded random sequences on one device with four streams, non-eager (the test
 // plays the GPU). The program allocates on a stream and runs a kernel on the block there
 // (sim_driver::use), hands blocks to other streams the way a correct program does (record_stream,

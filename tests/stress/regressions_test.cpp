@@ -46,7 +46,7 @@ class hooked_allocator final : public allocator {
   std::unique_ptr<allocator> inner_;
 };
 
-// src/c_api.cpp, streampool_free: the pointer's record used to be erased *after* deallocate()
+// src/c_api/c_api.cpp, streampool_free: the pointer's record used to be erased *after* deallocate()
 // returned, outside the records lock. A streampool_alloc (another thread) that got the same
 // address in between inserted its record, which the free then erased: the new allocation's own
 // streampool_free failed with "was not allocated by streampool_alloc" and its memory leaked.

@@ -48,7 +48,8 @@ namespace streampool::sim {
 // sometimes grows while placing a block in the middle of the range), so the sim's peak reserved
 // is an estimate: -5.4% to +4.1% on the five probed traces (docs/benchmarks.md); the bound
 // sim_pool_peak_error (streampool/sim_driver.hpp) is what the harness prints with these figures
-// and what tests/unit/pool_model checks. Trimming (release threshold, pool_trim_to, destroyed
+// and what tests/unit/pool_model checks (every comparison behind it: Note [Sim pool error band]
+// in perf/sim_pool_band.cpp). Trimming (release threshold, pool_trim_to, destroyed
 // pools) unmaps granules that hold no live byte and no pending free, highest first (the probes
 // kept everything, so this part is not measured); a free block at the end whose granules are
 // all unmapped goes back to the unused tail.

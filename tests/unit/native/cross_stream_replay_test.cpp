@@ -1,6 +1,6 @@
 // cross_stream_replay_test.cpp — the multi-stream training traces of tests/data/traces replayed on
 // the sim driver with expandable_segments:True,cross_stream_reuse:True: peak reserved must be what
-// the same replay reached on an H200 (docs/benchmarks.md, "cross-stream reuse (issue 14)"; the
+// the same replay reached on an H200 (docs/benchmarks.md, "Cross-stream reuse: peak reserved over peak requested"; the
 // policy's placement depends only on the sequence of calls, so the sim predicts it to the MiB), far
 // below PyTorch's best config for these traces, and the replay's policy counters must be the
 // allocator's own statistics over the replay.

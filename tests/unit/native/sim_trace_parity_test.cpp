@@ -1,5 +1,5 @@
 // sim_trace_parity_test.cpp — the sim predicts PyTorch exactly: every real training trace in
-// tests/data/traces (and tests/data/encoder_varlen) is replayed through the native backend on the sim driver under every config
+// tests/data/traces (and tests/data/encoder_varlen.trace.csv.gz) is replayed through the native backend on the sim driver under every config
 // of the tune grid, and peak reserved must equal what PyTorch's own allocator reached on an H200
 // (tests/data/traces/expected.csv; README.md there says how each figure was measured), and so
 // must the number of device mallocs wherever the H200 figure is known.
