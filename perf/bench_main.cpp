@@ -32,6 +32,7 @@ const std::map<std::string, command>& commands() {
       {"compare", {cmd_compare, "short comparison of every backend and peer (latency + random workload)"}},
       {"config", {cmd_config, "print the effective config of STRING, or of the environment"}},
       {"latency", {cmd_latency, "alloc+free pair latency and throughput per backend x size x threads"}},
+      {"sleep", {cmd_sleep, "sleep and wake of a pool: offload/restore GiB/s against plain copies, discard wake time"}},
       {"replay", {cmd_replay, "replay an allocation trace through each backend: peaks, device mallocs"}},
       {"tune", {cmd_tune, "replay a trace under candidate configs and recommend one"}},
       {"workload", {cmd_workload, "run a synthetic workload: random, multistream, trainloop, graphloop"}},

@@ -18,6 +18,7 @@ int cmd_workload(const args_t& args);
 int cmd_replay(const args_t& args);
 int cmd_tune(const args_t& args);
 int cmd_compare(const args_t& args);
+int cmd_sleep(const args_t& args);
 
 /// `config --summary`, one line: "config: PYTORCH_CUDA_ALLOC_CONF='expandable_segments:True' sets
 /// expandable_segments; every other key at its default; all keys: streampool-bench config", or
