@@ -5,7 +5,8 @@ config, greedy decoding with its decode step in a CUDA graph) take turns for --c
   --mode sleep    each phase puts the other to sleep with streampool: while generating, the
                   trainer's parameters, gradients and optimizer state are offloaded; while
                   training, the generator's weights are offloaded and its KV cache (and its
-                  graph's pool) discarded. Woken before use, at the same addresses.
+                  graph's pool) discarded. Woken before use, at the same addresses. The pinned
+                  backups are kept between cycles (keep_backup=True).
   --mode nosleep  the same loop with everything resident (the reference).
 
 Writes OUT/result.json: the trainer's losses and the generated tokens per cycle (compared bitwise
@@ -40,6 +41,9 @@ def main() -> int:
 
     torch.manual_seed(0)
     torch.backends.cuda.matmul.allow_tf32 = False
+    # Bitwise comparison across runs needs deterministic kernels (the embedding backward's
+    # atomics otherwise differ from run to run, sleeping or not).
+    torch.use_deterministic_algorithms(True)
     dev = torch.device("cuda")
     sleeping = args.mode == "sleep"
     in_use = []  # (label, bytes in use on the device)
@@ -132,14 +136,14 @@ def main() -> int:
         t_sleep = t_wake = 0.0
         if sleeping:  # the generator's turn: the trainer sleeps
             t0 = time.perf_counter()
-            streampool.sleep("trainer")
+            streampool.sleep("trainer", keep_backup=True)
             t_sleep += time.perf_counter() - t0
         sample(f"cycle {c}: generator phase starts")
         tokens = generate_phase()
         sample(f"cycle {c}: generator phase ends")
         if sleeping:  # the trainer's turn: the generator sleeps
             t0 = time.perf_counter()
-            streampool.sleep("gen_weights")
+            streampool.sleep("gen_weights", keep_backup=True)
             streampool.sleep("gen_kv", mode="discard")
             t_sleep += time.perf_counter() - t0
             t0 = time.perf_counter()

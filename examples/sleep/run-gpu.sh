@@ -12,7 +12,7 @@ status=0
 run() {  # run NAME MODE [CONF]
   local start=$SECONDS
   echo "== $1"
-  STREAMPOOL_ALLOC_CONF=${3:-} timeout 300 python3 "$here/colocate.py" --mode "$2" --out "$out/$1" >"$out/$1.log" 2>&1
+  CUBLAS_WORKSPACE_CONFIG=:4096:8 STREAMPOOL_ALLOC_CONF=${3:-} timeout 300 python3 "$here/colocate.py" --mode "$2" --out "$out/$1" >"$out/$1.log" 2>&1
   local rc=$?
   tail -n 8 "$out/$1.log"
   echo "-- $1: exit $rc, $((SECONDS - start)) s"
