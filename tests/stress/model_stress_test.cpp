@@ -105,12 +105,12 @@ struct figures {
   std::uint64_t sequences = 0, steps = 0, allocations = 0, frees = 0, ooms = 0, record_streams = 0,
                 completions = 0, empty_caches = 0, fractions = 0, captures = 0, released_pools = 0,
                 capture_errors = 0, allocations_checked_against_pending = 0, pending_overlaps_checked = 0, same_stream_reuses = 0,
-                ordered_frees_checked = 0, leftover_checks = 0, kernels = 0;
+                ordered_frees_checked = 0, leftover_checks = 0, kernels = 0, sleeps = 0;
 };
 
 class sequence_runner {
  public:
-  sequence_runner(const stress_case& c, std::uint64_t seed, figures& fig) : case_(c), rng_(seed), fig_(fig) {
+  sequence_runner(const stress_case& c, std::uint64_t seed, figures& fig) : case_(c), rng_(seed), sleep_rng_(seed ^ 0x5EE9u), fig_(fig) {
     sim_options options;
     options.device_count = device_count;
     options.capacity = device_capacity;
@@ -242,7 +242,10 @@ class sequence_runner {
     if (r < 71) return op_record_stream();
     if (r < 85) return op_complete_stream();
     if (r < 87) return op_complete_all();
-    if (r < 90) return op_empty_cache();
+    if (r < 90) {
+      if (std::uniform_int_distribution<int>(0, 2)(sleep_rng_) == 0) op_sleep_cycle();  // its own stream of draws
+      return op_empty_cache();
+    }
     if (r < 92) return op_fraction();
     if (r < 94) return op_capture_begin();
     if (r < 98) return op_capture_end();
@@ -463,6 +466,34 @@ class sequence_runner {
     for (int d = 0; d < device_count; ++d) {
       if (!device_recording(d) && !any_capture()) maybe_active_[d].clear();
     }
+  }
+
+  // Sleep and wake of a device's default pool (docs/sleep-wake.md), with a free while asleep: it
+  // must work where the default pool's segments are VMM (native, expandable segments, no
+  // cross-stream reuse, no capture), refuse an allocation while asleep, and refuse (changing
+  // nothing) elsewhere unless the device holds no segment. The hazard checker sees its unmaps.
+  void op_sleep_cycle() {
+    const int d = static_cast<int>(std::uniform_int_distribution<int>(0, device_count - 1)(sleep_rng_));
+    const bool able = contains(case_.config, "native") && contains(case_.config, "expandable_segments:True") &&
+                      !contains(case_.config, "cross_stream_reuse:True") && !any_capture();
+    sleep_options options;
+    options.mode = std::uniform_int_distribution<int>(0, 1)(sleep_rng_) == 0 ? sleep_mode::offload : sleep_mode::discard;
+    const outcome slept = run_op([&] { alloc_->pools(d).sleep(mempool_id{}, options); });
+    log("sleep(device " + std::to_string(d) + ", " + to_string(options.mode) + ") -> " + to_string(slept.kind));
+    if (!slept.ok()) {
+      ASSERT_FALSE(able) << "sleep refused: " << slept.message;
+      ASSERT_EQ(slept.kind, thrown::error) << slept.message;
+      ASSERT_FALSE(alloc_->pools(d).sleep_state(mempool_id{}).asleep) << "a refused sleep changed nothing";
+      return;
+    }
+    ++fig_.sleeps;
+    const outcome refused = run_op([&] { (void)alloc_->allocate(512, streams_[d][0], d); });
+    ASSERT_EQ(refused.kind, thrown::error) << "allocated while the default pool sleeps: " << refused.message;
+    ASSERT_TRUE(contains(refused.message, "asleep")) << refused.message;
+    if (!live_.empty()) op_free();
+    const outcome woke = run_op([&] { alloc_->pools(d).wake(mempool_id{}); });
+    log(std::string("wake() -> ") + to_string(woke.kind));
+    ASSERT_TRUE(woke.ok()) << "wake failed: " << woke.message;
   }
 
   void op_fraction() {
@@ -692,6 +723,7 @@ class sequence_runner {
 
   const stress_case& case_;
   std::mt19937_64 rng_;
+  std::mt19937_64 sleep_rng_;  // draws of op_sleep_cycle only: the other operations' sequence is unchanged
   figures& fig_;
   std::shared_ptr<sim_driver> sim_;
   std::unique_ptr<allocator> alloc_;
@@ -731,7 +763,12 @@ TEST_P(model_stress, RandomSequencesKeepEveryInvariant) {
             << fig.same_stream_reuses << " stream-ordered reuses of it by the freeing stream (async), "
             << fig.ordered_frees_checked << " async free orderings checked, " << fig.leftover_checks
             << " checks with leftover pages held (accounted with the segments), " << fig.kernels
-            << " kernels through the hazard checker (0 hazards)\n";
+            << " kernels through the hazard checker (0 hazards), " << fig.sleeps << " sleep/wake cycles\n";
+  const std::string& config = GetParam().config;
+  if (config.find("expandable_segments:True") != std::string::npos && config.find("native") != std::string::npos &&
+      config.find("cross_stream_reuse:True") == std::string::npos) {
+    EXPECT_GT(fig.sleeps, 0u) << "no sleep/wake cycle ran in this configuration";
+  }
   RecordProperty("sequences", static_cast<int>(fig.sequences));
   RecordProperty("steps", static_cast<int>(fig.steps));
   EXPECT_GT(fig.steps, 0u);
