@@ -8,6 +8,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <string_view>
@@ -133,6 +134,10 @@ struct STREAMPOOL_API trace_entry {
   mempool_id pool;
   std::uint64_t time_us = 0;   ///< host clock, microseconds since the epoch
 };
+
+/// Receives an allocator's segment events (segment_alloc, segment_free, segment_map,
+/// segment_unmap) as they happen: allocator::set_segment_listener().
+using segment_listener = std::function<void(const trace_entry&)>;
 
 /// A snapshot of one allocator: segments sorted by address, plus the trace if recording.
 struct STREAMPOOL_API memory_snapshot {

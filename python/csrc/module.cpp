@@ -188,4 +188,12 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("trace_csv", [](int device) { return streampool::trace_to_csv(active().impl().trace(device)); },
         py::arg("device") = -1);
   m.def("snapshot_json", [] { return active().impl().snapshot().to_json(); });
+  // attachAllocatorTraceTracker's state (Note [Mapped ranges as segments]): (trackers attached,
+  // [(device, address, size), ...] ranges told as SEGMENT_ALLOC and not yet as SEGMENT_FREE).
+  m.def("tracker_ranges", [] {
+    torch_allocator& a = active();
+    py::list ranges;
+    for (const auto& [device, address, size] : a.tracker_ranges_told()) ranges.append(py::make_tuple(device, address, size));
+    return py::make_tuple(a.tracker_count(), ranges);
+  });
 }

@@ -75,7 +75,7 @@ drv_result vmm_space::free(void* va, std::size_t bytes) {
   return {};
 }
 
-drv_result vmm_space::create(int device, std::size_t bytes, std::size_t available, vmm_handle_t* out) {
+drv_result vmm_space::create(int device, std::size_t bytes, std::size_t available, bool shareable, vmm_handle_t* out) {
   if (bytes == 0 || bytes % granularity_ != 0) {
     return fail(status::invalid_value);
   }
@@ -83,8 +83,40 @@ drv_result vmm_space::create(int device, std::size_t bytes, std::size_t availabl
     return out_of_memory(device);
   }
   const vmm_handle_t handle = next_physical_++;
-  physicals_.emplace(handle, physical_rec{device, bytes, false, 0});
+  physicals_.emplace(handle, physical_rec{device, bytes, false, 0, shareable, false, nullptr});
   devices_[static_cast<std::size_t>(device)].bytes += bytes;
+  *out = handle;
+  return {};
+}
+
+void vmm_space::erase_physical(std::unordered_map<vmm_handle_t, physical_rec>::iterator physical) {
+  if (!physical->second.imported) devices_[static_cast<std::size_t>(physical->second.device)].bytes -= physical->second.size;
+  physicals_.erase(physical);  // drops this space's hold on shared memory (Note [Sim IPC])
+}
+
+drv_result vmm_space::export_fd(vmm_handle_t handle, int* fd) {
+  *fd = -1;
+  const auto found = physicals_.find(handle);
+  if (found == physicals_.end() || found->second.released) {
+    return fail(status::invalid_value);
+  }
+  if (!found->second.shareable) {
+    return fail(status::not_supported);  // created without a shareable handle type
+  }
+  physical_rec& rec = found->second;
+  if (rec.shared == nullptr) rec.shared = std::make_shared<shared_memory>(rec.device, rec.size);
+  *fd = publish_shared_memory(rec.shared);
+  return *fd < 0 ? fail(status::other, reason_host_exception) : drv_result{};
+}
+
+drv_result vmm_space::import_fd(int fd, vmm_handle_t* out) {
+  *out = 0;
+  std::shared_ptr<shared_memory> memory = find_shared_memory(fd);
+  if (memory == nullptr || memory->device() < 0 || static_cast<std::size_t>(memory->device()) >= devices_.size()) {
+    return fail(status::invalid_value);
+  }
+  const vmm_handle_t handle = next_physical_++;
+  physicals_.emplace(handle, physical_rec{memory->device(), memory->size(), false, 0, true, true, std::move(memory)});
   *out = handle;
   return {};
 }
@@ -95,10 +127,7 @@ drv_result vmm_space::release(vmm_handle_t handle) {
     return fail(status::invalid_value);
   }
   found->second.released = true;
-  if (found->second.maps == 0) {
-    devices_[static_cast<std::size_t>(found->second.device)].bytes -= found->second.size;
-    physicals_.erase(found);
-  }
+  if (found->second.maps == 0) erase_physical(found);
   return {};
 }
 
@@ -153,10 +182,7 @@ drv_result vmm_space::set_access(void* va, std::size_t bytes, int device) {
 
 void vmm_space::unmap_handle(vmm_handle_t handle) {
   const auto physical = physicals_.find(handle);
-  if (--physical->second.maps == 0 && physical->second.released) {
-    devices_[static_cast<std::size_t>(physical->second.device)].bytes -= physical->second.size;
-    physicals_.erase(physical);
-  }
+  if (--physical->second.maps == 0 && physical->second.released) erase_physical(physical);
 }
 
 drv_result vmm_space::unmap(void* va, std::size_t bytes) {
