@@ -171,7 +171,8 @@ class torch_allocator final : public c10a::CUDAAllocator {
   std::shared_ptr<tracker_state> trackers_;
   std::mutex tracker_init_mutex_;  ///< creating trackers_
 
-  /// Note [IPC handles]: handles opened in this process, shared while any user holds one.
+  /// Note [IPC handle formats] (ipc_handles.cpp): handles opened in this process, shared while any
+  /// user holds one.
   std::mutex ipc_mutex_;
   std::unordered_map<std::string, std::weak_ptr<void>> ipc_opened_;
 };
