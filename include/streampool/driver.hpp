@@ -128,7 +128,7 @@ enum class driver_call : std::uint8_t {
   stream_get_device,
   host_alloc, host_free, host_register, host_unregister, memcpy_async,
   capture_on_graph_release, capture_dependencies, graph_node_dependencies,
-  vmm_export_fd, vmm_import_fd,
+  vmm_export_fd, vmm_import_fd, vmm_retain,
   count_
 };
 inline constexpr std::size_t driver_call_count = static_cast<std::size_t>(driver_call::count_);
@@ -289,6 +289,10 @@ class STREAMPOOL_API driver {
   /// lives until every process has released its handles and unmapped them. The descriptor stays
   /// the caller's. status::invalid_value when `fd` names no memory that still exists.
   virtual drv_result vmm_import_fd(int fd, vmm_handle_t* out) noexcept;
+  /// cuMemRetainAllocationHandle: the handle of the memory mapped at `va` (the value it was mapped
+  /// with), held once more: release it with vmm_release. status::invalid_value when nothing is
+  /// mapped there.
+  virtual drv_result vmm_retain(void* va, vmm_handle_t* out) noexcept;
 
   // --- pinned host memory (the host allocator, src/host; docs/pytorch-compatibility.md) -------
   // Not pure: a driver without them inherits these, which return status::not_supported.

@@ -179,6 +179,7 @@ class STREAMPOOL_API sim_driver final : public driver {
   /// Between sim_drivers of this process, each a "process" (Note [Sim IPC] in src/driver/sim/sim_ipc.cpp).
   drv_result vmm_export_fd(vmm_handle_t handle, int* fd) noexcept override;
   drv_result vmm_import_fd(int fd, vmm_handle_t* out) noexcept override;
+  drv_result vmm_retain(void* va, vmm_handle_t* out) noexcept override;
   /// Memory objects that were exported (vmm_export_fd) and still exist, in every sim_driver of this
   /// process together: 0 once every handle of them was released and unmapped (leak checks).
   [[nodiscard]] static std::size_t live_shared_memory() noexcept;

@@ -104,6 +104,9 @@ struct STREAMPOOL_API segment_info {
   mempool_id pool;
   bool is_expandable = false;
   std::vector<block_info> blocks;  ///< by address
+  /// An expandable segment's physical page (one VMM handle each, from `address` on); 0 otherwise.
+  /// Last, so that aggregate initialisation of the earlier members keeps compiling.
+  std::size_t page_size = 0;
 };
 
 /// A physical page of an expandable segment that the native backend holds outside every segment:

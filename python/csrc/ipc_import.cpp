@@ -26,7 +26,7 @@ namespace streampool::torch_ext::ipc {
 // PyTorch's receiver of an 'e' handle builds a whole ExpandableSegment, whose constructor reserves
 // address space for the device's full memory, once per imported segment: 609 imports reserved
 // 127.5 TiB for 48 GB mapped (pytorch/pytorch#198129). streampool's receiver reserves exactly the
-// pages it maps (pages × page size, aligned to the page size), so a process can import as many
+// pages it maps (pages × page size, aligned to the granularity), so a process can import as many
 // tensors as the memory behind them allows. Per page, the sender's descriptor is taken with
 // pidfd_getfd (which needs the right to ptrace the sender: the same user, and a Yama ptrace_scope
 // of 0 or 1 with the sender an ancestor or, as torch.multiprocessing's children are, allowed),
@@ -91,7 +91,9 @@ imported_pages imported_pages::open(driver& drv, int device, const expandable_pa
     out.handles_.push_back(handle);
   }
   const std::size_t bytes = out.handles_.size() * pages.page_size;
-  const drv_result reserved = drv.vmm_reserve(device, bytes, pages.page_size, &out.base_);
+  // Alignment 0: the granularity, which every page size is a multiple of (a page of 20 MiB is no
+  // power of two, which cuMemAddressReserve's alignment must be).
+  const drv_result reserved = drv.vmm_reserve(device, bytes, 0, &out.base_);
   if (!reserved.ok()) {
     out.base_ = nullptr;
     throw cuda_error("streampool: reserving " + std::to_string(bytes) + " bytes of address space for CUDA tensor "

@@ -35,8 +35,12 @@ namespace c10a = c10::cuda::CUDACachingAllocator;
 /// streampool's mempool_id for PyTorch's MempoolId_t (the same pair of numbers).
 [[nodiscard]] inline mempool_id to_pool(c10::MempoolId_t id) noexcept { return {id.first, id.second}; }
 
-/// The trace trackers of attachAllocatorTraceTracker (torch_allocator_tracker.cpp).
-struct tracker_state;
+/// Who hears the allocator's segment events: the trace trackers of attachAllocatorTraceTracker
+/// and the descriptors of pages sent to other processes (torch_allocator_tracker.cpp).
+struct segment_hub;
+namespace ipc {
+class page_exports;
+}
 
 class torch_allocator final : public c10a::CUDAAllocator {
  public:
@@ -166,10 +170,13 @@ class torch_allocator final : public c10a::CUDAAllocator {
   /// Serialises change_pool_options' read-modify-write of a pool's options.
   std::mutex options_mutex_;
 
-  /// attachAllocatorTraceTracker's trackers and the ranges they were told of (shared with the
-  /// allocator's segment listener, which may outlive a call).
-  std::shared_ptr<tracker_state> trackers_;
-  std::mutex tracker_init_mutex_;  ///< creating trackers_
+  /// Note [One segment listener] (torch_allocator_tracker.cpp): the trackers and the page exports,
+  /// shared with the allocator's segment listener; set up on first use under hub_mutex_.
+  [[nodiscard]] segment_hub& hub();
+  /// The exported pages of expandable segments (Note [Exporting expandable pages]), listening.
+  [[nodiscard]] ipc::page_exports& page_exports();
+  std::shared_ptr<segment_hub> hub_;
+  std::mutex hub_mutex_;
 
   /// Note [IPC handle formats] (ipc_handles.cpp): handles opened in this process, shared while any
   /// user holds one.

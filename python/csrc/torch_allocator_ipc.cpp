@@ -1,7 +1,7 @@
 // torch_allocator_ipc.cpp — sharing memory with other processes (torch.multiprocessing's CUDA
 // tensors) and between devices: PyTorch's IPC handles (Note [IPC handle formats] in
-// ipc_handles.cpp) of whole cudaMalloc segments of the native backend, the opening of any of
-// them, expandable pages included (ipc_import.cpp), peer access, and peer-aware copies.
+// ipc_handles.cpp) of whole cudaMalloc segments and of expandable pages (ipc_export.cpp) of the
+// native backend, the opening of any of them (ipc_import.cpp), peer access, and peer-aware copies.
 #include "torch_allocator.hpp"
 
 #include <c10/cuda/CUDAException.h>
@@ -12,6 +12,7 @@
 
 #include <cstring>
 
+#include "ipc_export.hpp"
 #include "ipc_handles.hpp"
 #include "ipc_import.hpp"
 
@@ -25,10 +26,23 @@ c10a::ShareableHandle torch_allocator::shareIpcHandle(void* ptr) {
   const auto address = reinterpret_cast<std::uintptr_t>(ptr);
   for (const segment_info& s : segments_of(-1, {0, 0})) {
     if (address < s.address || address >= s.address + s.total_size) continue;
-    TORCH_CHECK(!s.is_expandable,
-                "streampool: sending memory of an expandable segment to another process is not supported yet "
-                "(streampool opens expandable-segment tensors that stock PyTorch sends, but does not export its own "
-                "pages); set expandable_segments:False in the sending process to share CUDA tensors.");
+    if (s.is_expandable) {
+      // Note [Exporting expandable pages]: the pages of the tensor's block, as PyTorch's 'e' handle.
+      for (const block_info& b : s.blocks) {
+        if (address < b.address || address >= b.address + b.size) continue;
+        c10a::ShareableHandle out;
+        try {
+          c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(s.device));
+          out.handle = page_exports().share(impl().device_driver(), s.address, s.page_size, b.address, b.size,
+                                            &out.offset);
+        } catch (const std::exception& e) {
+          TORCH_CHECK(false, e.what());
+        }
+        out.offset += static_cast<ptrdiff_t>(address - b.address);
+        return out;
+      }
+      TORCH_CHECK(false, "streampool: shareIpcHandle: ", ptr, " is in no block of its expandable segment");
+    }
     // Note [Pool options]: a segment of a MemPool with an allocator of its own need not be one
     // cudaMalloc of its own, so its cudaIpc handle could name other memory.
     TORCH_CHECK(s.pool.is_default() || impl().get_pool_options(s.pool, s.device).provider == nullptr,

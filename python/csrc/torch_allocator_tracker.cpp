@@ -1,8 +1,9 @@
-// torch_allocator_tracker.cpp — attachAllocatorTraceTracker: c10's trace trackers (what
-// ProcessGroupNCCL's TORCH_NCCL_USE_TENSOR_REGISTER_ALLOCATOR_HOOK=1 attaches to register the
-// allocator's segments with NCCL) told of streampool's segments through the allocator's segment
-// listener, as SEGMENT_ALLOC / SEGMENT_FREE over the mapped memory (tracker_ranges.cpp,
-// Note [Mapped ranges as segments]).
+// torch_allocator_tracker.cpp — the extension's one segment listener and who hears it:
+// attachAllocatorTraceTracker's trackers (what ProcessGroupNCCL's
+// TORCH_NCCL_USE_TENSOR_REGISTER_ALLOCATOR_HOOK=1 attaches to register the allocator's segments
+// with NCCL), told of streampool's segments as SEGMENT_ALLOC / SEGMENT_FREE over the mapped memory
+// (tracker_ranges.cpp, Note [Mapped ranges as segments]), and the descriptors of pages sent to
+// other processes, closed when their memory is unmapped (ipc_export.cpp).
 #include "torch_allocator.hpp"
 
 #include <c10/util/Exception.h>
@@ -12,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "ipc_export.hpp"
 #include "tracker_ranges.hpp"
 
 namespace streampool::torch_ext {
@@ -31,7 +33,6 @@ struct tracker_state {
   std::recursive_mutex mutex;
   std::vector<c10a::AllocatorTraceTracker> trackers;
   tracker_ranges ranges;
-  bool listening = false;
 
   /// Tells every tracker each of `events`, under `mutex`. A tracker that throws is reported and
   /// the others (and the later events) are still told, so the ranges stay what they were told.
@@ -61,19 +62,74 @@ struct tracker_state {
   }
 };
 
+// Note [One segment listener]
+// The allocator has one segment listener; the extension sets it once, at the first attach of a
+// tracker or the first export of expandable pages, to a segment_hub that passes each event to the
+// page exports (closing the descriptors of unmapped pages) and to the trackers' state. Each part
+// is created once and never replaced, so the listener reads them under the hub's mutex only to
+// copy two pointers.
+struct segment_hub {
+  std::mutex mutex;
+  bool listening = false;
+  std::shared_ptr<tracker_state> trackers;
+  std::shared_ptr<ipc::page_exports> exports;
+
+  void hear(const trace_entry& e) {
+    std::shared_ptr<tracker_state> t;
+    std::shared_ptr<ipc::page_exports> x;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      t = trackers;
+      x = exports;
+    }
+    if (x != nullptr) x->on_segment_event(e);
+    if (t != nullptr) t->hear(e);
+  }
+};
+
+segment_hub& torch_allocator::hub() {
+  std::lock_guard<std::mutex> lock(hub_mutex_);
+  if (hub_ == nullptr) hub_ = std::make_shared<segment_hub>();
+  if (!hub_->listening) {
+    std::shared_ptr<segment_hub> hub = hub_;
+    impl().set_segment_listener([hub](const trace_entry& e) { hub->hear(e); });
+    hub_->listening = true;
+  }
+  return *hub_;
+}
+
+ipc::page_exports& torch_allocator::page_exports() {
+  segment_hub& h = hub();
+  std::lock_guard<std::mutex> lock(h.mutex);
+  if (h.exports == nullptr) h.exports = std::make_shared<ipc::page_exports>();
+  return *h.exports;
+}
+
 std::size_t torch_allocator::tracker_count() {
-  std::lock_guard<std::mutex> lock(tracker_init_mutex_);
-  if (trackers_ == nullptr) return 0;
-  std::lock_guard<std::recursive_mutex> state_lock(trackers_->mutex);
-  return trackers_->trackers.size();
+  std::shared_ptr<tracker_state> state;
+  {
+    std::lock_guard<std::mutex> lock(hub_mutex_);
+    if (hub_ == nullptr) return 0;
+    std::lock_guard<std::mutex> hub_lock(hub_->mutex);
+    state = hub_->trackers;
+  }
+  if (state == nullptr) return 0;
+  std::lock_guard<std::recursive_mutex> state_lock(state->mutex);
+  return state->trackers.size();
 }
 
 std::vector<std::tuple<int, std::uintptr_t, std::size_t>> torch_allocator::tracker_ranges_told() {
   std::vector<std::tuple<int, std::uintptr_t, std::size_t>> out;
-  std::lock_guard<std::mutex> lock(tracker_init_mutex_);
-  if (trackers_ == nullptr) return out;
-  std::lock_guard<std::recursive_mutex> state_lock(trackers_->mutex);
-  for (const tracker_event& t : trackers_->ranges.ranges()) out.emplace_back(t.device, t.address, t.size);
+  std::shared_ptr<tracker_state> state;
+  {
+    std::lock_guard<std::mutex> lock(hub_mutex_);
+    if (hub_ == nullptr) return out;
+    std::lock_guard<std::mutex> hub_lock(hub_->mutex);
+    state = hub_->trackers;
+  }
+  if (state == nullptr) return out;
+  std::lock_guard<std::recursive_mutex> state_lock(state->mutex);
+  for (const tracker_event& t : state->ranges.ranges()) out.emplace_back(t.device, t.address, t.size);
   return out;
 }
 
@@ -84,37 +140,39 @@ void torch_allocator::attachAllocatorTraceTracker(c10a::AllocatorTraceTracker tr
               "PyTorch's): its memory is one stream-ordered pool, not segments a tracker could register. For NCCL "
               "buffer registration (TORCH_NCCL_USE_TENSOR_REGISTER_ALLOCATOR_HOOK=1) use the native backend; "
               "otherwise leave that variable unset.");
-  std::shared_ptr<tracker_state> state;
-  {
-    std::lock_guard<std::mutex> lock(tracker_init_mutex_);
-    if (trackers_ == nullptr) trackers_ = std::make_shared<tracker_state>();
-    state = trackers_;
+  segment_hub* h = nullptr;
+  try {
+    h = &hub();  // Note [One segment listener]
+  } catch (const std::exception& e) {
+    TORCH_CHECK(false, "streampool: attachAllocatorTraceTracker failed: ", e.what());
   }
+  std::shared_ptr<tracker_state> state;
   bool first = false;
+  {
+    std::lock_guard<std::mutex> lock(h->mutex);
+    if (h->trackers == nullptr) {
+      h->trackers = std::make_shared<tracker_state>();
+      first = true;
+    }
+    state = h->trackers;
+  }
   {
     std::lock_guard<std::recursive_mutex> lock(state->mutex);
     state->trackers.push_back(std::move(tracker));
-    first = !state->listening;
-    state->listening = true;
   }
   if (!first) return;
-  // Note [Mapped ranges as segments]: listen first (events are kept until the seed), then start
-  // from a snapshot (taken without state->mutex: Note [Trackers told in order]).
+  // Note [Mapped ranges as segments]: the hub passes events on from now (kept until the seed);
+  // the snapshot is taken without state->mutex (Note [Trackers told in order]).
   try {
-    impl().set_segment_listener([state](const trace_entry& e) { state->hear(e); });
     const memory_snapshot snap = impl().snapshot();
     std::lock_guard<std::recursive_mutex> lock(state->mutex);
     state->tell(state->ranges.seed(snap.segments));
   } catch (const std::exception& e) {
-    // Nothing stays half attached: no listener, no tracker; a later attach starts again.
-    try {
-      impl().set_segment_listener(nullptr);
-    } catch (...) {
+    // Nothing stays half attached: no trackers; a later attach starts again.
+    {
+      std::lock_guard<std::mutex> lock(h->mutex);
+      h->trackers = nullptr;
     }
-    std::lock_guard<std::recursive_mutex> lock(state->mutex);
-    state->trackers.clear();
-    state->listening = false;
-    state->ranges = tracker_ranges{};
     TORCH_CHECK(false, "streampool: attachAllocatorTraceTracker failed: ", e.what());
   }
 }

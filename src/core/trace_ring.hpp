@@ -42,22 +42,12 @@ class trace_ring {
   /// only to record it tests first.
   [[nodiscard]] bool wanted() const noexcept { return flags_.load(std::memory_order_relaxed) != 0; }
 
+  /// Inline: one relaxed load while nothing wants entries (the hot paths trace every call).
   void record(trace_action action, int device, std::uintptr_t address, std::size_t size, stream_t stream,
               mempool_id pool = {}) {
     const unsigned flags = flags_.load(std::memory_order_relaxed);
     if (flags == 0) return;
-    const trace_entry entry{action, device, address, size, stream, pool, now_us()};
-    if ((flags & listener_flag) != 0 && is_segment_action(action)) notify(entry);
-    if ((flags & history_flag) == 0) return;
-    std::lock_guard lock(mutex_);
-    if (capacity_ == 0) return;
-    if (entries_.size() < capacity_) {
-      entries_.push_back(entry);
-      return;
-    }
-    entries_[next_] = entry;
-    next_ = (next_ + 1) % capacity_;
-    wrapped_ = true;
+    record_wanted(flags, trace_entry{action, device, address, size, stream, pool, 0});
   }
 
   /// Oldest first.
@@ -88,27 +78,12 @@ class trace_ring {
     }
   }
 
+  /// record() once something wants entries (trace_ring.cpp): stamps the time, tells the listener
+  /// of a segment event, appends to the ring when history is on.
+  void record_wanted(unsigned flags, trace_entry entry);
   /// Calls the listener outside the ring's mutex; what it throws is reported through warn() and
   /// dropped (the allocator's state change it reports has happened and must not be half-undone).
-  void notify(const trace_entry& entry) const noexcept {
-    std::shared_ptr<const segment_listener> listener;
-    try {
-      std::lock_guard lock(mutex_);
-      listener = listener_;
-    } catch (...) {
-      return;
-    }
-    if (listener == nullptr || !*listener) return;
-    try {
-      (*listener)(entry);
-    } catch (const std::exception& e) {
-      report_listener_failure(e.what());
-    } catch (...) {
-      report_listener_failure("an exception that is not a std::exception");
-    }
-  }
-
-  static void report_listener_failure(const char* what) noexcept;
+  void notify(const trace_entry& entry) const noexcept;
 
   mutable std::mutex mutex_;
   std::atomic<unsigned> flags_{0};

@@ -61,6 +61,7 @@ std::string_view to_string(driver_call call) noexcept {
     case driver_call::graph_node_dependencies: return "graph_node_dependencies";
     case driver_call::vmm_export_fd: return "vmm_export_fd";
     case driver_call::vmm_import_fd: return "vmm_import_fd";
+    case driver_call::vmm_retain: return "vmm_retain";
     case driver_call::count_: break;
   }
   return "unknown_call";

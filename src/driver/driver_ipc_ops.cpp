@@ -1,5 +1,5 @@
 // driver_ipc_ops.cpp — the defaults of the calls that share VMM memory with other processes
-// (vmm_export_fd, vmm_import_fd): a driver that predates them (a test double, a wrapper) still
+// (vmm_export_fd, vmm_import_fd, vmm_retain): a driver that predates them (a test double, a wrapper) still
 // compiles and reports that it cannot. cuda_vmm.cpp and sim_ipc.cpp hold the real ones.
 #include "streampool/driver.hpp"
 
@@ -24,6 +24,11 @@ drv_result driver::vmm_export_fd(vmm_handle_t /*handle*/, int* fd) noexcept {
 }
 
 drv_result driver::vmm_import_fd(int /*fd*/, vmm_handle_t* out) noexcept {
+  if (out != nullptr) *out = 0;
+  return {status::not_supported, 0};
+}
+
+drv_result driver::vmm_retain(void* /*va*/, vmm_handle_t* out) noexcept {
   if (out != nullptr) *out = 0;
   return {status::not_supported, 0};
 }

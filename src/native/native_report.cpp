@@ -22,6 +22,7 @@ segment_info start_segment(int device, const stream_arena& a, const segment& seg
   info.is_large = !seg.small;
   info.pool = a.pool_id();
   info.is_expandable = seg.expandable;
+  info.page_size = seg.expandable ? seg.page : 0;
   return info;
 }
 

@@ -60,6 +60,7 @@ vmm_api resolve_all() noexcept {
     drv_result optional{};  // Note [Sharing VMM handles]: without them, no IPC of VMM memory
     (void)resolve("cuMemExportToShareableHandle", 10020, api.mem_export_to_shareable_handle, optional);
     (void)resolve("cuMemImportFromShareableHandle", 10020, api.mem_import_from_shareable_handle, optional);
+    (void)resolve("cuMemRetainAllocationHandle", 11000, api.mem_retain_allocation_handle, optional);
   }
   api.resolved = outcome;
   return api;
@@ -223,6 +224,23 @@ drv_result cuda_vmm::import_fd(int fd, vmm_handle_t* out) noexcept {
   // The fd travels in the pointer argument, as the CUDA documentation says for POSIX handles.
   const drv_result result = driver_api_result(api.mem_import_from_shareable_handle(
       &handle, reinterpret_cast<void*>(static_cast<std::intptr_t>(fd)), CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
+  if (result.ok()) {
+    *out = static_cast<vmm_handle_t>(handle);
+  }
+  return result;
+}
+
+drv_result cuda_vmm::retain(void* va, vmm_handle_t* out) noexcept {
+  *out = 0;
+  const vmm_api& api = driver_api();
+  if (!api.resolved.ok()) {
+    return api.resolved;
+  }
+  if (api.mem_retain_allocation_handle == nullptr) {
+    return {status::not_supported, static_cast<int>(CUDA_ERROR_NOT_SUPPORTED)};
+  }
+  CUmemGenericAllocationHandle handle = 0;
+  const drv_result result = driver_api_result(api.mem_retain_allocation_handle(&handle, va));
   if (result.ok()) {
     *out = static_cast<vmm_handle_t>(handle);
   }

@@ -398,6 +398,10 @@ drv_result sim_driver::vmm_import_fd(int fd, vmm_handle_t* out) noexcept {
   return state_->run(driver_call::vmm_import_fd, [&] { return state_->memory.vmm_import_fd(fd, out); });
 }
 
+drv_result sim_driver::vmm_retain(void* va, vmm_handle_t* out) noexcept {
+  return state_->run(driver_call::vmm_retain, [&] { return state_->device.vmm_.retain(va, out); });
+}
+
 std::size_t sim_driver::live_shared_memory() noexcept { return sim::live_shared_memory(); }
 
 drv_result sim_driver::host_alloc(std::size_t bytes, void** out) noexcept {

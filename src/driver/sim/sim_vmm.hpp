@@ -35,6 +35,8 @@ class vmm_space {
   /// descriptor names (of this vmm_space or another's).
   [[nodiscard]] drv_result export_fd(vmm_handle_t handle, int* fd);
   [[nodiscard]] drv_result import_fd(int fd, vmm_handle_t* out);
+  /// The handle mapped at `va`, held once more (a release each).
+  [[nodiscard]] drv_result retain(void* va, vmm_handle_t* out);
   [[nodiscard]] drv_result release(vmm_handle_t handle);
   [[nodiscard]] drv_result map(void* va, std::size_t bytes, vmm_handle_t handle);
   [[nodiscard]] drv_result set_access(void* va, std::size_t bytes, int device);
@@ -68,6 +70,7 @@ class vmm_space {
     std::size_t size = 0;
     bool released = false;
     int maps = 0;
+    int extra_holds = 0;  ///< retain()s not yet released
     bool shareable = false;
     bool imported = false;                  ///< charges nothing here (Note [Sim IPC])
     std::shared_ptr<shared_memory> shared;  ///< once exported or imported
