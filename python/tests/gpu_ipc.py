@@ -8,7 +8,8 @@ write. Needs torch 2.11 with CUDA and streampool installed with its extension.
   pairs     sp->sp, sp->stock, stock->sp (normal segments, the 'c' handle); stock(expandable)->sp,
             ->stock(expandable), ->stock, and sp(expandable)->sp, ->stock, ->stock(expandable) (the
             'e' handle: PyTorch's expandable-segment IPC)
-  kills     the producer killed after the consumer opened (the consumer still reads the data);
+  kills     the producer killed after the consumer opened (expandable senders: the consumer still
+            reads the data);
             the consumer killed after it opened (the producer frees, empties its cache, allocates
             again); the producer killed before the consumer opened (the consumer gets an error,
             not a crash); device free memory back to where it started
@@ -202,8 +203,12 @@ def check_kills(mp, out: Path) -> list:
     before = device_free()
     jobs = []
     for prod, cons in KILL_PAIRS:
-        jobs.append((f"kill producer after open {prod}->{cons}",
-                     lambda p=prod, c=cons: run_pair(mp, p, c, prod_hold="die_after_open", cons_hold="after_producer_died")))
+        # Only cuMem memory (the 'e' handle) is promised to outlive its exporter; legacy cudaIpc
+        # memory ('c') goes with the process that allocated it, so that case is not asked of it.
+        if prod.endswith("_exp"):
+            jobs.append((f"kill producer after open {prod}->{cons}",
+                         lambda p=prod, c=cons: run_pair(mp, p, c, prod_hold="die_after_open",
+                                                         cons_hold="after_producer_died")))
         jobs.append((f"kill consumer after open {prod}->{cons}",
                      lambda p=prod, c=cons: run_pair(mp, p, c, cons_hold="die_after_open")))
         jobs.append((f"kill producer before open {prod}->{cons}",
