@@ -56,9 +56,15 @@ class tracker_ranges {
     int device;
     stream_t stream;
     mempool_id pool;
+    bool mapped;  ///< a range of an expandable segment (merges with its neighbours), not a whole segment
+    [[nodiscard]] bool joins(int d, stream_t s, mempool_id p) const noexcept {
+      return mapped && device == d && stream == s && pool == p;
+    }
   };
-  void add(int device, std::uintptr_t lo, std::uintptr_t hi, stream_t stream, mempool_id pool,
-           std::vector<tracker_event>& out);
+  /// Adds the parts of [lo, hi) not known; `merge`: a mapped part joins the mapped ranges of the
+  /// same device, stream and pool it touches (Note [Mapped ranges as segments]).
+  void add(int device, std::uintptr_t lo, std::uintptr_t hi, stream_t stream, mempool_id pool, bool mapped,
+           bool merge, std::vector<tracker_event>& out);
   void remove(std::uintptr_t lo, std::uintptr_t hi, std::vector<tracker_event>& out);
 
   bool seeded_ = false;
