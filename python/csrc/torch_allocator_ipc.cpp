@@ -68,7 +68,10 @@ std::shared_ptr<void> torch_allocator::getIpcDevPtr(std::string handle) {
     TORCH_CHECK(false, e.what());
   }
   std::lock_guard<std::mutex> lock(ipc_mutex_);
-  auto it = ipc_opened_.find(handle);
+  // Note [IPC handle formats]: an 'e' handle names descriptor numbers, which the sender reuses once
+  // it has closed them, so the same bytes can name other memory later: it is opened anew each time.
+  // A 'c' handle names one allocation for good and is shared while open.
+  auto it = decoded.kind == ipc::kind_cuda_malloc ? ipc_opened_.find(handle) : ipc_opened_.end();
   if (it != ipc_opened_.end()) {
     if (std::shared_ptr<void> open = it->second.lock()) return open;
   }
@@ -100,7 +103,7 @@ std::shared_ptr<void> torch_allocator::getIpcDevPtr(std::string handle) {
       if (!closed.ok()) TORCH_WARN("streampool: closing imported CUDA tensor memory failed: ", drv->describe(closed));
     });
   }
-  ipc_opened_[handle] = open;
+  if (decoded.kind == ipc::kind_cuda_malloc) ipc_opened_[handle] = open;
   return open;
 }
 
