@@ -8,7 +8,9 @@
 
 #include <algorithm>
 #include <map>
+#include <mutex>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "../../../python/csrc/tracker_ranges.hpp"
@@ -229,6 +231,55 @@ void run_random(const char* conf, bool attach_midway) {
 TEST(tracker_ranges_native, ExpandableRangesToldMatchTheMappedMemory) { run_random("expandable_segments:True", false); }
 TEST(tracker_ranges_native, AttachedMidwayToldMatchesTheMappedMemory) { run_random("expandable_segments:True", true); }
 TEST(tracker_ranges_native, OrdinarySegmentsToldMatchTheSegments) { run_random("", true); }
+
+// Four threads on streams of their own grow and shrink expandable segments while the listener
+// translates (under one mutex, as the extension's hub does): the same invariants at the end.
+TEST(tracker_ranges_native, ThreadsOnTheirOwnStreamsKeepTheRangesRight) {
+  const std::uint64_t seed = testing::test_seed();
+  auto sim = std::make_shared<sim_driver>();
+  std::unique_ptr<allocator> a = make_allocator(parse_config("expandable_segments:True"), sim);
+  std::mutex mutex;
+  told_log log;
+  log.take(log.ranges.seed({}));
+  a->set_segment_listener([&](const trace_entry& e) {
+    std::lock_guard lock(mutex);
+    std::vector<tracker_event> out;
+    log.ranges.translate(e, out);
+    log.take(out);
+  });
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      stream_t stream = nullptr;
+      ASSERT_TRUE(sim->stream_create(0, &stream).ok());
+      std::mt19937_64 rng(seed + static_cast<std::uint64_t>(t));
+      std::vector<void*> live;
+      for (int i = 0; i < 200; ++i) {
+        if (live.empty() || rng() % 3 != 0) {
+          live.push_back(a->allocate((1 + rng() % 40) << 20, stream));
+        } else {
+          a->deallocate(live.back());
+          live.pop_back();
+        }
+        if (i % 50 == 49) a->empty_cache();
+      }
+      for (void* p : live) a->deallocate(p);
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  a->empty_cache();
+  a->set_segment_listener(nullptr);
+  EXPECT_EQ(log.unmatched_frees, 0) << "seed " << seed;
+  EXPECT_EQ(log.double_allocs, 0) << "seed " << seed;
+  EXPECT_GT(log.frees, 0) << "seed " << seed;
+  std::vector<std::pair<std::uintptr_t, std::uintptr_t>> shown;
+  for (const segment_info& s : a->snapshot().segments) shown.emplace_back(s.address, s.address + s.total_size);
+  std::vector<std::pair<std::uintptr_t, std::uintptr_t>> told;
+  for (const auto& [address, size] : log.open) told.emplace_back(address, address + size);
+  std::sort(shown.begin(), shown.end());
+  std::sort(told.begin(), told.end());
+  EXPECT_EQ(told, shown) << "seed " << seed;
+}
 
 }  // namespace
 }  // namespace streampool::torch_ext
