@@ -7,6 +7,8 @@ of its segments (normal segments, and with expandable segments every mapped rang
   - all-reduce of tensors of 1..256 MiB gives the right sums;
   - streampool._C10.tracker_ranges(): the hooks are attached, and the ranges told equal the
     snapshot's segments (what is mapped); after freeing everything and empty_cache(), none are left;
+  - a torch.cuda.MemPool over ProcessGroupNCCL's mem_allocator (ncclMemAlloc), registered with
+    register_mem_pool: an all-reduce on a tensor from it;
   - the NCCL log (NCCL_DEBUG=INFO, NCCL_DEBUG_SUBSYS=INIT,REG) is kept under OUT;
   - the all-reduce time per size with the hook on and off (one rank: NCCL's local path).
 
@@ -76,6 +78,23 @@ def worker(config: str, hook: bool, port: int, log_path: str, result) -> None:
                 dist.all_reduce(t)
             torch.cuda.synchronize()
             out["times_ms"][size] = 1000 * (time.perf_counter() - start) / 20
+        # NCCL's own allocator (ncclMemAlloc) as a torch.cuda.MemPool: the pool's segments come from
+        # it (streampool's segment providers), ProcessGroupNCCL registers the pool, all-reduce on it.
+        try:
+            backend = dist.distributed_c10d._get_default_group()._get_backend(torch.device("cuda", 0))
+            pool = torch.cuda.MemPool(backend.mem_allocator)
+            with torch.cuda.use_mem_pool(pool):
+                pooled = torch.full((16 * MIB // 4,), 2.0, device="cuda")
+            backend.register_mem_pool(pool)
+            dist.all_reduce(pooled)
+            torch.cuda.synchronize()
+            out["checks"].append(("all_reduce on a MemPool of NCCL's mem_allocator", bool((pooled == 2.0).all())))
+            backend.deregister_mem_pool(pool)
+            del pooled
+            torch.cuda.synchronize()
+            del pool
+        except Exception as e:  # noqa: BLE001 - reported as a failed check with the reason
+            out["checks"].append((f"all_reduce on a MemPool of NCCL's mem_allocator ({type(e).__name__}: {e})", False))
         if sp is not None:
             from streampool import _C10
 
