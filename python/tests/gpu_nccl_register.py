@@ -37,6 +37,9 @@ CONFIGS = {
     "stock": None,
     "sp_native": "expandable_segments:False",
     "sp_expandable": "expandable_segments:True",
+    # The same, with PyTorch's own variable saying expandable_segments:True too: ProcessGroupNCCL
+    # (as we read its source) then turns the hook off; checked: no trackers attached.
+    "sp_expandable_torch_conf": "expandable_segments:True",
 }
 
 
@@ -50,6 +53,8 @@ def worker(config: str, hook: bool, port: int, log_path: str, result) -> None:
         for name in ("STREAMPOOL_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"):
             os.environ.pop(name, None)
         sp = None
+        if config == "sp_expandable_torch_conf":
+            os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
         if CONFIGS[config] is not None:
             os.environ["STREAMPOOL_ALLOC_CONF"] = CONFIGS[config]
             import streampool as sp
@@ -113,8 +118,11 @@ def worker(config: str, hook: bool, port: int, log_path: str, result) -> None:
                 return runs
 
             out["trackers"] = trackers
-            out["checks"].append(("hooks attached" if hook else "no hooks attached", (trackers >= 2) == hook))
-            if hook:
+            if config == "sp_expandable_torch_conf":
+                out["checks"].append(("PyTorch's own expandable_segments:True keeps the hook off", trackers == 0))
+            else:
+                out["checks"].append(("hooks attached" if hook else "no hooks attached", (trackers >= 2) == hook))
+            if hook and trackers > 0:
                 # What existed at attach time was registered by ProcessGroupNCCL from the snapshot;
                 # the ranges told are what came after: together they must cover what is mapped.
                 covered = merged(sorted(set(told) | set(shown)))
@@ -160,7 +168,7 @@ def main() -> int:
     passed = failed = 0
     figures = []
     for config in CONFIGS:
-        for hook in (True, False):
+        for hook in ((True,) if config == "sp_expandable_torch_conf" else (True, False)):
             result = context.Queue()
             log = out / f"nccl-{config}-hook{int(hook)}.log"
             p = context.Process(target=worker, args=(config, hook, free_port(), str(log), result))
