@@ -1,7 +1,7 @@
 // Sharing VMM memory between processes (vmm_export_fd / vmm_import_fd, Note [Sharing VMM
 // handles]) on every driver: an exported handle imports as a handle of its own that maps, takes
 // access and releases like any, and outlives the exporter's release; bad handles and descriptors
-// fail cleanly. On the real driver "the other process" is this one (CUDA imports its own
+// fail cleanly; vmm_retain finds the handle mapped at an address. On the real driver "the other process" is this one (CUDA imports its own
 // descriptors too); the sim-only suite (sim_ipc_test.cpp) has separate sim_drivers.
 #include <fcntl.h>
 #include <unistd.h>
@@ -74,6 +74,31 @@ TEST_P(ipc_contract, BadHandlesAndDescriptorsFailCleanly) {
   vmm_handle_t created = 0;
   ASSERT_TRUE(ok(drv_->vmm_create(0, info_.vmm_granularity, &created)));
   EXPECT_TRUE(ok(drv_->vmm_release(created)));
+}
+
+TEST_P(ipc_contract, RetainGivesTheMappedHandleHeldOnceMore) {
+  const std::size_t granularity = info_.vmm_granularity;
+  void* va = nullptr;
+  ASSERT_TRUE(ok(drv_->vmm_reserve(0, 2 * granularity, granularity, &va)));
+  vmm_handle_t created = 0;
+  ASSERT_TRUE(ok(drv_->vmm_create(0, granularity, &created)));
+  ASSERT_TRUE(ok(drv_->vmm_map(va, granularity, created)));
+  ASSERT_TRUE(ok(drv_->vmm_set_access(va, granularity, 0)));
+  vmm_handle_t retained = 0;
+  ASSERT_TRUE(ok(drv_->vmm_retain(va, &retained)));
+  EXPECT_EQ(retained, created) << "the value it was mapped with";
+  EXPECT_TRUE(ok(drv_->vmm_release(retained)));
+  int fd = -1;
+  EXPECT_TRUE(ok(drv_->vmm_export_fd(created, &fd))) << "still held once after the retain's release";
+  if (fd >= 0) {
+    EXPECT_EQ(::close(fd), 0);
+  }
+  vmm_handle_t none = 1;
+  EXPECT_FALSE(drv_->vmm_retain(reinterpret_cast<void*>(address(va) + granularity), &none).ok()) << "nothing mapped there";
+  EXPECT_EQ(none, 0u);
+  EXPECT_TRUE(ok(drv_->vmm_release(created)));
+  EXPECT_TRUE(ok(drv_->vmm_unmap(va, granularity)));
+  EXPECT_TRUE(ok(drv_->vmm_free(va, 2 * granularity)));
 }
 
 std::string case_name(const ::testing::TestParamInfo<driver_case>& info) { return info.param.name; }
