@@ -14,8 +14,9 @@ write. Needs torch 2.11 with CUDA and streampool installed with its extension.
             again); the producer killed before the consumer opened (the consumer gets an error,
             not a crash); device free memory back to where it started
   imports   100 tensors of 24 MiB each from a stock expandable producer, opened by a streampool
-            consumer and by a stock one: the open latency per tensor (queue get included), printed
-            and written to imports.json
+            consumer and by a stock one: the open latency per tensor (queue get included) and the
+            address space reserved per import (growth of the consumer's VmSize), printed and
+            written to imports.json
 
   python3 python/tests/gpu_ipc.py [--out DIR] [--only pairs,kills,imports]
 
@@ -90,18 +91,29 @@ def producer(role: str, elements: int, count: int, to_consumer, from_consumer, r
         result.put(("producer", "error", traceback.format_exc()))
 
 
+def vm_size_bytes() -> int:
+    """This process's virtual address space (VmSize): CUDA reserves device address space in it too."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmSize:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
 def consumer(role: str, elements: int, count: int, to_consumer, from_consumer, result, hold: str) -> None:
     try:
         _setup(role)
         import torch
 
         torch.cuda.init()
+        torch.empty(1, device="cuda")  # the context and the allocator exist before the imports are measured
         opened = []
+        vm_before = vm_size_bytes()
         start = time.perf_counter()
         for _ in range(count):
             opened.append(to_consumer.get(timeout=TIMEOUT))
         torch.cuda.synchronize()
         open_s = time.perf_counter() - start
+        vm_grown = vm_size_bytes() - vm_before
         first = opened[0]
         expected = float(elements) * (elements - 1) / 2
         total = float(first.sum())
@@ -116,7 +128,8 @@ def consumer(role: str, elements: int, count: int, to_consumer, from_consumer, r
         first[0] = 12345.0
         torch.cuda.synchronize()
         from_consumer.put("wrote")
-        result.put(("consumer", "read", {"sum": total, "expected": expected, "open_s": open_s, "count": count}))
+        result.put(("consumer", "read", {"sum": total, "expected": expected, "open_s": open_s, "count": count,
+                                         "vm_grown": vm_grown}))
         del first, opened
         torch.cuda.synchronize()
     except Exception:  # noqa: BLE001
@@ -245,9 +258,12 @@ def check_imports(mp, out: Path) -> list:
         if read is None:
             results.append((f"100 imports stock_exp->{cons}", False, str(m)[-400:]))
             continue
-        figures[cons] = {"open_ms_per_tensor": 1000 * read["open_s"] / read["count"]}
+        figures[cons] = {"open_ms_per_tensor": 1000 * read["open_s"] / read["count"],
+                         "address_space_mib_per_import": read["vm_grown"] / read["count"] / MIB}
         results.append((f"100 imports stock_exp->{cons}", True,
-                        f"{figures[cons]['open_ms_per_tensor']:.3f} ms per tensor (queue get + open)"))
+                        f"{figures[cons]['open_ms_per_tensor']:.3f} ms per tensor (queue get + open), "
+                        f"{figures[cons]['address_space_mib_per_import']:.1f} MiB of address space (VmSize) per "
+                        f"import of a 24 MiB tensor"))
     (out / "imports.json").write_text(json.dumps(figures, indent=2))
     return results
 
