@@ -65,6 +65,16 @@ class STREAMPOOL_API allocator {
   void record_history(bool enabled, std::size_t max_entries = 1u << 20);
   /// Entries of the trace ring buffer of `device`, oldest first.
   [[nodiscard]] std::vector<trace_entry> trace(int device = current_device) const;
+  /// Makes `listener` (an empty function: none) receive every segment event of every device from
+  /// now on, with history on or off: the entries record_history() would keep with action
+  /// segment_alloc, segment_free (a whole segment obtained / given back), segment_map and
+  /// segment_unmap (a range of an expandable segment), at the moment the trace records them: a
+  /// segment_free just before the memory goes back to the driver, the others just after the
+  /// change (Note [Segment listener] in src/core/trace_ring.hpp). It is called on the allocating
+  /// thread with the device's lock held, so it must not call this allocator; what it throws is
+  /// passed to warn() and dropped. Replaces the previous listener.
+  /// @throws error when the allocator has no segment events of its own (a wrapper of another)
+  void set_segment_listener(segment_listener listener);
 
   /// Caps the memory this allocator may obtain from `device` at fraction × total memory.
   /// @throws error unless 0 <= fraction <= 1
@@ -130,6 +140,9 @@ class STREAMPOOL_API allocator {
   [[nodiscard]] virtual memory_snapshot do_snapshot() const = 0;
   virtual void do_record_history(bool enabled, std::size_t max_entries) = 0;
   [[nodiscard]] virtual std::vector<trace_entry> do_trace(int device) const = 0;
+  /// set_segment_listener(): nullptr removes it. The default refuses (allocators that are not
+  /// streampool's backends).
+  virtual void do_set_segment_listener(std::shared_ptr<const segment_listener> listener);
   virtual void do_set_memory_fraction(int device, double fraction) = 0;
   [[nodiscard]] virtual double do_memory_fraction(int device) const = 0;
   /// pools(): the private pools of `device` (in range), owned by the allocator; nullptr (the

@@ -88,6 +88,9 @@ struct STREAMPOOL_API device_info {
   bool memory_pools_supported = false;  ///< cudaDevAttrMemoryPoolsSupported
   bool vmm_supported = false;           ///< CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED
   std::size_t vmm_granularity = 0;      ///< cuMemGetAllocationGranularity (minimum), 0 if no VMM
+  /// vmm_create makes handles that vmm_export_fd can share with other processes
+  /// (CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED).
+  bool vmm_ipc_supported = false;
 };
 
 /// Attributes of a stream-ordered memory pool (cudaMemPoolAttr subset).
@@ -125,6 +128,7 @@ enum class driver_call : std::uint8_t {
   stream_get_device,
   host_alloc, host_free, host_register, host_unregister, memcpy_async,
   capture_on_graph_release, capture_dependencies, graph_node_dependencies,
+  vmm_export_fd, vmm_import_fd, vmm_retain,
   count_
 };
 inline constexpr std::size_t driver_call_count = static_cast<std::size_t>(driver_call::count_);
@@ -199,7 +203,8 @@ class STREAMPOOL_API driver {
   /// cuMemAddressReserve: `bytes` of address space aligned to `alignment` (multiples of granularity).
   virtual drv_result vmm_reserve(int device, std::size_t bytes, std::size_t alignment, void** va) noexcept = 0;
   virtual drv_result vmm_free(void* va, std::size_t bytes) noexcept = 0;
-  /// cuMemCreate: `bytes` (a multiple of granularity) of pinned device memory on `device`.
+  /// cuMemCreate: `bytes` (a multiple of granularity) of pinned device memory on `device`, shareable
+  /// with other processes (vmm_export_fd) where device_info::vmm_ipc_supported says so.
   virtual drv_result vmm_create(int device, std::size_t bytes, vmm_handle_t* out) noexcept = 0;
   virtual drv_result vmm_release(vmm_handle_t handle) noexcept = 0;
   virtual drv_result vmm_map(void* va, std::size_t bytes, vmm_handle_t handle) noexcept = 0;
@@ -267,6 +272,27 @@ class STREAMPOOL_API driver {
   /// kernels (STREAMPOOL_BUILD_KERNELS=OFF).
   virtual drv_result check_bytes(int device, const void* ptr, std::size_t bytes, std::uint8_t expected,
                                  stream_t stream, byte_check* out) noexcept;
+
+  // --- VMM memory shared with other processes (docs/ipc-and-nccl.md) ---------------------------
+  // Not pure: a driver without them inherits these, which return status::not_supported.
+  // Note [Sharing VMM handles] in src/driver/driver_ipc_ops.cpp.
+
+  /// cuMemExportToShareableHandle(CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR): a file descriptor,
+  /// the caller's to close(), that another process (given it over a Unix socket or by
+  /// pidfd_getfd) imports with vmm_import_fd. `handle` is one of vmm_create or vmm_import_fd, not
+  /// released. Fails for a handle that was not made shareable (vmm_ipc_supported false): the sim
+  /// answers status::not_supported, CUDA its own code; status::invalid_value for an unknown or
+  /// released handle.
+  virtual drv_result vmm_export_fd(vmm_handle_t handle, int* fd) noexcept;
+  /// cuMemImportFromShareableHandle: a handle of the memory behind `fd` (of vmm_export_fd, in this
+  /// process or another), mapped, given access and released like one of vmm_create; the memory
+  /// lives until every process has released its handles and unmapped them. The descriptor stays
+  /// the caller's. status::invalid_value when `fd` names no memory that still exists.
+  virtual drv_result vmm_import_fd(int fd, vmm_handle_t* out) noexcept;
+  /// cuMemRetainAllocationHandle: the handle of the memory mapped at `va` (the value it was mapped
+  /// with), held once more: release it with vmm_release. status::invalid_value when nothing is
+  /// mapped there.
+  virtual drv_result vmm_retain(void* va, vmm_handle_t* out) noexcept;
 
   // --- pinned host memory (the host allocator, src/host; docs/pytorch-compatibility.md) -------
   // Not pure: a driver without them inherits these, which return status::not_supported.

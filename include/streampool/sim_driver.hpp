@@ -50,6 +50,8 @@ struct STREAMPOOL_API sim_options {
   bool memory_pools_supported = true;
   bool vmm_supported = true;
   std::size_t vmm_granularity = 2 * mib;
+  /// vmm_create makes handles vmm_export_fd can export (device_info::vmm_ipc_supported).
+  bool vmm_ipc_supported = true;
   /// Pinned host memory the sim hands out (host_alloc) or registers (host_register), in total.
   std::size_t host_capacity = 64 * gib;
   sim_addresses malloc_addresses = sim_addresses::driver;  ///< where malloc puts allocations
@@ -176,7 +178,14 @@ class STREAMPOOL_API sim_driver final : public driver {
   drv_result vmm_map(void* va, std::size_t bytes, vmm_handle_t handle) noexcept override;
   drv_result vmm_set_access(void* va, std::size_t bytes, int device) noexcept override;
   drv_result vmm_unmap(void* va, std::size_t bytes) noexcept override;
-  // Capture sequences and graphs: see Note [Sim capture sequences] (src/driver/sim/sim_capture.cpp).
+  /// Between sim_drivers of this process, each a "process" (Note [Sim IPC] in src/driver/sim/sim_ipc.cpp).
+  drv_result vmm_export_fd(vmm_handle_t handle, int* fd) noexcept override;
+  drv_result vmm_import_fd(int fd, vmm_handle_t* out) noexcept override;
+  drv_result vmm_retain(void* va, vmm_handle_t* out) noexcept override;
+  /// Memory objects that were exported (vmm_export_fd) and still exist, in every sim_driver of this
+  /// process together: 0 once every handle of them was released and unmapped (leak checks).
+  [[nodiscard]] static std::size_t live_shared_memory() noexcept;
+  // Capture sequences and graphs: see Note [Sim capture sequences] (src/driver/sim_capture.cpp).
   drv_result stream_begin_capture(stream_t stream, capture_mode mode) noexcept override;
   drv_result stream_end_capture(stream_t stream, graph_t* out) noexcept override;
   drv_result graph_instantiate(graph_t graph, graph_exec_t* out, instantiate_flags flags) noexcept override;

@@ -8,6 +8,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <string_view>
@@ -103,8 +104,11 @@ struct STREAMPOOL_API segment_info {
   mempool_id pool;
   bool is_expandable = false;
   std::vector<block_info> blocks;  ///< by address
+  /// An expandable segment's physical page (one VMM handle each, from `address` on); 0 otherwise.
+  std::size_t page_size = 0;
   /// Its pool sleeps (docs/sleep-wake.md): the memory went back to the device, so this segment is
-  /// not in reserved_bytes until wake(); its blocks live on. Last, for aggregate initialisation.
+  /// not in reserved_bytes until wake(); its blocks live on. The last two members are last so that
+  /// aggregate initialisation of the earlier members keeps compiling.
   bool is_asleep = false;
 };
 
@@ -136,6 +140,10 @@ struct STREAMPOOL_API trace_entry {
   mempool_id pool;
   std::uint64_t time_us = 0;   ///< host clock, microseconds since the epoch
 };
+
+/// Receives an allocator's segment events (segment_alloc, segment_free, segment_map,
+/// segment_unmap) as they happen: allocator::set_segment_listener().
+using segment_listener = std::function<void(const trace_entry&)>;
 
 /// A snapshot of one allocator: segments sorted by address, plus the trace if recording.
 struct STREAMPOOL_API memory_snapshot {

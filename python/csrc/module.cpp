@@ -210,4 +210,12 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     pools.set_options({first, second}, options);
   }, py::arg("device"), py::arg("first"), py::arg("second"),
         "Makes a private pool's new segments VMM, so that it can sleep (pool_options::sleepable)");
+  // attachAllocatorTraceTracker's state (Note [Mapped ranges as segments]): (trackers attached,
+  // [(device, address, size), ...] ranges told as SEGMENT_ALLOC and not yet as SEGMENT_FREE).
+  m.def("tracker_ranges", [] {
+    torch_allocator& a = active();
+    py::list ranges;
+    for (const auto& [device, address, size] : a.tracker_ranges_told()) ranges.append(py::make_tuple(device, address, size));
+    return py::make_tuple(a.tracker_count(), ranges);
+  });
 }

@@ -18,6 +18,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -33,6 +34,13 @@ namespace c10a = c10::cuda::CUDACachingAllocator;
 
 /// streampool's mempool_id for PyTorch's MempoolId_t (the same pair of numbers).
 [[nodiscard]] inline mempool_id to_pool(c10::MempoolId_t id) noexcept { return {id.first, id.second}; }
+
+/// Who hears the allocator's segment events: the trace trackers of attachAllocatorTraceTracker
+/// and the descriptors of pages sent to other processes (torch_allocator_tracker.cpp).
+struct segment_hub;
+namespace ipc {
+class page_exports;
+}
 
 class torch_allocator final : public c10a::CUDAAllocator {
  public:
@@ -86,7 +94,12 @@ class torch_allocator final : public c10a::CUDAAllocator {
   std::string getUserMetadata() override { return contexts_.metadata(); }
   void pushCompileContext(std::string& md) override { contexts_.push_compile_context(md); }
   void popCompileContext() override { contexts_.pop_compile_context(); }
+  /// Note [Mapped ranges as segments] (tracker_ranges.cpp); torch_allocator_tracker.cpp.
   void attachAllocatorTraceTracker(c10a::AllocatorTraceTracker tracker) override;
+  /// The trackers attached, and the (device, address, size) ranges they were told of and not told
+  /// the end of (streampool._C10.tracker_ranges(), for checks).
+  [[nodiscard]] std::size_t tracker_count();
+  [[nodiscard]] std::vector<std::tuple<int, std::uintptr_t, std::size_t>> tracker_ranges_told();
 
   // --- CUDAAllocator: private pools (torch_allocator_pools.cpp) ---------------------------------
   void beginAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t mempool_id,
@@ -157,7 +170,16 @@ class torch_allocator final : public c10a::CUDAAllocator {
   /// Serialises change_pool_options' read-modify-write of a pool's options.
   std::mutex options_mutex_;
 
-  /// Note [IPC handles]: handles opened in this process, shared while any user holds one.
+  /// Note [One segment listener] (torch_allocator_tracker.cpp): the trackers and the page exports,
+  /// shared with the allocator's segment listener; set up on first use under hub_mutex_.
+  [[nodiscard]] segment_hub& hub();
+  /// The exported pages of expandable segments (Note [Exporting expandable pages]), listening.
+  [[nodiscard]] ipc::page_exports& page_exports();
+  std::shared_ptr<segment_hub> hub_;
+  std::mutex hub_mutex_;
+
+  /// Note [IPC handle formats] (ipc_handles.cpp): handles opened in this process, shared while any
+  /// user holds one.
   std::mutex ipc_mutex_;
   std::unordered_map<std::string, std::weak_ptr<void>> ipc_opened_;
 };

@@ -1,6 +1,7 @@
 // torch_allocator_ipc.cpp — sharing memory with other processes (torch.multiprocessing's CUDA
-// tensors) and between devices: cudaIpc handles of whole segments of the native backend, peer
-// access, and peer-aware copies.
+// tensors) and between devices: PyTorch's IPC handles (Note [IPC handle formats] in
+// ipc_handles.cpp) of whole cudaMalloc segments and of expandable pages (ipc_export.cpp) of the
+// native backend, the opening of any of them (ipc_import.cpp), peer access, and peer-aware copies.
 #include "torch_allocator.hpp"
 
 #include <c10/cuda/CUDAException.h>
@@ -11,19 +12,11 @@
 
 #include <cstring>
 
+#include "ipc_export.hpp"
+#include "ipc_handles.hpp"
+#include "ipc_import.hpp"
+
 namespace streampool::torch_ext {
-
-namespace {
-
-/// Note [IPC handles]: a handle is this prefix followed by the cudaIpcMemHandle_t of the segment
-/// (a cudaMalloc of the native backend) holding the tensor; the offset inside it travels beside it
-/// (ShareableHandle::offset). Only a process with streampool's extension installed opens it. The
-/// cudaMallocAsync backend's memory comes from a pool that is not created IPC-exportable, and an
-/// expandable segment is a set of mapped pages rather than one cudaMalloc: both are refused with an
-/// error that says so.
-constexpr std::string_view ipc_prefix = "streampool-ipc-v1:";
-
-}  // namespace
 
 c10a::ShareableHandle torch_allocator::shareIpcHandle(void* ptr) {
   TORCH_CHECK(impl().config().backend == backend_kind::native,
@@ -33,9 +26,23 @@ c10a::ShareableHandle torch_allocator::shareIpcHandle(void* ptr) {
   const auto address = reinterpret_cast<std::uintptr_t>(ptr);
   for (const segment_info& s : segments_of(-1, {0, 0})) {
     if (address < s.address || address >= s.address + s.total_size) continue;
-    TORCH_CHECK(!s.is_expandable,
-                "streampool: sharing memory of an expandable segment with another process is not supported "
-                "(it is mapped pages, not one cudaMalloc); set expandable_segments:False to share CUDA tensors.");
+    if (s.is_expandable) {
+      // Note [Exporting expandable pages]: the pages of the tensor's block, as PyTorch's 'e' handle.
+      for (const block_info& b : s.blocks) {
+        if (address < b.address || address >= b.address + b.size) continue;
+        c10a::ShareableHandle out;
+        try {
+          c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(s.device));
+          out.handle = page_exports().share(impl().device_driver(), s.address, s.page_size, b.address, b.size,
+                                            &out.offset);
+        } catch (const std::exception& e) {
+          TORCH_CHECK(false, e.what());
+        }
+        out.offset += static_cast<ptrdiff_t>(address - b.address);
+        return out;
+      }
+      TORCH_CHECK(false, "streampool: shareIpcHandle: ", ptr, " is in no block of its expandable segment");
+    }
     // Note [Pool options]: a segment of a MemPool with an allocator of its own need not be one
     // cudaMalloc of its own, so its cudaIpc handle could name other memory.
     TORCH_CHECK(s.pool.is_default() || impl().get_pool_options(s.pool, s.device).provider == nullptr,
@@ -44,39 +51,59 @@ c10a::ShareableHandle torch_allocator::shareIpcHandle(void* ptr) {
     c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(s.device));
     cudaIpcMemHandle_t handle;
     C10_CUDA_CHECK(cudaIpcGetMemHandle(&handle, reinterpret_cast<void*>(s.address)));
+    static_assert(sizeof(handle) == ipc::cuda_ipc_handle_size);
     c10a::ShareableHandle out;
     out.offset = static_cast<ptrdiff_t>(address - s.address);
-    out.handle = std::string(ipc_prefix);
-    out.handle.append(reinterpret_cast<const char*>(&handle), sizeof(handle));
+    out.handle = ipc::encode_cuda_malloc(&handle);  // Note [IPC handle formats]: PyTorch's own bytes
     return out;
   }
   TORCH_CHECK(false, "streampool: shareIpcHandle: ", ptr, " is in no segment of streampool's");
 }
 
 std::shared_ptr<void> torch_allocator::getIpcDevPtr(std::string handle) {
-  // A bare cudaIpcMemHandle_t (what code that calls cudaIpcGetMemHandle on getBaseAllocation's
-  // result sends) is accepted too.
-  const bool ours = handle.size() == ipc_prefix.size() + sizeof(cudaIpcMemHandle_t) &&
-                    handle.compare(0, ipc_prefix.size(), ipc_prefix) == 0;
-  TORCH_CHECK(ours || handle.size() == sizeof(cudaIpcMemHandle_t),
-              "streampool: cannot open this CUDA IPC handle (", handle.size(), " bytes): it was not made by "
-              "streampool (the sending process must also use streampool's extension allocator, streampool.install()).");
+  ipc::decoded_handle decoded;
+  try {
+    decoded = ipc::decode(handle);  // Note [IPC handle formats]
+  } catch (const std::exception& e) {
+    TORCH_CHECK(false, e.what());
+  }
   std::lock_guard<std::mutex> lock(ipc_mutex_);
-  auto it = ipc_opened_.find(handle);
+  // Note [IPC handle formats]: an 'e' handle names descriptor numbers, which the sender reuses once
+  // it has closed them, so the same bytes can name other memory later: it is opened anew each time.
+  // A 'c' handle names one allocation for good and is shared while open.
+  auto it = decoded.kind == ipc::kind_cuda_malloc ? ipc_opened_.find(handle) : ipc_opened_.end();
   if (it != ipc_opened_.end()) {
     if (std::shared_ptr<void> open = it->second.lock()) return open;
   }
-  cudaIpcMemHandle_t raw;
-  std::memcpy(&raw, handle.data() + (ours ? ipc_prefix.size() : 0), sizeof(raw));
-  void* ptr = nullptr;
-  C10_CUDA_CHECK(cudaIpcOpenMemHandle(&ptr, raw, cudaIpcMemLazyEnablePeerAccess));
   int device = 0;
   C10_CUDA_CHECK(cudaGetDevice(&device));
-  std::shared_ptr<void> open(ptr, [device](void* p) {
-    c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
-    C10_CUDA_CHECK_WARN(cudaIpcCloseMemHandle(p));
-  });
-  ipc_opened_[handle] = open;
+  std::shared_ptr<void> open;
+  if (decoded.kind == ipc::kind_cuda_malloc) {
+    cudaIpcMemHandle_t raw;
+    std::memcpy(&raw, decoded.cuda_handle.data(), sizeof(raw));
+    void* ptr = nullptr;
+    C10_CUDA_CHECK(cudaIpcOpenMemHandle(&ptr, raw, cudaIpcMemLazyEnablePeerAccess));
+    open = std::shared_ptr<void>(ptr, [device](void* p) {
+      c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
+      C10_CUDA_CHECK_WARN(cudaIpcCloseMemHandle(p));
+    });
+  } else {
+    // Note [Importing expandable pages]: exactly the pages sent, through streampool's driver.
+    std::shared_ptr<ipc::imported_pages> pages;
+    try {
+      pages = std::make_shared<ipc::imported_pages>(
+          ipc::imported_pages::open(impl().device_driver(), device, decoded.pages));
+    } catch (const std::exception& e) {
+      TORCH_CHECK(false, e.what());
+    }
+    void* base = pages->base();
+    driver* drv = &impl().device_driver();  // the allocator (and its driver) lives as long as the process
+    open = std::shared_ptr<void>(base, [pages, drv](void*) {
+      const drv_result closed = pages->close();
+      if (!closed.ok()) TORCH_WARN("streampool: closing imported CUDA tensor memory failed: ", drv->describe(closed));
+    });
+  }
+  if (decoded.kind == ipc::kind_cuda_malloc) ipc_opened_[handle] = open;
   return open;
 }
 

@@ -163,14 +163,6 @@ void torch_allocator::recordHistory(bool enabled, c10a::CreateContextFn context_
   history_enabled_.store(enabled);
 }
 
-void torch_allocator::attachAllocatorTraceTracker(c10a::AllocatorTraceTracker /*tracker*/) {
-  TORCH_CHECK(false,
-              "streampool: attachAllocatorTraceTracker is not supported: streampool calls no per-event hooks "
-              "under its lock. Its trace is read with torch.cuda.memory._record_memory_history() + _snapshot(). "
-              "(PyTorch uses this hook for NCCL buffer registration, TORCH_NCCL_USE_TENSOR_REGISTER_ALLOCATOR_HOOK; "
-              "leave that off with streampool.)");
-}
-
 void torch_allocator::cacheInfo(c10::DeviceIndex device, size_t* largest_block) {
   // As PyTorch's: the larger of what the device still has free and the largest cached free block of
   // the general pools (cuDNN sizes its benchmark workspace from it).

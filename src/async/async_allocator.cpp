@@ -149,6 +149,12 @@ void async_allocator::do_record_history(bool enabled, std::size_t max_entries) {
   }
 }
 
+void async_allocator::do_set_segment_listener(std::shared_ptr<const segment_listener> listener) {
+  // Note [Segment listener]: each allocation's footprint is a segment here (segment_alloc /
+  // segment_free), as this backend's trace has it.
+  for (int dev = 0; dev < slot_count_; ++dev) slots_[static_cast<std::size_t>(dev)].trace.set_listener(listener);
+}
+
 std::vector<trace_entry> async_allocator::do_trace(int dev) const {
   return slots_[static_cast<std::size_t>(dev)].trace.entries();
 }

@@ -50,6 +50,7 @@ class async_allocator final : public allocator {
   [[nodiscard]] memory_snapshot do_snapshot() const override;
   void do_record_history(bool enabled, std::size_t max_entries) override;
   [[nodiscard]] std::vector<trace_entry> do_trace(int device) const override;
+  void do_set_segment_listener(std::shared_ptr<const segment_listener> listener) override;
   void do_set_memory_fraction(int device, double fraction) override;
   void do_set_settings(std::string_view text, const allocator_config& next) override;
   [[nodiscard]] double do_memory_fraction(int device) const override;

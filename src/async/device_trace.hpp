@@ -18,10 +18,11 @@ class device_trace {
  public:
   device_trace(core::trace_ring& ring, int device) noexcept : ring_(&ring), device_(device) {}
 
-  /// Appends an entry when history is on; a failure drops it.
+  /// Appends an entry when history is on (segment events also when a listener is set:
+  /// Note [Segment listener]); a failure drops it.
   void record(trace_action action, std::uintptr_t address, std::size_t size, stream_t stream,
               mempool_id pool) const noexcept {
-    if (ring_->enabled()) record_enabled(action, address, size, stream, pool);
+    if (ring_->wanted()) record_enabled(action, address, size, stream, pool);
   }
 
  private:

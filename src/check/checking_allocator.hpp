@@ -55,6 +55,7 @@ class checking_allocator final : public allocator {
   [[nodiscard]] std::vector<trace_entry> do_trace(int device) const override;
   void do_set_memory_fraction(int device, double fraction) override;
   void do_set_settings(std::string_view text, const allocator_config& next) override;
+  void do_set_segment_listener(std::shared_ptr<const segment_listener> listener) override;
   [[nodiscard]] double do_memory_fraction(int device) const override;
   [[nodiscard]] device_pools* do_pools(int device) const override;
 

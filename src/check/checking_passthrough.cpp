@@ -21,6 +21,9 @@ double checking_allocator::do_memory_fraction(int device) const { return inner_-
 void checking_allocator::do_set_settings(std::string_view text, const allocator_config& /*next*/) {
   inner_->set_settings(text);
 }
+void checking_allocator::do_set_segment_listener(std::shared_ptr<const segment_listener> listener) {
+  inner_->set_segment_listener(listener != nullptr ? *listener : segment_listener{});
+}
 device_pools* checking_allocator::do_pools(int device) const {
   return static_cast<std::size_t>(device) < pools_.size() ? pools_[static_cast<std::size_t>(device)].get() : nullptr;
 }

@@ -118,6 +118,15 @@ void allocator::record_history(bool enabled, std::size_t max_entries) {
 
 std::vector<trace_entry> allocator::trace(int device) const { return do_trace(resolve_device(device)); }
 
+void allocator::set_segment_listener(segment_listener listener) {
+  do_set_segment_listener(listener ? std::make_shared<const segment_listener>(std::move(listener)) : nullptr);
+}
+
+void allocator::do_set_segment_listener(std::shared_ptr<const segment_listener> /*listener*/) {
+  throw error("streampool: this allocator (" + std::string(backend_name()) +
+              ") reports no segment events of its own: set_segment_listener is not supported");
+}
+
 void allocator::set_memory_fraction(double fraction, int device) {
   // Written so that NaN fails too.
   if (!(fraction >= 0.0 && fraction <= 1.0)) {

@@ -59,6 +59,9 @@ std::string_view to_string(driver_call call) noexcept {
     case driver_call::capture_on_graph_release: return "capture_on_graph_release";
     case driver_call::capture_dependencies: return "capture_dependencies";
     case driver_call::graph_node_dependencies: return "graph_node_dependencies";
+    case driver_call::vmm_export_fd: return "vmm_export_fd";
+    case driver_call::vmm_import_fd: return "vmm_import_fd";
+    case driver_call::vmm_retain: return "vmm_retain";
     case driver_call::count_: break;
   }
   return "unknown_call";

@@ -177,6 +177,10 @@ std::vector<trace_entry> native_allocator::do_trace(int device) const {
   return devices_[static_cast<std::size_t>(device)]->trace().entries();
 }
 
+void native_allocator::do_set_segment_listener(std::shared_ptr<const segment_listener> listener) {
+  for (const auto& d : devices_) d->trace().set_listener(listener);  // Note [Segment listener]
+}
+
 void native_allocator::do_set_memory_fraction(int device, double fraction) {
   device_state& d = *devices_[static_cast<std::size_t>(device)];
   std::lock_guard lock(d.mutex());

@@ -72,6 +72,7 @@ class native_allocator final : public allocator {
   [[nodiscard]] memory_snapshot do_snapshot() const override;
   void do_record_history(bool enabled, std::size_t max_entries) override;
   [[nodiscard]] std::vector<trace_entry> do_trace(int device) const override;
+  void do_set_segment_listener(std::shared_ptr<const segment_listener> listener) override;
   void do_set_memory_fraction(int device, double fraction) override;
   [[nodiscard]] double do_memory_fraction(int device) const override;
   [[nodiscard]] device_pools* do_pools(int device) const override;

@@ -23,6 +23,7 @@ segment_info start_segment(int device, const stream_arena& a, const segment& seg
   info.pool = a.pool_id();
   info.is_expandable = seg.expandable;
   info.is_asleep = seg.asleep;
+  info.page_size = seg.expandable ? seg.page : 0;
   return info;
 }
 

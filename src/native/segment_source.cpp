@@ -158,6 +158,9 @@ drv_result segment_source::free_segment_memory(const stream_arena& a, const segm
 
 void segment_source::release(stream_arena& a, block* b) {
   segment* seg = b->seg;
+  // Note [Segment listener] (src/core/trace_ring.cpp): traced before the memory goes, as PyTorch
+  // does, so that a listener (NCCL's registration) lets go of it while it still exists.
+  device_->trace.record(trace_action::segment_free, device_->index, seg->base, seg->size, a.stream(), a.pool_id());
   const drv_result result = free_segment_memory(a, *seg);
   if (!result.ok()) {
     throw cuda_error("streampool: cudaFree of the segment at " + core::format_pointer(seg->base) + " (" +
@@ -171,7 +174,6 @@ void segment_source::release(stream_arena& a, block* b) {
   counters_.change_reserved(seg->small, -static_cast<std::int64_t>(seg->size));
   ++counters_.num_device_free;
   if (device_->policy->is_oversize(seg->size)) counters_.oversize_segments.decrease(1);
-  device_->trace.record(trace_action::segment_free, device_->index, seg->base, seg->size, a.stream(), a.pool_id());
   delete seg;
 }
 

@@ -50,6 +50,11 @@ struct vmm_api {
   CUresult (*mem_set_access)(CUdeviceptr, size_t, const CUmemAccessDesc*, size_t) = nullptr;
   CUresult (*mem_get_allocation_granularity)(size_t*, const CUmemAllocationProp*,
                                              CUmemAllocationGranularity_flags) = nullptr;
+  /// Optional (Note [Sharing VMM handles]): nullptr when the driver lacks them.
+  CUresult (*mem_export_to_shareable_handle)(void*, CUmemGenericAllocationHandle, CUmemAllocationHandleType,
+                                             unsigned long long) = nullptr;
+  CUresult (*mem_import_from_shareable_handle)(CUmemGenericAllocationHandle*, void*, CUmemAllocationHandleType) = nullptr;
+  CUresult (*mem_retain_allocation_handle)(CUmemGenericAllocationHandle*, void*) = nullptr;
   /// Outcome of the resolution: ok, or why the driver API is unusable (no driver, old driver).
   drv_result resolved{};
 };
@@ -107,6 +112,9 @@ class cuda_driver final : public driver {
     return cuda_vmm::set_access(va, bytes, device);
   }
   drv_result vmm_unmap(void* va, std::size_t bytes) noexcept override { return cuda_vmm::unmap(va, bytes); }
+  drv_result vmm_export_fd(vmm_handle_t handle, int* fd) noexcept override { return cuda_vmm::export_fd(handle, fd); }
+  drv_result vmm_import_fd(int fd, vmm_handle_t* out) noexcept override { return cuda_vmm::import_fd(fd, out); }
+  drv_result vmm_retain(void* va, vmm_handle_t* out) noexcept override { return cuda_vmm::retain(va, out); }
   // Capture and graphs: cuda_graphs (cuda_graphs.cpp).
   drv_result stream_begin_capture(stream_t stream, capture_mode mode) noexcept override {
     return cuda_graphs::begin_capture(stream, mode);

@@ -4,6 +4,8 @@
 // (cuMemAddressReserve/Free, cuMemCreate/Release, cuMemMap/Unmap, cuMemSetAccess).
 #include "driver/cuda/cuda_vmm.hpp"
 
+#include <array>
+#include <atomic>
 #include <cstdint>
 
 #include "driver/cuda/cuda_driver.hpp"
@@ -55,6 +57,10 @@ vmm_api resolve_all() noexcept {
       resolve("cuMemGetAllocationGranularity", 10020, api.mem_get_allocation_granularity, outcome);
   if (found) {
     outcome = driver_api_result(init(0));
+    drv_result optional{};  // Note [Sharing VMM handles]: without them, no IPC of VMM memory
+    (void)resolve("cuMemExportToShareableHandle", 10020, api.mem_export_to_shareable_handle, optional);
+    (void)resolve("cuMemImportFromShareableHandle", 10020, api.mem_import_from_shareable_handle, optional);
+    (void)resolve("cuMemRetainAllocationHandle", 11000, api.mem_retain_allocation_handle, optional);
   }
   api.resolved = outcome;
   return api;
@@ -66,6 +72,41 @@ CUmemAllocationProp pinned_on(int device) noexcept {
   prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
   prop.location.id = device;
   return prop;
+}
+
+/// Whether `device` makes POSIX-fd-shareable cuMem handles: asked once per device (the attribute,
+/// and the export/import entry points), and turned off for good when cuMemCreate refuses the
+/// handle type (Note [Sharing VMM handles]). 0 unknown, 1 yes, -1 no.
+std::array<std::atomic<signed char>, 128>& shareable_state() noexcept {
+  static std::array<std::atomic<signed char>, 128> state{};
+  return state;
+}
+
+bool ask_posix_fd_support(const vmm_api& api, int device) noexcept {
+  if (api.mem_export_to_shareable_handle == nullptr || api.mem_import_from_shareable_handle == nullptr) return false;
+  CUdevice handle = 0;
+  int supported = 0;
+  return api.device_get(&handle, device) == CUDA_SUCCESS &&
+         api.device_get_attribute(&supported, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, handle) ==
+             CUDA_SUCCESS &&
+         supported != 0;
+}
+
+bool posix_fd_shareable(const vmm_api& api, int device) noexcept {
+  if (device < 0 || static_cast<std::size_t>(device) >= shareable_state().size()) return ask_posix_fd_support(api, device);
+  std::atomic<signed char>& state = shareable_state()[static_cast<std::size_t>(device)];
+  signed char known = state.load(std::memory_order_relaxed);
+  if (known == 0) {
+    known = ask_posix_fd_support(api, device) ? 1 : -1;
+    state.store(known, std::memory_order_relaxed);
+  }
+  return known > 0;
+}
+
+void stop_sharing(int device) noexcept {
+  if (device >= 0 && static_cast<std::size_t>(device) < shareable_state().size()) {
+    shareable_state()[static_cast<std::size_t>(device)].store(-1, std::memory_order_relaxed);
+  }
 }
 
 CUdeviceptr address_of(void* va) noexcept { return static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(va)); }
@@ -100,6 +141,7 @@ void cuda_vmm::facts(int device, device_info* out) noexcept {
   }
   out->vmm_supported = true;
   out->vmm_granularity = granularity;
+  out->vmm_ipc_supported = posix_fd_shareable(api, device);
 }
 
 drv_result cuda_vmm::reserve(std::size_t bytes, std::size_t alignment, void** va) noexcept {
@@ -130,9 +172,75 @@ drv_result cuda_vmm::create(int device, std::size_t bytes, vmm_handle_t* out) no
   if (!api.resolved.ok()) {
     return api.resolved;
   }
-  const CUmemAllocationProp prop = pinned_on(device);
+  CUmemAllocationProp prop = pinned_on(device);
   CUmemGenericAllocationHandle handle = 0;
-  const drv_result result = driver_api_result(api.mem_create(&handle, bytes, &prop, 0));
+  CUresult created = CUDA_ERROR_UNKNOWN;
+  if (posix_fd_shareable(api, device)) {  // Note [Sharing VMM handles]
+    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    created = api.mem_create(&handle, bytes, &prop, 0);
+    if (created == CUDA_ERROR_NOT_PERMITTED || created == CUDA_ERROR_NOT_SUPPORTED) {
+      stop_sharing(device);  // as PyTorch: plain handles from now on
+      prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_NONE;
+      created = api.mem_create(&handle, bytes, &prop, 0);
+    }
+  } else {
+    created = api.mem_create(&handle, bytes, &prop, 0);
+  }
+  const drv_result result = driver_api_result(created);
+  if (result.ok()) {
+    *out = static_cast<vmm_handle_t>(handle);
+  }
+  return result;
+}
+
+drv_result cuda_vmm::export_fd(vmm_handle_t handle, int* fd) noexcept {
+  *fd = -1;
+  const vmm_api& api = driver_api();
+  if (!api.resolved.ok()) {
+    return api.resolved;
+  }
+  if (api.mem_export_to_shareable_handle == nullptr) {
+    return {status::not_supported, static_cast<int>(CUDA_ERROR_NOT_SUPPORTED)};
+  }
+  int out = -1;
+  const drv_result result = driver_api_result(api.mem_export_to_shareable_handle(
+      &out, static_cast<CUmemGenericAllocationHandle>(handle), CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+  if (result.ok()) {
+    *fd = out;
+  }
+  return result;
+}
+
+drv_result cuda_vmm::import_fd(int fd, vmm_handle_t* out) noexcept {
+  *out = 0;
+  const vmm_api& api = driver_api();
+  if (!api.resolved.ok()) {
+    return api.resolved;
+  }
+  if (api.mem_import_from_shareable_handle == nullptr) {
+    return {status::not_supported, static_cast<int>(CUDA_ERROR_NOT_SUPPORTED)};
+  }
+  CUmemGenericAllocationHandle handle = 0;
+  // The fd travels in the pointer argument, as the CUDA documentation says for POSIX handles.
+  const drv_result result = driver_api_result(api.mem_import_from_shareable_handle(
+      &handle, reinterpret_cast<void*>(static_cast<std::intptr_t>(fd)), CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
+  if (result.ok()) {
+    *out = static_cast<vmm_handle_t>(handle);
+  }
+  return result;
+}
+
+drv_result cuda_vmm::retain(void* va, vmm_handle_t* out) noexcept {
+  *out = 0;
+  const vmm_api& api = driver_api();
+  if (!api.resolved.ok()) {
+    return api.resolved;
+  }
+  if (api.mem_retain_allocation_handle == nullptr) {
+    return {status::not_supported, static_cast<int>(CUDA_ERROR_NOT_SUPPORTED)};
+  }
+  CUmemGenericAllocationHandle handle = 0;
+  const drv_result result = driver_api_result(api.mem_retain_allocation_handle(&handle, va));
   if (result.ok()) {
     *out = static_cast<vmm_handle_t>(handle);
   }

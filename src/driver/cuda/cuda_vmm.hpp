@@ -21,6 +21,10 @@ class cuda_vmm {
   static drv_result free(void* va, std::size_t bytes) noexcept;
   static drv_result create(int device, std::size_t bytes, vmm_handle_t* out) noexcept;
   static drv_result release(vmm_handle_t handle) noexcept;
+  /// Note [Sharing VMM handles] (src/driver/driver_ipc_ops.cpp).
+  static drv_result export_fd(vmm_handle_t handle, int* fd) noexcept;
+  static drv_result import_fd(int fd, vmm_handle_t* out) noexcept;
+  static drv_result retain(void* va, vmm_handle_t* out) noexcept;
   static drv_result map(void* va, std::size_t bytes, vmm_handle_t handle) noexcept;
   static drv_result set_access(void* va, std::size_t bytes, int device) noexcept;
   static drv_result unmap(void* va, std::size_t bytes) noexcept;

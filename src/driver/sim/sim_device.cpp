@@ -98,6 +98,7 @@ drv_result device_model::get_device_info(int device, device_info* out) const noe
     out->memory_pools_supported = options_.memory_pools_supported;
     out->vmm_supported = options_.vmm_supported;
     out->vmm_granularity = options_.vmm_supported ? options_.vmm_granularity : 0;
+    out->vmm_ipc_supported = options_.vmm_supported && options_.vmm_ipc_supported;
   } catch (...) {
     return fail(status::other, reason_host_exception);
   }

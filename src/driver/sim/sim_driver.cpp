@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "driver/sim/sim_ipc.hpp"
 #include "driver/sim/sim_state.hpp"
 #include "streampool/errors.hpp"
 
@@ -388,6 +389,20 @@ drv_result sim_driver::vmm_free(void* va, std::size_t bytes) noexcept {
 drv_result sim_driver::vmm_map(void* va, std::size_t bytes, vmm_handle_t handle) noexcept {
   return state_->run(driver_call::vmm_map, [&] { return state_->device.vmm_.map(va, bytes, handle); });
 }
+
+drv_result sim_driver::vmm_export_fd(vmm_handle_t handle, int* fd) noexcept {
+  return state_->run(driver_call::vmm_export_fd, [&] { return state_->device.vmm_.export_fd(handle, fd); });
+}
+
+drv_result sim_driver::vmm_import_fd(int fd, vmm_handle_t* out) noexcept {
+  return state_->run(driver_call::vmm_import_fd, [&] { return state_->memory.vmm_import_fd(fd, out); });
+}
+
+drv_result sim_driver::vmm_retain(void* va, vmm_handle_t* out) noexcept {
+  return state_->run(driver_call::vmm_retain, [&] { return state_->device.vmm_.retain(va, out); });
+}
+
+std::size_t sim_driver::live_shared_memory() noexcept { return sim::live_shared_memory(); }
 
 drv_result sim_driver::host_alloc(std::size_t bytes, void** out) noexcept {
   *out = nullptr;

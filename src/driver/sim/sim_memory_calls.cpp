@@ -76,7 +76,7 @@ drv_result memory_calls::vmm_create(int device, std::size_t bytes, vmm_handle_t*
   if (!device_.options_.vmm_supported) {
     return fail(status::not_supported);
   }
-  return device_.vmm_.create(device, bytes, device_.available(device), out);
+  return device_.vmm_.create(device, bytes, device_.available(device), device_.options_.vmm_ipc_supported, out);
 }
 
 drv_result memory_calls::vmm_release(vmm_handle_t handle) {
@@ -84,6 +84,14 @@ drv_result memory_calls::vmm_release(vmm_handle_t handle) {
     return device_.captures_.refuse();
   }
   return device_.vmm_.release(handle);
+}
+
+drv_result memory_calls::vmm_import_fd(int fd, vmm_handle_t* out) {
+  *out = 0;
+  if (!device_.options_.vmm_supported) {
+    return fail(status::not_supported);
+  }
+  return device_.vmm_.import_fd(fd, out);
 }
 
 drv_result memory_calls::vmm_set_access(void* va, std::size_t bytes, int device) {

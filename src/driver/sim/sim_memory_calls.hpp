@@ -23,6 +23,7 @@ class memory_calls {
   drv_result vmm_reserve(int device, std::size_t bytes, std::size_t alignment, void** va);
   drv_result vmm_create(int device, std::size_t bytes, vmm_handle_t* out);
   drv_result vmm_release(vmm_handle_t handle);
+  drv_result vmm_import_fd(int fd, vmm_handle_t* out);
   drv_result vmm_set_access(void* va, std::size_t bytes, int device);
   drv_result vmm_unmap(void* va, std::size_t bytes);
   drv_result host_free(void* ptr);

@@ -17,8 +17,9 @@ namespace streampool {
 // covers one whole handle (the interface has no offset), inside one reservation, on unmapped
 // pages. set_access needs the range fully mapped (it may span several mappings); unmap needs it
 // to be exactly a run of whole mappings. Releasing a handle that is still mapped is allowed, as
-// in CUDA: the memory goes when its last mapping does. vmm_free needs the exact reservation and
-// no mappings left in it. Handles and addresses are never reused.
+// in CUDA: the memory goes when its last mapping does. vmm_retain holds the handle mapped at an
+// address once more, as cuMemRetainAllocationHandle (each hold is one release). vmm_free needs the
+// exact reservation and no mappings left in it. Handles and addresses are never reused.
 namespace sim {
 
 vmm_space::vmm_space(int device_count, std::size_t granularity) : granularity_(granularity) {
@@ -75,7 +76,7 @@ drv_result vmm_space::free(void* va, std::size_t bytes) {
   return {};
 }
 
-drv_result vmm_space::create(int device, std::size_t bytes, std::size_t available, vmm_handle_t* out) {
+drv_result vmm_space::create(int device, std::size_t bytes, std::size_t available, bool shareable, vmm_handle_t* out) {
   if (bytes == 0 || bytes % granularity_ != 0) {
     return fail(status::invalid_value);
   }
@@ -83,8 +84,40 @@ drv_result vmm_space::create(int device, std::size_t bytes, std::size_t availabl
     return out_of_memory(device);
   }
   const vmm_handle_t handle = next_physical_++;
-  physicals_.emplace(handle, physical_rec{device, bytes, false, 0});
+  physicals_.emplace(handle, physical_rec{device, bytes, false, 0, 0, shareable, false, nullptr});
   devices_[static_cast<std::size_t>(device)].bytes += bytes;
+  *out = handle;
+  return {};
+}
+
+void vmm_space::erase_physical(std::unordered_map<vmm_handle_t, physical_rec>::iterator physical) {
+  if (!physical->second.imported) devices_[static_cast<std::size_t>(physical->second.device)].bytes -= physical->second.size;
+  physicals_.erase(physical);  // drops this space's hold on shared memory (Note [Sim IPC])
+}
+
+drv_result vmm_space::export_fd(vmm_handle_t handle, int* fd) {
+  *fd = -1;
+  const auto found = physicals_.find(handle);
+  if (found == physicals_.end() || found->second.released) {
+    return fail(status::invalid_value);
+  }
+  if (!found->second.shareable) {
+    return fail(status::not_supported);  // created without a shareable handle type
+  }
+  physical_rec& rec = found->second;
+  if (rec.shared == nullptr) rec.shared = std::make_shared<shared_memory>(rec.device, rec.size);
+  *fd = publish_shared_memory(rec.shared);
+  return *fd < 0 ? fail(status::other, reason_host_exception) : drv_result{};
+}
+
+drv_result vmm_space::import_fd(int fd, vmm_handle_t* out) {
+  *out = 0;
+  std::shared_ptr<shared_memory> memory = find_shared_memory(fd);
+  if (memory == nullptr || memory->device() < 0 || static_cast<std::size_t>(memory->device()) >= devices_.size()) {
+    return fail(status::invalid_value);
+  }
+  const vmm_handle_t handle = next_physical_++;
+  physicals_.emplace(handle, physical_rec{memory->device(), memory->size(), false, 0, 0, true, true, std::move(memory)});
   *out = handle;
   return {};
 }
@@ -94,11 +127,33 @@ drv_result vmm_space::release(vmm_handle_t handle) {
   if (found == physicals_.end() || found->second.released) {
     return fail(status::invalid_value);
   }
-  found->second.released = true;
-  if (found->second.maps == 0) {
-    devices_[static_cast<std::size_t>(found->second.device)].bytes -= found->second.size;
-    physicals_.erase(found);
+  if (found->second.extra_holds > 0) {  // a retain()'s release
+    --found->second.extra_holds;
+    return {};
   }
+  found->second.released = true;
+  if (found->second.maps == 0) erase_physical(found);
+  return {};
+}
+
+drv_result vmm_space::retain(void* va, vmm_handle_t* out) {
+  *out = 0;
+  const auto address = reinterpret_cast<std::uintptr_t>(va);
+  const auto reservation = find_reservation(address, 1);
+  if (reservation == reservations_.end()) {
+    return fail(status::invalid_value);
+  }
+  const auto mapping = find_mapping(reservation->second, address);
+  if (mapping == reservation->second.mappings.end()) {
+    return fail(status::invalid_value);  // nothing mapped there
+  }
+  physical_rec& rec = physicals_.at(mapping->second.handle);
+  if (rec.released) {
+    rec.released = false;  // held again by the caller: the mapping kept it alive
+  } else {
+    ++rec.extra_holds;
+  }
+  *out = mapping->second.handle;
   return {};
 }
 
@@ -153,10 +208,7 @@ drv_result vmm_space::set_access(void* va, std::size_t bytes, int device) {
 
 void vmm_space::unmap_handle(vmm_handle_t handle) {
   const auto physical = physicals_.find(handle);
-  if (--physical->second.maps == 0 && physical->second.released) {
-    devices_[static_cast<std::size_t>(physical->second.device)].bytes -= physical->second.size;
-    physicals_.erase(physical);
-  }
+  if (--physical->second.maps == 0 && physical->second.released) erase_physical(physical);
 }
 
 drv_result vmm_space::unmap(void* va, std::size_t bytes) {

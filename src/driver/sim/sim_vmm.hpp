@@ -10,10 +10,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <unordered_map>
 #include <vector>
 
 #include "driver/sim/sim_common.hpp"
+#include "driver/sim/sim_ipc.hpp"
 
 namespace streampool::sim {
 
@@ -25,8 +27,16 @@ class vmm_space {
 
   [[nodiscard]] drv_result reserve(int device, std::size_t bytes, std::size_t alignment, void** va);
   [[nodiscard]] drv_result free(void* va, std::size_t bytes);
-  /// A handle of `bytes` physical memory on `device`, if `available` bytes are free there.
-  [[nodiscard]] drv_result create(int device, std::size_t bytes, std::size_t available, vmm_handle_t* out);
+  /// A handle of `bytes` physical memory on `device`, if `available` bytes are free there;
+  /// `shareable`: export_fd may export it.
+  [[nodiscard]] drv_result create(int device, std::size_t bytes, std::size_t available, bool shareable,
+                                  vmm_handle_t* out);
+  /// Note [Sim IPC]: a descriptor naming the memory of `handle`, and a handle of the memory a
+  /// descriptor names (of this vmm_space or another's).
+  [[nodiscard]] drv_result export_fd(vmm_handle_t handle, int* fd);
+  [[nodiscard]] drv_result import_fd(int fd, vmm_handle_t* out);
+  /// The handle mapped at `va`, held once more (a release each).
+  [[nodiscard]] drv_result retain(void* va, vmm_handle_t* out);
   [[nodiscard]] drv_result release(vmm_handle_t handle);
   [[nodiscard]] drv_result map(void* va, std::size_t bytes, vmm_handle_t handle);
   [[nodiscard]] drv_result set_access(void* va, std::size_t bytes, int device);
@@ -60,6 +70,10 @@ class vmm_space {
     std::size_t size = 0;
     bool released = false;
     int maps = 0;
+    int extra_holds = 0;  ///< retain()s not yet released
+    bool shareable = false;
+    bool imported = false;                  ///< charges nothing here (Note [Sim IPC])
+    std::shared_ptr<shared_memory> shared;  ///< once exported or imported
   };
   struct device_part {
     std::uintptr_t next = 0, end = 0;  ///< unreserved addresses (bump, never reused)
@@ -72,6 +86,8 @@ class vmm_space {
   static mapping_map::iterator find_mapping(reservation_rec& reservation, std::uintptr_t va);
   /// Drops one mapping of `handle`; the memory goes with the last one of a released handle.
   void unmap_handle(vmm_handle_t handle);
+  /// Forgets a released, unmapped handle (and uncharges its device unless imported).
+  void erase_physical(std::unordered_map<vmm_handle_t, physical_rec>::iterator physical);
 
   std::size_t granularity_;
   std::vector<device_part> devices_;
