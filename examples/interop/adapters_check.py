@@ -23,16 +23,7 @@ import sys
 import time
 
 
-def _numpy_shim_for_numba_cuda() -> None:
-    """numba-cuda's kernel compiler on the GPU machine still reads np.row_stack, which NumPy 2.4
-    removed (AttributeError at the first kernel launch, seen 2026-12-02): give it the alias
-    NumPy documented (row_stack is vstack) before numba.cuda compiles anything."""
-    import numpy as np
-    if not hasattr(np, "row_stack"):
-        np.row_stack = np.vstack
-
-
-_numpy_shim_for_numba_cuda()
+import numpy_compat  # noqa: E402,F401 - before numba.cuda compiles (see its docstring)
 
 
 MIB = 1 << 20

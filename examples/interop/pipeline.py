@@ -31,16 +31,7 @@ import time
 from pathlib import Path
 
 
-def _numpy_shim_for_numba_cuda() -> None:
-    """numba-cuda's kernel compiler on the GPU machine still reads np.row_stack, which NumPy 2.4
-    removed (AttributeError at the first kernel launch, seen 2026-12-02): give it the alias
-    NumPy documented (row_stack is vstack) before numba.cuda compiles anything."""
-    import numpy as np
-    if not hasattr(np, "row_stack"):
-        np.row_stack = np.vstack
-
-
-_numpy_shim_for_numba_cuda()
+import numpy_compat  # noqa: E402,F401 - before numba.cuda compiles (see its docstring)
 
 
 os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # deterministic cuBLAS: identical outputs

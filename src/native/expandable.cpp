@@ -66,15 +66,20 @@ expandable_segments::expandable_segments(device_context& device, segment_map& se
       mode_(device.config->expandable_segments ? vmm_mode::unknown : vmm_mode::off),
       pages_(device, segments, counters) {}
 
+device_info expandable_segments::probe() const {
+  device_info info;
+  const drv_result result = drv_->get_device_info(index_, &info);
+  if (!result.ok()) {
+    throw cuda_error("streampool: cudaGetDeviceProperties of device " + std::to_string(index_) +
+                         " failed: " + drv_->describe(result),
+                     result.native);
+  }
+  return info;
+}
+
 bool expandable_segments::enabled() {
   if (mode_ == vmm_mode::unknown) {
-    device_info info;
-    const drv_result result = drv_->get_device_info(index_, &info);
-    if (!result.ok()) {
-      throw cuda_error("streampool: cudaGetDeviceProperties of device " + std::to_string(index_) +
-                           " failed: " + drv_->describe(result),
-                       result.native);
-    }
+    const device_info info = probe();
     if (!info.vmm_supported) {
       fall_back_to_normal_segments("the device reports no virtual memory management support");
     } else {
@@ -89,13 +94,7 @@ bool expandable_segments::available() {
   if (mode_ != vmm_mode::off) return enabled();
   if (unsupported_) return false;
   if (geometry_.total_memory == 0) {
-    device_info info;
-    const drv_result result = drv_->get_device_info(index_, &info);
-    if (!result.ok()) {
-      throw cuda_error("streampool: cudaGetDeviceProperties of device " + std::to_string(index_) +
-                           " failed: " + drv_->describe(result),
-                       result.native);
-    }
+    const device_info info = probe();
     if (!info.vmm_supported) {
       unsupported_ = true;
       return false;

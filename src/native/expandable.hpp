@@ -114,6 +114,8 @@ class expandable_segments {
  private:
   enum class vmm_mode : std::uint8_t { unknown, on, off };
 
+  /// The device's properties. @throws cuda_error when they cannot be read
+  [[nodiscard]] device_info probe() const;
   void fall_back_to_normal_segments(const std::string& reason);
   [[nodiscard]] block* reserve_segment(stream_arena& a, bool small, std::size_t rounded);
   /// Takes at most `max_pages` whole pages (the highest) out of free block `b`: their handles
