@@ -116,7 +116,7 @@ def consumer(role: str, elements: int, count: int, to_consumer, from_consumer, r
         vm_grown = vm_size_bytes() - vm_before
         first = opened[0]
         expected = float(elements) * (elements - 1) / 2
-        total = float(first.sum())
+        total = float(first.double().sum())  # exact: a float32 sum of 6M integers rounds
         if hold == "die_after_open":
             from_consumer.put("dying")
             result.put(("consumer", "opened", total))
@@ -124,7 +124,7 @@ def consumer(role: str, elements: int, count: int, to_consumer, from_consumer, r
         from_consumer.put("opened")
         if hold == "after_producer_died":
             time.sleep(3.0)  # the producer exits now; its memory must stay while we hold it
-            total = float(first.sum())
+            total = float(first.double().sum())  # exact: a float32 sum of 6M integers rounds
         first[0] = 12345.0
         torch.cuda.synchronize()
         from_consumer.put("wrote")
