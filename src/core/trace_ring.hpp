@@ -29,17 +29,9 @@ class trace_ring {
 
   void record(trace_action action, int device, std::uintptr_t address, std::size_t size, stream_t stream,
               mempool_id pool = {}) {
-    if (!enabled()) return;
-    const trace_entry entry{action, device, address, size, stream, pool, now_us()};
-    std::lock_guard lock(mutex_);
-    if (capacity_ == 0) return;
-    if (entries_.size() < capacity_) {
-      entries_.push_back(entry);
-      return;
-    }
-    entries_[next_] = entry;
-    next_ = (next_ + 1) % capacity_;
-    wrapped_ = true;
+    // The check inline, the entry out of line: a hot path that records while off then loads none
+    // of the arguments (the compiler hoisted and spilled them when the entry was built inline).
+    if (enabled()) [[unlikely]] record_entry(action, device, address, size, stream, pool);
   }
 
   /// Oldest first.
@@ -54,6 +46,20 @@ class trace_ring {
   }
 
  private:
+  [[gnu::noinline, gnu::cold]] void record_entry(trace_action action, int device, std::uintptr_t address,
+                                                 std::size_t size, stream_t stream, mempool_id pool) {
+    const trace_entry entry{action, device, address, size, stream, pool, now_us()};
+    std::lock_guard lock(mutex_);
+    if (capacity_ == 0) return;
+    if (entries_.size() < capacity_) {
+      entries_.push_back(entry);
+      return;
+    }
+    entries_[next_] = entry;
+    next_ = (next_ + 1) % capacity_;
+    wrapped_ = true;
+  }
+
   mutable std::mutex mutex_;
   std::atomic<bool> enabled_{false};
   std::vector<trace_entry> entries_;

@@ -1,7 +1,8 @@
 // hot_path.cpp — everything a cache hit executes, in one translation unit so that the compiler
-// inlines it into two functions: native_allocator::do_allocate (rounding, arena lookup, best fit,
-// split, statistics) and do_deallocate (segment map, block map, merge, statistics), spec
-// §2.4–§2.8. See Note [Hot path layout].
+// inlines it into two functions: native_allocator::do_allocate (rounding, arena lookup, the front
+// block, statistics) and do_deallocate (segment map, live blocks, parking the front block,
+// statistics), spec §2.4–§2.8; and the plain path behind them (best fit, split, merge). See Note
+// [Hot path layout] and Note [Front block] (front_block.hpp).
 #include <string>
 
 #include "native/device_state.hpp"
@@ -11,7 +12,9 @@
 namespace streampool::native {
 
 // Note [Hot path layout]
-// A cache-hit pair is about 800 instructions; a call between translation units costs 15–20 of
+// (Written before Note [Front block] and Note [Newest live block] took the common pair off the
+// plain path; what it says holds for the plain path, which a miss of the front block runs.)
+// A cache-hit pair was about 800 instructions; a call between translation units costs 15–20 of
 // them (register saves and restores, the call, and no inlining across it), and the pair used to
 // make six such calls (allocator -> arena -> best fit -> split, free -> merge). So the functions of
 // the hit path live here together: alloc_found and free_block are always inlined (their cold
@@ -56,7 +59,7 @@ inline block* stream_arena::alloc_found(block* b, std::size_t rounded, std::size
   stats_.after_allocation();
   stats_.add(arena_stat_kind::requested_bytes, small, static_cast<std::int64_t>(requested));
   if (device_->policy->is_oversize(b->size)) [[unlikely]] stats_.change_oversize(1);
-  live_.insert(b->ptr, b);
+  live_.add(b);
   device_->trace.record(trace_action::alloc, device_->index, b->ptr, requested, stream, pool_id_);
   return b;
 }
@@ -64,7 +67,12 @@ inline block* stream_arena::alloc_found(block* b, std::size_t rounded, std::size
 inline void stream_arena::free_block(block* b) {
   device_->trace.record(trace_action::free_completed, device_->index, b->ptr, b->requested_size, b->stream,
                           pool_id_);
-  if (stats_.free_flags() != 0) [[unlikely]] free_block_flags(b);  // one check for both (Note [Device totals])
+  if (stats_.free_flags() != 0) [[unlikely]] free_block_flags(b);  // one check for all (Note [Device totals])
+  settle();  // its callers took the lock through arena_mutex, which settled; a no-op check
+  merge_and_insert(b);
+}
+
+inline void stream_arena::merge_and_insert(block* b) {
   const bool small = b->seg->small;
   const auto requested = static_cast<std::int64_t>(b->requested_size);
   const auto unmerged = static_cast<std::int64_t>(b->size);
@@ -83,6 +91,100 @@ inline void stream_arena::free_block(block* b) {
   }
   // Active falls with allocation (free_request) or with pending (complete_pending).
   stats_.sub(arena_stat_kind::requested_bytes, small, requested);
+}
+
+// --- the front block (Note [Front block] in front_block.hpp) --------------------------------------------
+
+inline bool stream_arena::park(block* b) {
+  // Settled (park_or_free), so the lists are the plain ones; `b` is in none of them.
+  const block* prev = b->prev;
+  if ((prev != nullptr && prev->in_free_list) || b->seg->expandable) return false;
+  block* const next = b->next;
+  block* const next_free = next != nullptr && next->in_free_list ? next : nullptr;
+  const std::size_t merged = b->size + (next_free != nullptr ? next_free->size : 0);
+  if (front_.checked != b || front_.checked_version != blocks_.version()) [[unlikely]] {
+    front_.checked = b;
+    front_.checked_version = blocks_.version();
+    front_.checked_ok = fits_after_merge(blocks_, b, next_free, merged);
+  }
+  if (!front_.checked_ok) return false;
+  // merge_and_insert's statistics for the merge into M (an expandable block never gets here).
+  const bool small = b->seg->small;
+  const bool merged_is_split = prev != nullptr || (next_free != nullptr ? next_free->next : next) != nullptr;
+  const std::int64_t split_blocks = (next_free != nullptr ? -1 : 0) + (merged_is_split ? 1 : 0);
+  const std::int64_t split_bytes = static_cast<std::int64_t>(b->size) - static_cast<std::int64_t>(merged) +
+                                   (merged_is_split ? static_cast<std::int64_t>(merged) : 0);
+  if (split_blocks != 0) stats_.change(arena_stat_kind::inactive_split, small, split_blocks);
+  if (split_bytes != 0) stats_.change(arena_stat_kind::inactive_split_bytes, small, split_bytes);
+  stats_.sub(arena_stat_kind::requested_bytes, small, static_cast<std::int64_t>(b->requested_size));
+  front_.parked = b;
+  front_.merged = merged;
+  front_.split_delta = split_blocks;
+  front_.split_bytes_delta = split_bytes;
+  front_.gc_stamp = device_->gc_clock.load(std::memory_order_relaxed);  // what insert_free would stamp
+  return true;
+}
+
+inline void stream_arena::park_or_free(block* b) {
+  device_->trace.record(trace_action::free_completed, device_->index, b->ptr, b->requested_size, b->stream,
+                          pool_id_);
+  // No front block yet and none of the free's rare cases (one check for all, Note [Device totals]).
+  if (front_.parked == nullptr && stats_.free_flags() == 0 && park(b)) [[likely]] return;
+  free_unparked(b);
+}
+
+void stream_arena::free_unparked(block* b) {
+  settle();  // an earlier front block goes back first
+  if (stats_.free_flags() != 0) {  // no parking then
+    free_block_flags(b);
+  } else if (park(b)) {
+    return;
+  }
+  merge_and_insert(b);
+}
+
+void stream_arena::settle_front() noexcept {
+  block* b = front_.parked;
+  front_.parked = nullptr;
+  (void)blocks_.merge_free_neighbours(b);  // its upper neighbour at most (park)
+  b->requested_size = 0;
+  blocks_.insert_free(b);
+  if (!b->seg->small) b->gc_count_base = front_.gc_stamp;  // stamped at the free, as the plain free does
+}
+
+inline block* stream_arena::take_front(std::size_t rounded, std::size_t requested, stream_t stream) {
+  block* b = front_.parked;
+  if (b == nullptr || b->size != rounded) return nullptr;
+  const bool small = b->seg->small;
+  const bool splits = front_.merged != rounded;  // the plain path splits M again at b's end
+  // The plain path's choices for M, whose rules may have changed since (Note [Size rules changed
+  // at run time]); a default-pool arena has no no_split option.
+  if (splits && !device_->policy->should_split(small, front_.merged, rounded)) return nullptr;
+  if (!small && !device_->policy->may_reuse(front_.merged, rounded)) return nullptr;
+  live_.reserve_one();  // may throw: nothing changed yet
+  if (!small && device_->gc_enabled.load(std::memory_order_relaxed)) {
+    device_->gc_clock.fetch_add(1, std::memory_order_relaxed);  // docs/pytorch-compatibility.md §2.6
+  }
+  front_.parked = nullptr;
+  // alloc_found's statistics: the free's undone (Note [Front block]).
+  if (front_.split_delta != 0) stats_.undo_change(arena_stat_kind::inactive_split, small, front_.split_delta);
+  if (front_.split_bytes_delta != 0) {
+    stats_.undo_change(arena_stat_kind::inactive_split_bytes, small, front_.split_bytes_delta);
+  }
+  b->allocated = true;
+  b->requested_size = requested;
+  b->stream = stream;
+  const auto size = static_cast<std::int64_t>(b->size);
+  stats_.restore(arena_stat_kind::allocation, small, 1);
+  stats_.restore(arena_stat_kind::allocated_bytes, small, size);
+  stats_.after_allocation();
+  stats_.add(arena_stat_kind::requested_bytes, small, static_cast<std::int64_t>(requested));
+  if (device_->policy->is_oversize(b->size)) [[unlikely]] stats_.change_oversize(1);
+  // The plain split's insert of the rest stamps it (large blocks only).
+  if (splits && !small) b->next->gc_count_base = device_->gc_clock.load(std::memory_order_relaxed);
+  live_.add(b);
+  device_->trace.record(trace_action::alloc, device_->index, b->ptr, requested, stream, pool_id_);
+  return b;
 }
 
 inline block* stream_arena::try_allocate_inline(std::size_t rounded, std::size_t requested, stream_t stream) {
@@ -123,7 +225,7 @@ inline void stream_arena::free_request(block* b) {
     try {
       events_.record(b);
     } catch (...) {
-      live_.insert(b->ptr, b);  // back where take_live found it (its slot is still free: no allocation)
+      live_.put_back(b);  // back where take_live found it (its place is still free: no allocation)
       throw;
     }
   }
@@ -136,7 +238,7 @@ inline void stream_arena::free_request(block* b) {
                           pool_id_);
   b->allocated = false;
   if (b->event_count == 0 && b->uses.empty()) [[likely]] {
-    free_block(b);
+    park_or_free(b);
     return;
   }
   stats_.change_pending(small, 1, size);  // still active (Note [Derived active counters])
@@ -160,6 +262,7 @@ void stream_arena::free_block_flags(block* b) {
 }
 
 void stream_arena::complete_pending(block* b) {
+  settle();  // Note [Front block]
   stats_.change_pending(b->seg->small, -1, -static_cast<std::int64_t>(b->size));
   free_block(b);
 }
@@ -169,12 +272,28 @@ void stream_arena::complete_pending(block* b) {
 void* native_allocator::do_allocate(int device, std::size_t bytes, stream_t stream) {
   device_state& d = *devices_[static_cast<std::size_t>(device)];
   const std::size_t rounded = policy_.round_size(bytes);
+  // The front block (Note [Front block]): under the raw lock, no settle; a miss changes nothing.
+  if (!d.needs_slow_entry()) [[likely]] {
+    if (stream_arena* a = d.find_default_arena(stream)) [[likely]] {
+      block* b = nullptr;
+      {
+        std::lock_guard lock(a->hot_mutex());
+        // Checked again under the lock: see Note [Capture start]. Pending events: the plain path.
+        if (!d.needs_slow_entry() && !a->has_pending_events()) [[likely]] b = a->take_front(rounded, bytes, stream);
+      }
+      if (b != nullptr) [[likely]] return reinterpret_cast<void*>(b->ptr);
+    }
+  }
+  return allocate_plain(d, rounded, bytes, stream);
+}
+
+void* native_allocator::allocate_plain(device_state& d, std::size_t rounded, std::size_t bytes, stream_t stream) {
   block* b = nullptr;
   if (!d.needs_slow_entry()) [[likely]] {
     stream_arena* a = d.find_default_arena(stream);
     if (a == nullptr) [[unlikely]] a = &d.default_arena(stream);
     {
-      std::lock_guard lock(a->mutex());
+      std::lock_guard lock(a->mutex());  // settles the front block
       // Checked again under the lock: see Note [Capture start].
       if (!d.needs_slow_entry()) [[likely]] {
         // Polls only this arena's events, and only when it has some: no driver call otherwise.
@@ -192,7 +311,7 @@ void* native_allocator::do_allocate(int device, std::size_t bytes, stream_t stre
 void native_allocator::do_deallocate(void* ptr) {
   const auto address = reinterpret_cast<std::uintptr_t>(ptr);
   if (stream_arena* a = segments_.find(address)) [[likely]] {
-    std::lock_guard lock(a->mutex());
+    std::lock_guard lock(a->hot_mutex());  // no settle: free_request settles where it must
     if (block* b = a->take_live(address)) [[likely]] {
       a->free_request(b);
       return;

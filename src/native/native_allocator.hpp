@@ -95,6 +95,9 @@ class native_allocator final : public allocator {
     const segment_map* segments_;
   };
 
+  /// do_allocate when the front block does not serve (Note [Front block]): the arena lock through
+  /// arena_mutex (settling), events, best fit and split, then the slow entry.
+  [[gnu::noinline]] void* allocate_plain(device_state& d, std::size_t rounded, std::size_t bytes, stream_t stream);
   /// The slow entry: device mutex, routing, deferred frees and events, then the OOM ladder.
   [[nodiscard]] block* allocate_slow_entry(device_state& d, stream_t stream, std::size_t rounded,
                                            std::size_t requested);
