@@ -54,22 +54,23 @@ namespace streampool::native {
 // the hot path) needs the front block out of the way too: stream_arena::set_front_enabled(false)
 // settles it and keeps frees from parking (a bit of the free's existing flag word, no new check).
 struct front_block {
-  block* parked = nullptr;        ///< the block, or nullptr
-  std::size_t merged = 0;         ///< the size of M: the block and its free upper neighbour
-  std::int64_t split_delta = 0;   ///< what the free added to inactive_split (the take-back subtracts it)
-  std::int64_t split_bytes_delta = 0;  ///< ... and to inactive_split_bytes
-  std::uint64_t gc_stamp = 0;     ///< the GC clock at the free (M's gc_count_base when settled)
-  // The memo of the last fits_after_merge answer (Note [Front block]).
+  block* parked = nullptr;     ///< the block, or nullptr
+  std::uint64_t gc_stamp = 0;  ///< the GC clock at its free (M's gc_count_base when settled)
+  // The memo: what the last check found for block `checked` while the lists were at version
+  // `checked_version` (Note [Front block]); the parked block is always the checked one.
   const block* checked = nullptr;
   std::uint64_t checked_version = 0;
-  bool checked_ok = false;
+  bool checked_ok = false;         ///< it may be parked
+  std::size_t merged = 0;          ///< the size of M: the block and its free upper neighbour
+  std::int64_t split_delta = 0;    ///< what its free adds to inactive_split (a take-back subtracts it)
+  std::int64_t split_bytes_delta = 0;  ///< ... and to inactive_split_bytes
 };
 
 /// Would the plain free of `b` (allocated, lower neighbour not free, not expandable) give the
 /// best fit for b->size to M, the merged block? `next_free` is b's free upper neighbour (merged
 /// into M) or nullptr; `merged` the size of M. Searches the free list of b's pool kind, skipping
 /// `next_free`, which the plain free would take out of it.
-[[nodiscard, gnu::noinline]] inline bool fits_after_merge(const block_store& blocks, const block* b, const block* next_free,
+[[nodiscard]] inline bool fits_after_merge(const block_store& blocks, const block* b, const block* next_free,
                                            std::size_t merged) noexcept {
   const std::size_t size = b->size;
   const bool small = b->seg->small;

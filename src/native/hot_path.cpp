@@ -97,38 +97,41 @@ inline void stream_arena::merge_and_insert(block* b) {
 
 inline bool stream_arena::park(block* b) {
   // Settled (park_or_free), so the lists are the plain ones; `b` is in none of them.
-  const block* prev = b->prev;
-  if ((prev != nullptr && prev->in_free_list) || b->seg->expandable) return false;
-  block* const next = b->next;
-  block* const next_free = next != nullptr && next->in_free_list ? next : nullptr;
-  const std::size_t merged = b->size + (next_free != nullptr ? next_free->size : 0);
-  if (front_.checked != b || front_.checked_version != blocks_.version()) [[unlikely]] {
-    front_.checked = b;
-    front_.checked_version = blocks_.version();
-    front_.checked_ok = fits_after_merge(blocks_, b, next_free, merged);
-  }
+  if (front_.checked != b || front_.checked_version != blocks_.version()) [[unlikely]] check_park(b);
   if (!front_.checked_ok) return false;
   // merge_and_insert's statistics for the merge into M (an expandable block never gets here).
   const bool small = b->seg->small;
-  const bool merged_is_split = prev != nullptr || (next_free != nullptr ? next_free->next : next) != nullptr;
-  const std::int64_t split_blocks = (next_free != nullptr ? -1 : 0) + (merged_is_split ? 1 : 0);
-  const std::int64_t split_bytes = static_cast<std::int64_t>(b->size) - static_cast<std::int64_t>(merged) +
-                                   (merged_is_split ? static_cast<std::int64_t>(merged) : 0);
-  if (split_blocks != 0) stats_.change(arena_stat_kind::inactive_split, small, split_blocks);
-  if (split_bytes != 0) stats_.change(arena_stat_kind::inactive_split_bytes, small, split_bytes);
+  if (front_.split_delta != 0) stats_.change(arena_stat_kind::inactive_split, small, front_.split_delta);
+  if (front_.split_bytes_delta != 0) {
+    stats_.change(arena_stat_kind::inactive_split_bytes, small, front_.split_bytes_delta);
+  }
   stats_.sub(arena_stat_kind::requested_bytes, small, static_cast<std::int64_t>(b->requested_size));
   front_.parked = b;
-  front_.merged = merged;
-  front_.split_delta = split_blocks;
-  front_.split_bytes_delta = split_bytes;
   front_.gc_stamp = device_->gc_clock.load(std::memory_order_relaxed);  // what insert_free would stamp
   return true;
 }
 
+void stream_arena::check_park(const block* b) noexcept {
+  front_.checked = b;
+  front_.checked_version = blocks_.version();
+  front_.checked_ok = false;
+  const block* prev = b->prev;
+  if ((prev != nullptr && prev->in_free_list) || b->seg->expandable) return;
+  const block* next = b->next;
+  const block* next_free = next != nullptr && next->in_free_list ? next : nullptr;
+  const std::size_t merged = b->size + (next_free != nullptr ? next_free->size : 0);
+  if (!fits_after_merge(blocks_, b, next_free, merged)) return;
+  // What merge_and_insert would find: the neighbour merged, M split unless it is its whole segment.
+  const bool merged_is_split = prev != nullptr || (next_free != nullptr ? next_free->next : next) != nullptr;
+  front_.checked_ok = true;
+  front_.merged = merged;
+  front_.split_delta = (next_free != nullptr ? -1 : 0) + (merged_is_split ? 1 : 0);
+  front_.split_bytes_delta = static_cast<std::int64_t>(b->size) - static_cast<std::int64_t>(merged) +
+                             (merged_is_split ? static_cast<std::int64_t>(merged) : 0);
+}
+
 inline void stream_arena::park_or_free(block* b) {
-  device_->trace.record(trace_action::free_completed, device_->index, b->ptr, b->requested_size, b->stream,
-                          pool_id_);
-  // No front block yet and none of the free's rare cases (one check for all, Note [Device totals]).
+  // Traced by free_request. No front block yet and none of the free's rare cases (one check for all, Note [Device totals]).
   if (front_.parked == nullptr && stats_.free_flags() == 0 && park(b)) [[likely]] return;
   free_unparked(b);
 }
@@ -220,6 +223,27 @@ block* stream_arena::allocate_block(block* b, std::size_t rounded, std::size_t r
 // --- free -----------------------------------------------------------------------------------------
 
 inline void stream_arena::free_request(block* b) {
+  if (!b->uses.empty()) [[unlikely]] {  // events or a capture to wait for: out of line
+    free_request_used(b);
+    return;
+  }
+  // free_request_used's path for a block without uses (no event is recorded for it).
+  const bool small = b->seg->small;
+  const auto size = static_cast<std::int64_t>(b->size);
+  stats_.sub(arena_stat_kind::allocation, small, 1);
+  stats_.sub(arena_stat_kind::allocated_bytes, small, size);
+  if (device_->policy->is_oversize(b->size)) [[unlikely]] stats_.change_oversize(-1);
+  if (device_->trace.enabled()) [[unlikely]] {
+    device_->trace.record(trace_action::free_requested, device_->index, b->ptr, b->requested_size, b->stream,
+                          pool_id_);
+    device_->trace.record(trace_action::free_completed, device_->index, b->ptr, b->requested_size, b->stream,
+                          pool_id_);
+  }
+  b->allocated = false;
+  park_or_free(b);
+}
+
+void stream_arena::free_request_used(block* b) {
   // Note [Failed frees]: events first, so that a failure leaves the block allocated.
   if (!b->uses.empty() && !device_->capture_underway()) [[unlikely]] {
     try {
@@ -234,10 +258,17 @@ inline void stream_arena::free_request(block* b) {
   stats_.sub(arena_stat_kind::allocation, small, 1);
   stats_.sub(arena_stat_kind::allocated_bytes, small, size);
   if (device_->policy->is_oversize(b->size)) [[unlikely]] stats_.change_oversize(-1);
-  device_->trace.record(trace_action::free_requested, device_->index, b->ptr, b->requested_size, b->stream,
+  const bool completes = b->event_count == 0 && b->uses.empty();
+  if (device_->trace.enabled()) [[unlikely]] {  // one check for both entries of a free that completes
+    device_->trace.record(trace_action::free_requested, device_->index, b->ptr, b->requested_size, b->stream,
                           pool_id_);
+    if (completes) {
+      device_->trace.record(trace_action::free_completed, device_->index, b->ptr, b->requested_size, b->stream,
+                            pool_id_);
+    }
+  }
   b->allocated = false;
-  if (b->event_count == 0 && b->uses.empty()) [[likely]] {
+  if (completes) {  // no event to wait for after all
     park_or_free(b);
     return;
   }

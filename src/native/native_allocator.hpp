@@ -60,6 +60,10 @@ class native_allocator final : public allocator {
   [[nodiscard]] std::size_t events_created(int device) const;
   /// Arenas read by the device-peak rises of `device` so far (Note [Device totals]; tests).
   [[nodiscard]] std::uint64_t peak_arena_reads(int device) const;
+  /// Turns the front block (Note [Front block] in front_block.hpp) of every arena `device` has now
+  /// on or off: off settles each one's and keeps its hot frees from parking. The tests compare
+  /// both; the sleep of a pool uses stream_arena::set_front_enabled on its arenas.
+  void set_front_blocks(int device, bool on);
 
  private:
   void* do_allocate(int device, std::size_t bytes, stream_t stream) override;

@@ -97,6 +97,9 @@ class stream_arena {
   /// @throws cuda_error when the events of record_stream uses cannot be recorded: `b` is then
   /// back in the live map and nothing changed (Note [Failed frees]).
   [[gnu::always_inline]] inline void free_request(block* b);  // hot_path.cpp only
+  /// free_request of a block with stream uses: events recorded, or parked during a capture.
+  /// @throws cuda_error as free_request
+  [[gnu::noinline]] void free_request_used(block* b);
   /// The hot allocation's take-back of the front block (Note [Front block]): `b` when the plain
   /// path would hand it out for `rounded`, else nullptr with nothing changed (hot_path.cpp only).
   /// @throws std::bad_alloc (nothing changed then)
@@ -177,6 +180,9 @@ class stream_arena {
   /// Parks `b` when it qualifies (trace and flags done); false otherwise, nothing changed.
   [[gnu::always_inline]] inline bool park(block* b);
   [[gnu::noinline]] void settle_front() noexcept;
+  /// Decides whether `b` may be parked and what its free does to the statistics, into front_'s
+  /// memo (Note [Front block]).
+  [[gnu::noinline]] void check_park(const block* b) noexcept;
   /// park_or_free's other cases, out of line: settle an earlier front block, the rare flags, the
   /// plain free.
   [[gnu::noinline]] void free_unparked(block* b);
