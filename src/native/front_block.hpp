@@ -2,16 +2,19 @@
 // held aside instead of being merged into the free lists, so that the next allocation of the same
 // size on the stream takes it back without touching them (the cache-hit pair of issue 30). Exact:
 // the statistics, the addresses handed out and every list another path reads are those of the
-// plain free. The arena's methods that park, take and settle it are in hot_path.cpp; this file
-// holds the slot and the check that decides whether a block may be parked. See Note [Front block].
+// plain free. The hot operations (park, take back, settle) are inline here; the check whether a
+// block may be parked and the settle's merge are in front_block.cpp. See Note [Front block].
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
+#include "native/arena_stats.hpp"
 #include "native/block.hpp"
 #include "native/block_store.hpp"
 #include "native/block_treap.hpp"
+#include "native/device_context.hpp"
+#include "native/size_rounding.hpp"
 
 namespace streampool::native {
 
@@ -53,35 +56,87 @@ namespace streampool::native {
 // its split until the take-back restamps it. The sleep feature (a pool's memory made unreachable to
 // the hot path) needs the front block out of the way too: stream_arena::set_front_enabled(false)
 // settles it and keeps frees from parking (a bit of the free's existing flag word, no new check).
-struct front_block {
-  block* parked = nullptr;     ///< the block, or nullptr
-  std::uint64_t gc_stamp = 0;  ///< the GC clock at its free (M's gc_count_base when settled)
-  // The memo: what the last check found for block `checked` while the lists were at version
-  // `checked_version` (Note [Front block]); the parked block is always the checked one.
-  const block* checked = nullptr;
-  std::uint64_t checked_version = 0;
-  bool checked_ok = false;         ///< it may be parked
-  std::size_t merged = 0;          ///< the size of M: the block and its free upper neighbour
-  std::int64_t split_delta = 0;    ///< what its free adds to inactive_split (a take-back subtracts it)
-  std::int64_t split_bytes_delta = 0;  ///< ... and to inactive_split_bytes
-};
+/// The front block of one arena and the memo of its check (Note [Front block]), over the arena's
+/// block store, hot statistics and device context; arena lock held for everything.
+class front_block {
+ public:
+  front_block(block_store& blocks, arena_counters& stats, device_context& device) noexcept
+      : blocks_(&blocks), stats_(&stats), device_(&device) {}
+  front_block(const front_block&) = delete;
+  front_block& operator=(const front_block&) = delete;
 
-/// Would the plain free of `b` (allocated, lower neighbour not free, not expandable) give the
-/// best fit for b->size to M, the merged block? `next_free` is b's free upper neighbour (merged
-/// into M) or nullptr; `merged` the size of M. Searches the free list of b's pool kind, skipping
-/// `next_free`, which the plain free would take out of it.
-[[nodiscard]] inline bool fits_after_merge(const block_store& blocks, const block* b, const block* next_free,
-                                           std::size_t merged) noexcept {
-  const std::size_t size = b->size;
-  const bool small = b->seg->small;
-  if (small && size > small_size) return false;  // the small lists' search takes sizes up to 1 MiB only
-  const block* best = small ? blocks.small_list().find(size) : blocks.large_list().lower_bound(size);
-  if (best != nullptr && best == next_free) {
-    best = small ? blocks.small_list().next_after(best) : blocks.large_list().next_after(best);
+  [[nodiscard]] const block* parked() const noexcept { return parked_; }
+  /// Parks freed block `b` (in no list, the lists settled, its free's trace and flags done) when
+  /// the plain path would hand it out again for its own size: the free's statistics, true.
+  /// False, nothing changed, otherwise.
+  [[gnu::always_inline]] bool park(block* b) noexcept {
+    if (checked_ != b || checked_version_ != blocks_->version()) [[unlikely]] check(b);
+    if (!checked_ok_) return false;
+    // merge_and_insert's statistics for the merge into M (an expandable block never gets here).
+    const bool small = b->seg->small;
+    if (split_delta_ != 0) stats_->change(arena_stat_kind::inactive_split, small, split_delta_);
+    if (split_bytes_delta_ != 0) stats_->change(arena_stat_kind::inactive_split_bytes, small, split_bytes_delta_);
+    stats_->sub(arena_stat_kind::requested_bytes, small, static_cast<std::int64_t>(b->requested_size));
+    parked_ = b;
+    gc_stamp_ = device_->gc_clock.load(std::memory_order_relaxed);  // what insert_free would stamp
+    return true;
   }
-  if (best == nullptr) return true;
-  // M = [b->ptr, b->ptr + merged) wins when it comes first in (size, address) order.
-  return merged != best->size ? merged < best->size : b->ptr < best->ptr;
-}
+  /// The parked block when the plain path would hand it out for `rounded` now: taken back, with
+  /// alloc_found's statistics and fields (not the live map, not the trace: the arena's). Else
+  /// nullptr, nothing changed.
+  [[gnu::always_inline]] block* take(std::size_t rounded, std::size_t requested, stream_t stream) noexcept {
+    block* b = parked_;
+    if (b == nullptr || b->size != rounded) return nullptr;
+    const bool small = b->seg->small;
+    const bool splits = merged_ != rounded;  // the plain path splits M again at b's end
+    // The plain path's choices for M, whose rules may have changed since (Note [Size rules
+    // changed at run time]); a default-pool arena has no no_split option.
+    const size_policy& policy = *device_->policy;
+    if (splits && !policy.should_split(small, merged_, rounded)) return nullptr;
+    if (!small && !policy.may_reuse(merged_, rounded)) return nullptr;
+    if (!small && device_->gc_enabled.load(std::memory_order_relaxed)) {
+      device_->gc_clock.fetch_add(1, std::memory_order_relaxed);  // docs/pytorch-compatibility.md §2.6
+    }
+    parked_ = nullptr;
+    // alloc_found's statistics: the free's undone (Note [Front block]).
+    if (split_delta_ != 0) stats_->undo_change(arena_stat_kind::inactive_split, small, split_delta_);
+    if (split_bytes_delta_ != 0) stats_->undo_change(arena_stat_kind::inactive_split_bytes, small, split_bytes_delta_);
+    b->allocated = true;
+    b->requested_size = requested;
+    b->stream = stream;
+    stats_->restore(arena_stat_kind::allocation, small, 1);
+    stats_->restore(arena_stat_kind::allocated_bytes, small, static_cast<std::int64_t>(b->size));
+    stats_->after_allocation();
+    stats_->add(arena_stat_kind::requested_bytes, small, static_cast<std::int64_t>(requested));
+    if (policy.is_oversize(b->size)) [[unlikely]] stats_->change_oversize(1);
+    // The plain split's insert of the rest stamps it (large blocks only).
+    if (splits && !small) b->next->gc_count_base = device_->gc_clock.load(std::memory_order_relaxed);
+    return b;
+  }
+  /// Puts the parked block into the free lists as the plain free would have (no statistics: the
+  /// free made them).
+  void settle() noexcept {
+    if (parked_ != nullptr) [[unlikely]] settle_parked();
+  }
+
+ private:
+  /// Decides whether `b` may be parked and what its free does to the statistics, into the memo.
+  [[gnu::noinline]] void check(const block* b) noexcept;
+  [[gnu::noinline]] void settle_parked() noexcept;
+
+  block_store* blocks_;
+  arena_counters* stats_;
+  device_context* device_;
+  block* parked_ = nullptr;     ///< the block, or nullptr
+  std::uint64_t gc_stamp_ = 0;  ///< the GC clock at its free (M's gc_count_base when settled)
+  // The memo: what the last check found for block `checked_` while the lists were at version
+  // `checked_version_`; the parked block is always the checked one.
+  const block* checked_ = nullptr;
+  std::uint64_t checked_version_ = 0;
+  bool checked_ok_ = false;          ///< it may be parked
+  std::size_t merged_ = 0;           ///< the size of M: the block and its free upper neighbour
+  std::int64_t split_delta_ = 0;     ///< what its free adds to inactive_split (a take-back subtracts it)
+  std::int64_t split_bytes_delta_ = 0;  ///< ... and to inactive_split_bytes
+};
 
 }  // namespace streampool::native

@@ -95,44 +95,9 @@ inline void stream_arena::merge_and_insert(block* b) {
 
 // --- the front block (Note [Front block] in front_block.hpp) --------------------------------------------
 
-inline bool stream_arena::park(block* b) {
-  // Settled (park_or_free), so the lists are the plain ones; `b` is in none of them.
-  if (front_.checked != b || front_.checked_version != blocks_.version()) [[unlikely]] check_park(b);
-  if (!front_.checked_ok) return false;
-  // merge_and_insert's statistics for the merge into M (an expandable block never gets here).
-  const bool small = b->seg->small;
-  if (front_.split_delta != 0) stats_.change(arena_stat_kind::inactive_split, small, front_.split_delta);
-  if (front_.split_bytes_delta != 0) {
-    stats_.change(arena_stat_kind::inactive_split_bytes, small, front_.split_bytes_delta);
-  }
-  stats_.sub(arena_stat_kind::requested_bytes, small, static_cast<std::int64_t>(b->requested_size));
-  front_.parked = b;
-  front_.gc_stamp = device_->gc_clock.load(std::memory_order_relaxed);  // what insert_free would stamp
-  return true;
-}
-
-void stream_arena::check_park(const block* b) noexcept {
-  front_.checked = b;
-  front_.checked_version = blocks_.version();
-  front_.checked_ok = false;
-  const block* prev = b->prev;
-  if ((prev != nullptr && prev->in_free_list) || b->seg->expandable) return;
-  const block* next = b->next;
-  const block* next_free = next != nullptr && next->in_free_list ? next : nullptr;
-  const std::size_t merged = b->size + (next_free != nullptr ? next_free->size : 0);
-  if (!fits_after_merge(blocks_, b, next_free, merged)) return;
-  // What merge_and_insert would find: the neighbour merged, M split unless it is its whole segment.
-  const bool merged_is_split = prev != nullptr || (next_free != nullptr ? next_free->next : next) != nullptr;
-  front_.checked_ok = true;
-  front_.merged = merged;
-  front_.split_delta = (next_free != nullptr ? -1 : 0) + (merged_is_split ? 1 : 0);
-  front_.split_bytes_delta = static_cast<std::int64_t>(b->size) - static_cast<std::int64_t>(merged) +
-                             (merged_is_split ? static_cast<std::int64_t>(merged) : 0);
-}
-
 inline void stream_arena::park_or_free(block* b) {
   // Traced by free_request. No front block yet and none of the free's rare cases (one check for all, Note [Device totals]).
-  if (front_.parked == nullptr && stats_.free_flags() == 0 && park(b)) [[likely]] return;
+  if (front_.parked() == nullptr && stats_.free_flags() == 0 && front_.park(b)) [[likely]] return;
   free_unparked(b);
 }
 
@@ -140,55 +105,23 @@ void stream_arena::free_unparked(block* b) {
   settle();  // an earlier front block goes back first
   if (stats_.free_flags() != 0) {  // no parking then
     free_block_flags(b);
-  } else if (park(b)) {
+  } else if (front_.park(b)) {
     return;
   }
   merge_and_insert(b);
 }
 
-void stream_arena::settle_front() noexcept {
-  block* b = front_.parked;
-  front_.parked = nullptr;
-  (void)blocks_.merge_free_neighbours(b);  // its upper neighbour at most (park)
-  b->requested_size = 0;
-  blocks_.insert_free(b);
-  if (!b->seg->small) b->gc_count_base = front_.gc_stamp;  // stamped at the free, as the plain free does
-}
-
 inline block* stream_arena::take_front(std::size_t rounded, std::size_t requested, stream_t stream) {
-  block* b = front_.parked;
-  if (b == nullptr || b->size != rounded) return nullptr;
-  const bool small = b->seg->small;
-  const bool splits = front_.merged != rounded;  // the plain path splits M again at b's end
-  // The plain path's choices for M, whose rules may have changed since (Note [Size rules changed
-  // at run time]); a default-pool arena has no no_split option.
-  if (splits && !device_->policy->should_split(small, front_.merged, rounded)) return nullptr;
-  if (!small && !device_->policy->may_reuse(front_.merged, rounded)) return nullptr;
+  if (front_.parked() == nullptr) return nullptr;
   live_.reserve_one();  // may throw: nothing changed yet
-  if (!small && device_->gc_enabled.load(std::memory_order_relaxed)) {
-    device_->gc_clock.fetch_add(1, std::memory_order_relaxed);  // docs/pytorch-compatibility.md §2.6
-  }
-  front_.parked = nullptr;
-  // alloc_found's statistics: the free's undone (Note [Front block]).
-  if (front_.split_delta != 0) stats_.undo_change(arena_stat_kind::inactive_split, small, front_.split_delta);
-  if (front_.split_bytes_delta != 0) {
-    stats_.undo_change(arena_stat_kind::inactive_split_bytes, small, front_.split_bytes_delta);
-  }
-  b->allocated = true;
-  b->requested_size = requested;
-  b->stream = stream;
-  const auto size = static_cast<std::int64_t>(b->size);
-  stats_.restore(arena_stat_kind::allocation, small, 1);
-  stats_.restore(arena_stat_kind::allocated_bytes, small, size);
-  stats_.after_allocation();
-  stats_.add(arena_stat_kind::requested_bytes, small, static_cast<std::int64_t>(requested));
-  if (device_->policy->is_oversize(b->size)) [[unlikely]] stats_.change_oversize(1);
-  // The plain split's insert of the rest stamps it (large blocks only).
-  if (splits && !small) b->next->gc_count_base = device_->gc_clock.load(std::memory_order_relaxed);
+  block* b = front_.take(rounded, requested, stream);
+  if (b == nullptr) return nullptr;
   live_.add(b);
   device_->trace.record(trace_action::alloc, device_->index, b->ptr, requested, stream, pool_id_);
   return b;
 }
+
+// --- the plain allocation ------------------------------------------------------------------------------
 
 inline block* stream_arena::try_allocate_inline(std::size_t rounded, std::size_t requested, stream_t stream) {
   block* b = nullptr;

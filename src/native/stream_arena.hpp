@@ -70,7 +70,7 @@ class stream_arena {
   }
   [[nodiscard]] bool front_enabled() const noexcept { return front_enabled_; }
   /// The parked front block, or nullptr (tests; Note [Front block]).
-  [[nodiscard]] const block* front() const noexcept { return front_.parked; }
+  [[nodiscard]] const block* front() const noexcept { return front_.parked(); }
   [[nodiscard]] private_pool* pool() const noexcept { return pool_; }
   [[nodiscard]] mempool_id pool_id() const noexcept { return pool_id_; }
   [[nodiscard]] device_context& device() const noexcept { return *device_; }
@@ -106,9 +106,7 @@ class stream_arena {
   [[nodiscard, gnu::always_inline]] inline block* take_front(std::size_t rounded, std::size_t requested,
                                                              stream_t stream);
   /// Puts the front block into the free lists as the plain free would have (arena lock held).
-  void settle() noexcept {
-    if (front_.parked != nullptr) [[unlikely]] settle_front();
-  }
+  void settle() noexcept { front_.settle(); }
   /// Removes and returns the live block at `ptr`, or nullptr when this arena has none there.
   [[nodiscard]] block* take_live(std::uintptr_t ptr) noexcept { return live_.take(ptr); }
   [[nodiscard]] block* find_live(std::uintptr_t ptr) const noexcept { return live_.find(ptr); }
@@ -177,12 +175,6 @@ class stream_arena {
   [[gnu::always_inline]] inline void merge_and_insert(block* b);
   /// The hot free's choice: park `b` as the front block (Note [Front block]) or free it.
   [[gnu::always_inline]] inline void park_or_free(block* b);
-  /// Parks `b` when it qualifies (trace and flags done); false otherwise, nothing changed.
-  [[gnu::always_inline]] inline bool park(block* b);
-  [[gnu::noinline]] void settle_front() noexcept;
-  /// Decides whether `b` may be parked and what its free does to the statistics, into front_'s
-  /// memo (Note [Front block]).
-  [[gnu::noinline]] void check_park(const block* b) noexcept;
   /// park_or_free's other cases, out of line: settle an earlier front block, the rare flags, the
   /// plain free.
   [[gnu::noinline]] void free_unparked(block* b);
@@ -210,7 +202,7 @@ class stream_arena {
   std::size_t segment_count_ = 0;
   event_queues events_;
   live_blocks live_;  // allocated blocks by pointer (Note [Pointer lookup], Note [Newest live block])
-  front_block front_;  // Note [Front block]
+  front_block front_{blocks_, stats_, *device_};  // Note [Front block]
 };
 
 void arena_mutex::lock() noexcept {
