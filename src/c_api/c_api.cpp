@@ -15,6 +15,7 @@
 #include "c_api/c_api_capture.hpp"
 #include "c_api/c_api_internal.hpp"
 #include "core/address_table.hpp"
+#include "core/hybrid_mutex.hpp"
 #include "streampool/allocator.hpp"
 
 namespace streampool::c_api_impl {
@@ -61,9 +62,10 @@ struct c_api_record {
 };
 
 /// The records, in shards by address so that threads freeing different pointers rarely meet on
-/// one lock; each shard is an address_table (Note [Address table]).
+/// one lock; each shard is an address_table (Note [Address table]). The lock is core's
+/// hybrid_mutex: a std::mutex cost two pthread calls per C call (Note [Hybrid mutex in core]).
 struct record_shard {
-  std::mutex mutex;
+  core::hybrid_mutex mutex;
   core::address_table<c_api_record> table;
 };
 inline constexpr std::size_t record_shards = 16;
@@ -129,12 +131,18 @@ struct not_initialized_error : error {
   using error::error;
 };
 
-thread_local int last_status = STREAMPOOL_OK;
-thread_local std::string last_message;
+/// The calling thread's last status and message, one thread_local: in libstreampool.so each
+/// thread_local costs a __tls_get_addr call per access, and every C call sets both.
+struct last_result {
+  int status = STREAMPOOL_OK;
+  std::string message;
+};
+thread_local last_result last;
 
 int succeed() {
-  last_status = STREAMPOOL_OK;
-  last_message.clear();
+  last_result& l = last;
+  l.status = STREAMPOOL_OK;
+  if (!l.message.empty()) l.message.clear();
   return STREAMPOOL_OK;
 }
 
@@ -195,8 +203,9 @@ void c_api_install(std::unique_ptr<allocator> alloc) {
 }
 
 int c_api_set_last(int status, std::string message) noexcept {
-  last_status = status;
-  last_message = std::move(message);
+  last_result& l = last;
+  l.status = status;
+  l.message = std::move(message);
   return status;
 }
 
@@ -439,7 +448,7 @@ const char* streampool_backend_name(void) {
   return name;
 }
 
-int streampool_last_status(void) { return c_api_impl::last_status; }
-const char* streampool_last_error(void) { return c_api_impl::last_message.c_str(); }
+int streampool_last_status(void) { return c_api_impl::last.status; }
+const char* streampool_last_error(void) { return c_api_impl::last.message.c_str(); }
 
 }  // extern "C"

@@ -45,9 +45,11 @@ class trace_ring {
   /// Inline: one relaxed load while nothing wants entries (the hot paths trace every call).
   void record(trace_action action, int device, std::uintptr_t address, std::size_t size, stream_t stream,
               mempool_id pool = {}) {
+    // The check inline, the entry out of line: a hot path that records while nothing wants
+    // entries loads none of the arguments (the compiler hoisted and spilled them when the entry
+    // was built inline).
     const unsigned flags = flags_.load(std::memory_order_relaxed);
-    if (flags == 0) return;
-    record_wanted(flags, trace_entry{action, device, address, size, stream, pool, 0});
+    if (flags != 0) [[unlikely]] record_wanted(flags, trace_entry{action, device, address, size, stream, pool, 0});
   }
 
   /// Oldest first.
@@ -80,7 +82,7 @@ class trace_ring {
 
   /// record() once something wants entries (trace_ring.cpp): stamps the time, tells the listener
   /// of a segment event, appends to the ring when history is on.
-  void record_wanted(unsigned flags, trace_entry entry);
+  [[gnu::noinline, gnu::cold]] void record_wanted(unsigned flags, trace_entry entry);
   /// Calls the listener outside the ring's mutex; what it throws is reported through warn() and
   /// dropped (the allocator's state change it reports has happened and must not be half-undone).
   void notify(const trace_entry& entry) const noexcept;

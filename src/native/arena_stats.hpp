@@ -194,6 +194,18 @@ class arena_counters {
     if (amount < 0) sub(kind, small, -amount);
     else add(kind, small, amount);
   }
+  /// +amount (>= 0) back onto a counter that a free lowered by as much, with no peak check: the
+  /// value is one it held since the last peak reset (Note [Front block] in front_block.hpp).
+  void restore(arena_stat_kind kind, bool small, std::int64_t amount) noexcept {
+    arena_counter& c = counters_[static_cast<std::size_t>(kind)][small ? 0 : 1];
+    c.current.store(c.now() + amount, std::memory_order_relaxed);
+  }
+  /// The inverse of change(kind, small, amount) made by a free, for the take-back of its block:
+  /// a decrease as sub() makes it, an increase as restore().
+  void undo_change(arena_stat_kind kind, bool small, std::int64_t amount) noexcept {
+    if (amount > 0) sub(kind, small, amount);
+    else restore(kind, small, -amount);
+  }
   /// A freed block starts (+1, +bytes) or ends (-1, -bytes) waiting for its events or its capture.
   /// Active is unchanged by the start (allocation falls by as much), so no peak can move.
   void change_pending(bool small, std::int64_t blocks, std::int64_t bytes) noexcept {
@@ -225,13 +237,16 @@ class arena_counters {
   /// An allocation's one check for its two rare cases: frees pending (active may pass its peak,
   /// Note [Derived active counters]) and the arena off the list of changed arenas.
   void after_allocation() noexcept {
-    if ((slow_ & ~ordered) != 0) [[unlikely]] after_allocation_slow();
+    if ((slow_ & ~(ordered | no_front)) != 0) [[unlikely]] after_allocation_slow();
   }
   /// A free's one check (the one it made for a cross-stream order before): nonzero when the
-  /// arena has a cross-stream order (set_ordered) or is off the list of changed arenas.
-  [[nodiscard]] std::uint64_t free_flags() const noexcept { return slow_ & (unlisted | ordered); }
+  /// arena has a cross-stream order (set_ordered), is off the list of changed arenas, or parks no
+  /// front block (set_no_front).
+  [[nodiscard]] std::uint64_t free_flags() const noexcept { return slow_ & (unlisted | ordered | no_front); }
   /// The arena has a cross-stream order (Note [Cross-stream reuse]): its frees take the slow check.
   void set_ordered(bool on) noexcept { slow_ = on ? (slow_ | ordered) : (slow_ & ~ordered); }
+  /// The arena's frees park no front block (Note [Front block] in front_block.hpp).
+  void set_no_front(bool on) noexcept { slow_ = on ? (slow_ | no_front) : (slow_ & ~no_front); }
   /// True while freed blocks wait for events or a capture (both pool kinds).
   [[nodiscard]] bool has_pending() const noexcept { return slow_ >= pending_unit; }
   /// Raises this arena's active / active_bytes peaks (and the device's) to their current values.
@@ -262,10 +277,11 @@ class arena_counters {
   friend class device_peaks;  // sets `unlisted` when it reads the arena under its lock
 
   /// slow_: the arena is not on the device's list of changed arenas; it has a cross-stream order;
-  /// the count of pending frees, in the bits above.
+  /// its frees park no front block; the count of pending frees, in the bits above.
   static constexpr std::uint64_t unlisted = 1;
   static constexpr std::uint64_t ordered = 2;
-  static constexpr std::uint64_t pending_unit = 4;
+  static constexpr std::uint64_t no_front = 4;
+  static constexpr std::uint64_t pending_unit = 8;
 
   device_peaks* peaks_;
   core::hybrid_mutex* owner_lock_;

@@ -77,6 +77,7 @@ class block_store {
 
   // --- free lists (inline: they are on every cache-hit path) -------------------------------------
   void insert_free(block* b) noexcept {
+    ++version_;
     b->in_free_list = true;
     free_bytes_ += b->size;
     if (b->seg->small) {
@@ -87,6 +88,7 @@ class block_store {
     }
   }
   void remove_free(block* b) noexcept {
+    ++version_;
     if (b->seg->small) small_.erase(b);
     else large_.erase(b);
     b->in_free_list = false;
@@ -158,6 +160,9 @@ class block_store {
   [[nodiscard]] const small_free_list& small_list() const noexcept { return small_; }
   [[nodiscard]] const large_free_list& large_list() const noexcept { return large_; }
   [[nodiscard]] std::size_t free_bytes() const noexcept { return free_bytes_; }
+  /// Changes with every insert into and removal from the free lists (Note [Front block] in
+  /// front_block.hpp: a check of the lists stays valid while it is unchanged).
+  [[nodiscard]] std::uint64_t version() const noexcept { return version_; }
   [[nodiscard]] block* largest_free() const noexcept;
 
  private:
@@ -187,6 +192,7 @@ class block_store {
   large_free_list large_;
   std::array<block_treap<by_address>, 2> unmapped_{};  // expandable segments: [small, large]
   std::size_t free_bytes_ = 0;
+  std::uint64_t version_ = 0;
   block_pool pool_;
 };
 

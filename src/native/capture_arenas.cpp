@@ -107,7 +107,7 @@ void device_state::process_deferred(const stream_arena* held) {
   for (std::size_t i = 0; i < parked.size(); ++i) {
     block* b = parked[i];
     if (reuse_ != nullptr) reuse_->forget(b);  // Note [Reuse within a capture]
-    std::unique_lock<hybrid_mutex> lock;
+    std::unique_lock<arena_mutex> lock;
     if (b->arena != held) lock = std::unique_lock(b->arena->mutex());
     try {
       b->arena->complete_deferred(b);

@@ -63,8 +63,8 @@ stream_arena* device_arenas::shared_arena(stream_t stream) {
   return order_->add(stream) ? shared_ : nullptr;
 }
 
-std::vector<std::unique_lock<hybrid_mutex>> device_arenas::lock_all(const stream_arena* held) {
-  std::vector<std::unique_lock<hybrid_mutex>> locks;
+std::vector<std::unique_lock<arena_mutex>> device_arenas::lock_all(const stream_arena* held) {
+  std::vector<std::unique_lock<arena_mutex>> locks;
   locks.reserve(arenas_.size());
   for (auto& a : arenas_) {
     if (a.get() != held) locks.emplace_back(a->mutex());
@@ -75,7 +75,7 @@ std::vector<std::unique_lock<hybrid_mutex>> device_arenas::lock_all(const stream
 void device_arenas::process_events(const stream_arena* held) {
   if (context_->pending_events.load(std::memory_order_relaxed) == 0) return;
   for (auto& a : arenas_) {
-    std::unique_lock<hybrid_mutex> lock;
+    std::unique_lock<arena_mutex> lock;
     if (a.get() != held) lock = std::unique_lock(a->mutex());
     if (a->has_pending_events()) a->process_events();
   }
@@ -84,7 +84,7 @@ void device_arenas::process_events(const stream_arena* held) {
 void device_arenas::synchronize_events(const stream_arena* held) {
   if (context_->pending_events.load(std::memory_order_relaxed) == 0) return;
   for (auto& a : arenas_) {
-    std::unique_lock<hybrid_mutex> lock;
+    std::unique_lock<arena_mutex> lock;
     if (a.get() != held) lock = std::unique_lock(a->mutex());
     if (a->has_pending_events()) a->synchronize_events();
   }

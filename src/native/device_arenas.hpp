@@ -35,7 +35,7 @@ class device_arenas {
   void recycle(const std::vector<stream_arena*>& arenas);
 
   /// Locks every arena except `held` (already locked by the caller).
-  [[nodiscard]] std::vector<std::unique_lock<hybrid_mutex>> lock_all(const stream_arena* held);
+  [[nodiscard]] std::vector<std::unique_lock<arena_mutex>> lock_all(const stream_arena* held);
   /// Polls the outstanding events of every arena.
   void process_events(const stream_arena* held);
   /// Waits for the outstanding events of every arena.

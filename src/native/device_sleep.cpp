@@ -68,7 +68,7 @@ void device_state::sleep_pool(mempool_id pool, const sleep_options& options) {
                 "mappings alive; it cannot sleep. Put what should sleep in a private pool (pool_options::sleepable)");
   }
   process_deferred(nullptr);
-  std::vector<std::unique_lock<hybrid_mutex>> locks;
+  std::vector<std::unique_lock<arena_mutex>> locks;
   locks.reserve(arenas.size());
   for (stream_arena* a : arenas) locks.emplace_back(a->mutex());
   sleep_record& rec = sleeps_[pool];
@@ -89,7 +89,7 @@ void device_state::wake_pool(mempool_id pool) {
     throw error("streampool: wake: " + pool_name(pool) + " on device " + std::to_string(index_) +
                 " is not asleep; nothing to wake");
   }
-  std::vector<std::unique_lock<hybrid_mutex>> locks;
+  std::vector<std::unique_lock<arena_mutex>> locks;
   for (stream_arena* a : pool_arenas_locked(pool, "wake")) locks.emplace_back(a->mutex());
   source_.sleeper().wake(found->second, pool);
   if (found->second.backup == nullptr) sleeps_.erase(found);

@@ -76,6 +76,12 @@ memory_stats device_state::stats() {
   return s;
 }
 
+void device_state::set_front_blocks(bool on) {
+  std::lock_guard lock(mutex_);
+  auto locks = arenas_.lock_all(nullptr);  // settles every front block
+  for (auto& a : arenas_.all()) a->set_front_enabled(on);
+}
+
 void device_state::reset_peaks() {
   std::lock_guard lock(mutex_);
   auto locks = arenas_.lock_all(nullptr);

@@ -63,6 +63,8 @@ class device_state {
   [[nodiscard]] core::trace_ring& trace() noexcept { return context_.trace; }
   /// Arenas read by device-peak rises (Note [Device totals]).
   [[nodiscard]] std::uint64_t peak_arena_reads() const noexcept { return context_.peaks.arena_reads(); }
+  /// stream_arena::set_front_enabled on every arena there is now (Note [Front block]).
+  void set_front_blocks(bool on);
   [[nodiscard]] std::mutex& mutex() const noexcept { return mutex_; }
   /// Outstanding events of all arenas (recorded at free time, not yet seen complete).
   [[nodiscard]] std::uint64_t pending_events() const noexcept {

@@ -1,7 +1,8 @@
 // hot_path.cpp — everything a cache hit executes, in one translation unit so that the compiler
-// inlines it into two functions: native_allocator::do_allocate (rounding, arena lookup, best fit,
-// split, statistics) and do_deallocate (segment map, block map, merge, statistics), spec
-// §2.4–§2.8. See Note [Hot path layout].
+// inlines it into two functions: native_allocator::do_allocate (rounding, arena lookup, the front
+// block, statistics) and do_deallocate (segment map, live blocks, parking the front block,
+// statistics), spec §2.4–§2.8; and the plain path behind them (best fit, split, merge). See Note
+// [Hot path layout] and Note [Front block] (front_block.hpp).
 #include <string>
 
 #include "native/device_state.hpp"
@@ -11,7 +12,9 @@
 namespace streampool::native {
 
 // Note [Hot path layout]
-// A cache-hit pair is about 800 instructions; a call between translation units costs 15–20 of
+// (Written before Note [Front block] and Note [Newest live block] took the common pair off the
+// plain path; what it says holds for the plain path, which a miss of the front block runs.)
+// A cache-hit pair was about 800 instructions; a call between translation units costs 15–20 of
 // them (register saves and restores, the call, and no inlining across it), and the pair used to
 // make six such calls (allocator -> arena -> best fit -> split, free -> merge). So the functions of
 // the hit path live here together: alloc_found and free_block are always inlined (their cold
@@ -56,7 +59,7 @@ inline block* stream_arena::alloc_found(block* b, std::size_t rounded, std::size
   stats_.after_allocation();
   stats_.add(arena_stat_kind::requested_bytes, small, static_cast<std::int64_t>(requested));
   if (device_->policy->is_oversize(b->size)) [[unlikely]] stats_.change_oversize(1);
-  live_.insert(b->ptr, b);
+  live_.add(b);
   device_->trace.record(trace_action::alloc, device_->index, b->ptr, requested, stream, pool_id_);
   return b;
 }
@@ -64,7 +67,12 @@ inline block* stream_arena::alloc_found(block* b, std::size_t rounded, std::size
 inline void stream_arena::free_block(block* b) {
   device_->trace.record(trace_action::free_completed, device_->index, b->ptr, b->requested_size, b->stream,
                           pool_id_);
-  if (stats_.free_flags() != 0) [[unlikely]] free_block_flags(b);  // one check for both (Note [Device totals])
+  if (stats_.free_flags() != 0) [[unlikely]] free_block_flags(b);  // one check for all (Note [Device totals])
+  settle();  // its callers took the lock through arena_mutex, which settled; a no-op check
+  merge_and_insert(b);
+}
+
+inline void stream_arena::merge_and_insert(block* b) {
   const bool small = b->seg->small;
   const auto requested = static_cast<std::int64_t>(b->requested_size);
   const auto unmerged = static_cast<std::int64_t>(b->size);
@@ -84,6 +92,36 @@ inline void stream_arena::free_block(block* b) {
   // Active falls with allocation (free_request) or with pending (complete_pending).
   stats_.sub(arena_stat_kind::requested_bytes, small, requested);
 }
+
+// --- the front block (Note [Front block] in front_block.hpp) --------------------------------------------
+
+inline void stream_arena::park_or_free(block* b) {
+  // Traced by free_request. No front block yet and none of the free's rare cases (one check for all, Note [Device totals]).
+  if (front_.parked() == nullptr && stats_.free_flags() == 0 && front_.park(b)) [[likely]] return;
+  free_unparked(b);
+}
+
+void stream_arena::free_unparked(block* b) {
+  settle();  // an earlier front block goes back first
+  if (stats_.free_flags() != 0) {  // no parking then
+    free_block_flags(b);
+  } else if (front_.park(b)) {
+    return;
+  }
+  merge_and_insert(b);
+}
+
+inline block* stream_arena::take_front(std::size_t rounded, std::size_t requested, stream_t stream) {
+  if (front_.parked() == nullptr) return nullptr;
+  live_.reserve_one();  // may throw: nothing changed yet
+  block* b = front_.take(rounded, requested, stream);
+  if (b == nullptr) return nullptr;
+  live_.add(b);
+  device_->trace.record(trace_action::alloc, device_->index, b->ptr, requested, stream, pool_id_);
+  return b;
+}
+
+// --- the plain allocation ------------------------------------------------------------------------------
 
 inline block* stream_arena::try_allocate_inline(std::size_t rounded, std::size_t requested, stream_t stream) {
   block* b = nullptr;
@@ -118,12 +156,33 @@ block* stream_arena::allocate_block(block* b, std::size_t rounded, std::size_t r
 // --- free -----------------------------------------------------------------------------------------
 
 inline void stream_arena::free_request(block* b) {
+  if (!b->uses.empty()) [[unlikely]] {  // events or a capture to wait for: out of line
+    free_request_used(b);
+    return;
+  }
+  // free_request_used's path for a block without uses (no event is recorded for it).
+  const bool small = b->seg->small;
+  const auto size = static_cast<std::int64_t>(b->size);
+  stats_.sub(arena_stat_kind::allocation, small, 1);
+  stats_.sub(arena_stat_kind::allocated_bytes, small, size);
+  if (device_->policy->is_oversize(b->size)) [[unlikely]] stats_.change_oversize(-1);
+  if (device_->trace.enabled()) [[unlikely]] {
+    device_->trace.record(trace_action::free_requested, device_->index, b->ptr, b->requested_size, b->stream,
+                          pool_id_);
+    device_->trace.record(trace_action::free_completed, device_->index, b->ptr, b->requested_size, b->stream,
+                          pool_id_);
+  }
+  b->allocated = false;
+  park_or_free(b);
+}
+
+void stream_arena::free_request_used(block* b) {
   // Note [Failed frees]: events first, so that a failure leaves the block allocated.
   if (!b->uses.empty() && !device_->capture_underway()) [[unlikely]] {
     try {
       events_.record(b);
     } catch (...) {
-      live_.insert(b->ptr, b);  // back where take_live found it (its slot is still free: no allocation)
+      live_.put_back(b);  // back where take_live found it (its place is still free: no allocation)
       throw;
     }
   }
@@ -132,11 +191,18 @@ inline void stream_arena::free_request(block* b) {
   stats_.sub(arena_stat_kind::allocation, small, 1);
   stats_.sub(arena_stat_kind::allocated_bytes, small, size);
   if (device_->policy->is_oversize(b->size)) [[unlikely]] stats_.change_oversize(-1);
-  device_->trace.record(trace_action::free_requested, device_->index, b->ptr, b->requested_size, b->stream,
+  const bool completes = b->event_count == 0 && b->uses.empty();
+  if (device_->trace.enabled()) [[unlikely]] {  // one check for both entries of a free that completes
+    device_->trace.record(trace_action::free_requested, device_->index, b->ptr, b->requested_size, b->stream,
                           pool_id_);
+    if (completes) {
+      device_->trace.record(trace_action::free_completed, device_->index, b->ptr, b->requested_size, b->stream,
+                            pool_id_);
+    }
+  }
   b->allocated = false;
-  if (b->event_count == 0 && b->uses.empty()) [[likely]] {
-    free_block(b);
+  if (completes) {  // no event to wait for after all
+    park_or_free(b);
     return;
   }
   stats_.change_pending(small, 1, size);  // still active (Note [Derived active counters])
@@ -160,6 +226,7 @@ void stream_arena::free_block_flags(block* b) {
 }
 
 void stream_arena::complete_pending(block* b) {
+  settle();  // Note [Front block]
   stats_.change_pending(b->seg->small, -1, -static_cast<std::int64_t>(b->size));
   free_block(b);
 }
@@ -169,12 +236,28 @@ void stream_arena::complete_pending(block* b) {
 void* native_allocator::do_allocate(int device, std::size_t bytes, stream_t stream) {
   device_state& d = *devices_[static_cast<std::size_t>(device)];
   const std::size_t rounded = policy_.round_size(bytes);
+  // The front block (Note [Front block]): under the raw lock, no settle; a miss changes nothing.
+  if (!d.needs_slow_entry()) [[likely]] {
+    if (stream_arena* a = d.find_default_arena(stream)) [[likely]] {
+      block* b = nullptr;
+      {
+        std::lock_guard lock(a->hot_mutex());
+        // Checked again under the lock: see Note [Capture start]. Pending events: the plain path.
+        if (!d.needs_slow_entry() && !a->has_pending_events()) [[likely]] b = a->take_front(rounded, bytes, stream);
+      }
+      if (b != nullptr) [[likely]] return reinterpret_cast<void*>(b->ptr);
+    }
+  }
+  return allocate_plain(d, rounded, bytes, stream);
+}
+
+void* native_allocator::allocate_plain(device_state& d, std::size_t rounded, std::size_t bytes, stream_t stream) {
   block* b = nullptr;
   if (!d.needs_slow_entry()) [[likely]] {
     stream_arena* a = d.find_default_arena(stream);
     if (a == nullptr) [[unlikely]] a = &d.default_arena(stream);
     {
-      std::lock_guard lock(a->mutex());
+      std::lock_guard lock(a->mutex());  // settles the front block
       // Checked again under the lock: see Note [Capture start].
       if (!d.needs_slow_entry()) [[likely]] {
         // Polls only this arena's events, and only when it has some: no driver call otherwise.
@@ -192,7 +275,7 @@ void* native_allocator::do_allocate(int device, std::size_t bytes, stream_t stre
 void native_allocator::do_deallocate(void* ptr) {
   const auto address = reinterpret_cast<std::uintptr_t>(ptr);
   if (stream_arena* a = segments_.find(address)) [[likely]] {
-    std::lock_guard lock(a->mutex());
+    std::lock_guard lock(a->hot_mutex());  // no settle: free_request settles where it must
     if (block* b = a->take_live(address)) [[likely]] {
       a->free_request(b);
       return;

@@ -202,6 +202,10 @@ std::uint64_t native_allocator::pending_events(int device) const {
 std::size_t native_allocator::events_created(int device) const {
   return devices_.at(static_cast<std::size_t>(device))->events().created();
 }
+void native_allocator::set_front_blocks(int device, bool on) {
+  devices_.at(static_cast<std::size_t>(device))->set_front_blocks(on);
+}
+
 std::uint64_t native_allocator::peak_arena_reads(int device) const {
   return devices_.at(static_cast<std::size_t>(device))->peak_arena_reads();
 }

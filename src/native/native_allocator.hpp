@@ -60,6 +60,10 @@ class native_allocator final : public allocator {
   [[nodiscard]] std::size_t events_created(int device) const;
   /// Arenas read by the device-peak rises of `device` so far (Note [Device totals]; tests).
   [[nodiscard]] std::uint64_t peak_arena_reads(int device) const;
+  /// Turns the front block (Note [Front block] in front_block.hpp) of every arena `device` has now
+  /// on or off: off settles each one's and keeps its hot frees from parking. The tests compare
+  /// both; the sleep of a pool uses stream_arena::set_front_enabled on its arenas.
+  void set_front_blocks(int device, bool on);
 
  private:
   void* do_allocate(int device, std::size_t bytes, stream_t stream) override;
@@ -99,6 +103,9 @@ class native_allocator final : public allocator {
     const segment_map* segments_;
   };
 
+  /// do_allocate when the front block does not serve (Note [Front block]): the arena lock through
+  /// arena_mutex (settling), events, best fit and split, then the slow entry.
+  [[gnu::noinline]] void* allocate_plain(device_state& d, std::size_t rounded, std::size_t bytes, stream_t stream);
   /// The slow entry: device mutex, routing, deferred frees and events, then the OOM ladder.
   [[nodiscard]] block* allocate_slow_entry(device_state& d, stream_t stream, std::size_t rounded,
                                            std::size_t requested);

@@ -71,7 +71,7 @@ void device_state::release_cached(const stream_arena* held) {
   arenas_.synchronize_events(held);
   source_.release_leftovers();  // Note [Leftover pages] in leftover_pages.hpp
   for (auto& a : arenas_.all()) {
-    std::unique_lock<hybrid_mutex> lock;
+    std::unique_lock<arena_mutex> lock;
     if (a.get() != held) lock = std::unique_lock(a->mutex());
     if (a->pool() != nullptr && !a->pool()->freeable()) continue;
     if (pool_sleeper::asleep(*a)) continue;  // its pages are not there (Note [Refused while asleep])

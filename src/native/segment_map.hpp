@@ -43,11 +43,13 @@ class segment_map {
   /// The arena whose segment contains `ptr` (nullptr when none). Lock-free.
   [[nodiscard]] stream_arena* find(std::uintptr_t ptr) const noexcept {
     const std::uint64_t g = ptr >> granule_shift;
-    const void* n = root_.get();
-    for (int level = 0; level < inner_levels; ++level) {
-      n = static_cast<const node*>(n)->children[(g >> shift_of(level)) & (fanout - 1)].load(std::memory_order_acquire);
-      if (n == nullptr) return nullptr;
-    }
+    static_assert(inner_levels == 3, "find() walks the three inner levels unrolled");
+    const void* n = child(root_.get(), g, 0);
+    if (n == nullptr) return nullptr;
+    n = child(n, g, 1);
+    if (n == nullptr) return nullptr;
+    n = child(n, g, 2);
+    if (n == nullptr) return nullptr;
     const granule& e = static_cast<const leaf*>(n)->entries[g & (leaf_size - 1)];
     stream_arena* high = e.high.load(std::memory_order_acquire);
     if (high != nullptr && ptr >= e.boundary.load(std::memory_order_relaxed)) return high;
@@ -80,6 +82,10 @@ class segment_map {
     std::array<granule, leaf_size> entries{};
   };
 
+  /// The child of inner node `n` (of level `level`) on granule `g`'s path.
+  static const void* child(const void* n, std::uint64_t g, int level) noexcept {
+    return static_cast<const node*>(n)->children[(g >> shift_of(level)) & (fanout - 1)].load(std::memory_order_acquire);
+  }
   granule& slot(std::uint64_t g);  // creates the path; writer mutex held
   granule* existing(std::uint64_t g) const noexcept;
 

@@ -51,17 +51,4 @@ std::size_t size_policy::allocation_size(std::size_t rounded) const noexcept {
   return (rounded + round_large - 1) / round_large * round_large;
 }
 
-bool size_policy::may_reuse(std::size_t candidate, std::size_t rounded) const noexcept {
-  const std::size_t max_split = max_split_size();
-  if (rounded < max_split && candidate >= max_split) return false;
-  // candidate - rounded, not rounded + max_non_split_rounding_: the sum wraps for a saturating
-  // max_non_split_rounding_mb ("unlimited"), which then reused no oversize block at all
-  // (Note [Sizes in MiB] in src/config/key_parsers.cpp).
-  if (rounded >= max_split && candidate >= rounded &&
-      candidate - rounded >= max_non_split_rounding_.load(std::memory_order_relaxed)) {
-    return false;
-  }
-  return true;
-}
-
 }  // namespace streampool::native

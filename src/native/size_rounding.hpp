@@ -56,7 +56,16 @@ class size_policy {
     return rounded < max_split_size() && remaining > small_size;
   }
   /// Oversize reuse rules (docs/pytorch-compatibility.md §2.6): may a free large block of `candidate` bytes serve `rounded`?
-  [[nodiscard]] bool may_reuse(std::size_t candidate, std::size_t rounded) const noexcept;
+  [[nodiscard]] bool may_reuse(std::size_t candidate, std::size_t rounded) const noexcept {
+    // Inline: the take-back of a large front block asks it (Note [Front block]).
+    const std::size_t max_split = max_split_size();
+    if (rounded < max_split && candidate >= max_split) return false;
+    // candidate - rounded, not rounded + max_non_split_rounding_: the sum wraps for a saturating
+    // max_non_split_rounding_mb ("unlimited"), which then reused no oversize block at all
+    // (Note [Sizes in MiB] in src/config/key_parsers.cpp).
+    return !(rounded >= max_split && candidate >= rounded &&
+             candidate - rounded >= max_non_split_rounding_.load(std::memory_order_relaxed));
+  }
   /// True for blocks and segments counted by the oversize_* statistics.
   [[nodiscard]] bool is_oversize(std::size_t bytes) const noexcept { return bytes >= max_split_size(); }
 

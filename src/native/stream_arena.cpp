@@ -16,6 +16,7 @@ stream_arena::stream_arena(device_context& device, stream_t stream, private_pool
       pool_id_(pool_id),
       blocks_(*this, device.gc_clock),
       events_(device) {
+  stats_.set_no_front(pool != nullptr);  // Note [Front block]: private pools park none
   device.peaks.link(stats_);  // the device's statistics see this arena from now on (device mutex held)
 }
 
@@ -25,6 +26,7 @@ void stream_arena::reassign(stream_t stream, private_pool* pool, mempool_id pool
   stream_ = stream;
   pool_ = pool;
   pool_id_ = pool_id;
+  set_front_enabled(front_enabled_);  // the pool decides too (Note [Front block])
 }
 
 // --- frees that waited (docs/pytorch-compatibility.md §2.9, §3.4) ---------------------------------------------------------
@@ -123,6 +125,7 @@ void stream_arena::drop_segment(block* b) noexcept {
 }
 
 segment* stream_arena::release_at_exit() noexcept {
+  settle();  // Note [Front block]
   events_.release_all();
   segment* list = segments_;
   segments_ = nullptr;

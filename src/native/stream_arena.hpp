@@ -10,23 +10,39 @@
 
 #include <cstddef>
 
-#include "core/address_table.hpp"
 #include "core/hybrid_mutex.hpp"
 #include "native/arena_stats.hpp"
 #include "native/block.hpp"
 #include "native/block_store.hpp"
 #include "native/device_context.hpp"
 #include "native/event_queues.hpp"
+#include "native/front_block.hpp"
+#include "native/live_blocks.hpp"
 #include "native/stream_order.hpp"
 #include "streampool/graph.hpp"
 
 namespace streampool::native {
 
-// The arena lock (Note [Hybrid mutex in core]) and the live-block table (Note [Address table])
-// are core's, shared with the cudaMallocAsync backend.
+// The arena lock is core's (Note [Hybrid mutex in core]), shared with the cudaMallocAsync backend.
 using core::hybrid_mutex;
-/// Device pointer -> allocated block of one arena, under the arena lock (Note [Pointer lookup]).
-using block_map = core::address_table<block*>;
+
+class stream_arena;
+
+/// The arena lock as every path but the hot pair takes it: lock() settles the front block first,
+/// so what the caller reads and changes is the plain state (Note [Front block]). Lockable.
+class arena_mutex {
+ public:
+  /// `raw`: the lock itself, which the hot pair (hot_path.cpp) and the device peaks' reads take
+  /// without the settle.
+  arena_mutex(stream_arena& owner, hybrid_mutex& raw) noexcept : owner_(&owner), raw_(&raw) {}
+  inline void lock() noexcept;  // after stream_arena, below
+  [[nodiscard]] inline bool try_lock() noexcept;
+  void unlock() noexcept { raw_->unlock(); }
+
+ private:
+  stream_arena* owner_;
+  hybrid_mutex* raw_;
+};
 
 class stream_arena {
  public:
@@ -35,7 +51,8 @@ class stream_arena {
   stream_arena(const stream_arena&) = delete;
   stream_arena& operator=(const stream_arena&) = delete;
 
-  [[nodiscard]] hybrid_mutex& mutex() noexcept { return mutex_; }
+  /// The arena lock; taking it settles the front block (Note [Front block]).
+  [[nodiscard]] arena_mutex& mutex() noexcept { return lock_; }
   [[nodiscard]] stream_t stream() const noexcept { return stream_; }
   /// The cross-stream order of a shared arena (Note [Cross-stream reuse]); nullptr otherwise.
   [[nodiscard]] stream_order* order() const noexcept { return order_; }
@@ -44,6 +61,16 @@ class stream_arena {
     order_ = order;
     stats_.set_ordered(order != nullptr);  // the free's one check (Note [Device totals])
   }
+  /// Whether hot frees may park a front block (Note [Front block]; arena lock held, which settled
+  /// it): off for the sleep of a pool, which must reach every free block of the arena; on again
+  /// after. Private pools' arenas park none in any case.
+  void set_front_enabled(bool on) noexcept {
+    front_enabled_ = on;
+    stats_.set_no_front(!front_enabled_ || pool_ != nullptr);
+  }
+  [[nodiscard]] bool front_enabled() const noexcept { return front_enabled_; }
+  /// The parked front block, or nullptr (tests; Note [Front block]).
+  [[nodiscard]] const block* front() const noexcept { return front_.parked(); }
   [[nodiscard]] private_pool* pool() const noexcept { return pool_; }
   [[nodiscard]] mempool_id pool_id() const noexcept { return pool_id_; }
   [[nodiscard]] device_context& device() const noexcept { return *device_; }
@@ -70,12 +97,19 @@ class stream_arena {
   /// @throws cuda_error when the events of record_stream uses cannot be recorded: `b` is then
   /// back in the live map and nothing changed (Note [Failed frees]).
   [[gnu::always_inline]] inline void free_request(block* b);  // hot_path.cpp only
+  /// free_request of a block with stream uses: events recorded, or parked during a capture.
+  /// @throws cuda_error as free_request
+  [[gnu::noinline]] void free_request_used(block* b);
+  /// The hot allocation's take-back of the front block (Note [Front block]): `b` when the plain
+  /// path would hand it out for `rounded`, else nullptr with nothing changed (hot_path.cpp only).
+  /// @throws std::bad_alloc (nothing changed then)
+  [[nodiscard, gnu::always_inline]] inline block* take_front(std::size_t rounded, std::size_t requested,
+                                                             stream_t stream);
+  /// Puts the front block into the free lists as the plain free would have (arena lock held).
+  void settle() noexcept { front_.settle(); }
   /// Removes and returns the live block at `ptr`, or nullptr when this arena has none there.
-  [[nodiscard]] block* take_live(std::uintptr_t ptr) noexcept { return live_.take(ptr).value_or(nullptr); }
-  [[nodiscard]] block* find_live(std::uintptr_t ptr) const noexcept {
-    block* const* b = live_.find(ptr);
-    return b != nullptr ? *b : nullptr;
-  }
+  [[nodiscard]] block* take_live(std::uintptr_t ptr) noexcept { return live_.take(ptr); }
+  [[nodiscard]] block* find_live(std::uintptr_t ptr) const noexcept { return live_.find(ptr); }
   /// Adds a stream use (docs/pytorch-compatibility.md §2.9) to an allocated block.
   void record_use(block* b, stream_t stream, bool during_capture) { b->uses.add(stream, during_capture); }
 
@@ -96,6 +130,8 @@ class stream_arena {
     blocks_.reserve();
     live_.reserve_one();
   }
+  /// The raw arena lock (hot_path.cpp; Note [Front block]).
+  [[nodiscard]] hybrid_mutex& hot_mutex() noexcept { return mutex_; }
   /// The arena's blocks: the segment source maps and unmaps pages through them, and reads them.
   [[nodiscard]] block_store& blocks() noexcept { return blocks_; }
   [[nodiscard]] const block_store& blocks() const noexcept { return blocks_; }
@@ -135,6 +171,13 @@ class stream_arena {
   // Defined in hot_path.cpp and inlined into their callers there (Note [Hot path layout]);
   // callers elsewhere use allocate_block and complete_pending.
   [[gnu::always_inline]] inline void free_block(block* b);
+  /// free_block's merge and insert, and the statistics of both (hot_path.cpp).
+  [[gnu::always_inline]] inline void merge_and_insert(block* b);
+  /// The hot free's choice: park `b` as the front block (Note [Front block]) or free it.
+  [[gnu::always_inline]] inline void park_or_free(block* b);
+  /// park_or_free's other cases, out of line: settle an earlier front block, the rare flags, the
+  /// plain free.
+  [[gnu::noinline]] void free_unparked(block* b);
   /// free_block's rare cases, out of line: the cross-stream order, the list of changed arenas.
   [[gnu::noinline]] void free_block_flags(block* b);
   [[gnu::always_inline]] inline block* alloc_found(block* b, std::size_t rounded, std::size_t requested,
@@ -151,12 +194,26 @@ class stream_arena {
   stream_order* order_ = nullptr;  // shared arena only (Note [Cross-stream reuse])
   private_pool* pool_;
   mempool_id pool_id_;
-  hybrid_mutex mutex_;
+  hybrid_mutex mutex_;  // taken through lock_, except by the hot pair
+  arena_mutex lock_{*this, mutex_};
+  bool front_enabled_ = true;
   block_store blocks_;
   segment* segments_ = nullptr;
   std::size_t segment_count_ = 0;
   event_queues events_;
-  block_map live_;  // allocated blocks by pointer (Note [Pointer lookup])
+  live_blocks live_;  // allocated blocks by pointer (Note [Pointer lookup], Note [Newest live block])
+  front_block front_{blocks_, stats_, *device_};  // Note [Front block]
 };
+
+void arena_mutex::lock() noexcept {
+  raw_->lock();
+  owner_->settle();
+}
+
+bool arena_mutex::try_lock() noexcept {
+  if (!raw_->try_lock()) return false;
+  owner_->settle();
+  return true;
+}
 
 }  // namespace streampool::native

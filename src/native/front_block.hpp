@@ -1,0 +1,146 @@
+// front_block.hpp — the front block of a stream arena: the block its last hot free gave back,
+// held aside instead of being merged into the free lists, so that the next allocation of the same
+// size on the stream takes it back without touching them (the cache-hit pair of issue 30). Exact:
+// the statistics, the addresses handed out and every list another path reads are those of the
+// plain free. The hot operations (park, take back, settle) are inline here; the check whether a
+// block may be parked and the settle's merge are in front_block.cpp. See Note [Front block].
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "native/arena_stats.hpp"
+#include "native/block.hpp"
+#include "native/block_store.hpp"
+#include "native/block_treap.hpp"
+#include "native/device_context.hpp"
+#include "native/size_rounding.hpp"
+
+namespace streampool::native {
+
+// Note [Front block]
+// A cache-hit pair on one stream used to free a block into its arena's free lists (merging it with
+// its free neighbour, recycling that block object, inserting the merged block) and then allocate
+// it again (best fit, removal, split, inserting the rest): about 300 of its 760 instructions moved
+// blocks between treaps and bitmaps only to restore the state they started from. Now a hot free
+// may park the block instead: it stays detached (allocated == false, in no list) as the arena's
+// front block, the statistics and the trace change exactly as for the plain free (so stats() of
+// any thread, the device peaks and the trace see the free), and the lists keep the neighbour it
+// would have merged with. The next hot allocation of the arena takes it back when the plain path
+// would have handed out exactly it: same rounded size, and the merged block M (the block and its
+// free neighbour after it) is the best fit for that size and would be split back at the same place.
+// The pair then changes the lists not at all, which is what the plain free and allocation did in
+// sum.
+//
+// Which blocks may be parked: a block of the default pool (private pools' allocations never take
+// the hot path), not in an expandable segment (its best-fit rule looks at unmapped ranges), of an
+// arena without a cross-stream order, whose lower neighbour is not free (M must start at the
+// block's address), and for which M is the best fit of the block's own size among the free blocks
+// the plain free would leave (the neighbour replaced by M). That last check searches the lists
+// (fits_after_merge in front_block.cpp, ~40 instructions); its answer, with the statistics the
+// free makes, is memoised with the block store's version, which every list change moves on, so a
+// steady pair pays two compares for it.
+//
+// Exactness rests on one rule: the front block exists only between a hot free and the next use of
+// the arena. Every other path takes the arena lock through arena_mutex::lock(), which first
+// settles the front block (the merge and insert the plain free would have made, stamped with the
+// GC clock of the free); so do a hot allocation that misses, and a hot free of another block. What
+// settling skips are the statistics and the trace, done at the free. A take-back restores the
+// counters the free lowered (allocation, its bytes, the inactive-split pair) without a peak check:
+// they return to values they held since the last peak reset (which settles), so no peak can move,
+// and the plain path's checks would have found nothing. Requested bytes differ per call and keep
+// their full update.
+//
+// Measured (callgrind on the sim, scripts/hot-path-instructions, with Note [Newest live block]):
+// 763 -> 356 instructions per 512 B and 1 MiB pair, 536 -> 327 per 64 MiB pair.
+//
+// What it costs: the arena keeps one more block aside (no memory: the block is free, it is only not
+// yet in a list); a hot free of another block while one is parked, and any slow path, pays the
+// settle (the old free's work, done later); a parked block's merged neighbour keeps the GC stamp of
+// its split until the take-back restamps it. The sleep feature (a pool's memory made unreachable to
+// the hot path) needs the front block out of the way too: stream_arena::set_front_enabled(false)
+// settles it and keeps frees from parking (a bit of the free's existing flag word, no new check).
+/// The front block of one arena and the memo of its check (Note [Front block]), over the arena's
+/// block store, hot statistics and device context; arena lock held for everything.
+class front_block {
+ public:
+  front_block(block_store& blocks, arena_counters& stats, device_context& device) noexcept
+      : blocks_(&blocks), stats_(&stats), device_(&device) {}
+  front_block(const front_block&) = delete;
+  front_block& operator=(const front_block&) = delete;
+
+  [[nodiscard]] const block* parked() const noexcept { return parked_; }
+  /// Parks freed block `b` (in no list, the lists settled, its free's trace and flags done) when
+  /// the plain path would hand it out again for its own size: the free's statistics, true.
+  /// False, nothing changed, otherwise.
+  [[gnu::always_inline]] bool park(block* b) noexcept {
+    if (checked_ != b || checked_version_ != blocks_->version()) [[unlikely]] check(b);
+    if (!checked_ok_) return false;
+    // merge_and_insert's statistics for the merge into M (an expandable block never gets here).
+    const bool small = b->seg->small;
+    if (split_delta_ != 0) stats_->change(arena_stat_kind::inactive_split, small, split_delta_);
+    if (split_bytes_delta_ != 0) stats_->change(arena_stat_kind::inactive_split_bytes, small, split_bytes_delta_);
+    stats_->sub(arena_stat_kind::requested_bytes, small, static_cast<std::int64_t>(b->requested_size));
+    parked_ = b;
+    gc_stamp_ = device_->gc_clock.load(std::memory_order_relaxed);  // what insert_free would stamp
+    return true;
+  }
+  /// The parked block when the plain path would hand it out for `rounded` now: taken back, with
+  /// alloc_found's statistics and fields (not the live map, not the trace: the arena's). Else
+  /// nullptr, nothing changed.
+  [[gnu::always_inline]] block* take(std::size_t rounded, std::size_t requested, stream_t stream) noexcept {
+    block* b = parked_;
+    if (b == nullptr || b->size != rounded) return nullptr;
+    const bool small = b->seg->small;
+    const bool splits = merged_ != rounded;  // the plain path splits M again at b's end
+    // The plain path's choices for M, whose rules may have changed since (Note [Size rules
+    // changed at run time]); a default-pool arena has no no_split option.
+    const size_policy& policy = *device_->policy;
+    if (splits && !policy.should_split(small, merged_, rounded)) return nullptr;
+    if (!small && !policy.may_reuse(merged_, rounded)) return nullptr;
+    if (!small && device_->gc_enabled.load(std::memory_order_relaxed)) {
+      device_->gc_clock.fetch_add(1, std::memory_order_relaxed);  // docs/pytorch-compatibility.md §2.6
+    }
+    parked_ = nullptr;
+    // alloc_found's statistics: the free's undone (Note [Front block]).
+    if (split_delta_ != 0) stats_->undo_change(arena_stat_kind::inactive_split, small, split_delta_);
+    if (split_bytes_delta_ != 0) stats_->undo_change(arena_stat_kind::inactive_split_bytes, small, split_bytes_delta_);
+    b->allocated = true;
+    b->requested_size = requested;
+    b->stream = stream;
+    stats_->restore(arena_stat_kind::allocation, small, 1);
+    stats_->restore(arena_stat_kind::allocated_bytes, small, static_cast<std::int64_t>(b->size));
+    stats_->after_allocation();
+    stats_->add(arena_stat_kind::requested_bytes, small, static_cast<std::int64_t>(requested));
+    if (policy.is_oversize(b->size)) [[unlikely]] stats_->change_oversize(1);
+    // The plain split's insert of the rest stamps it (large blocks only).
+    if (splits && !small) b->next->gc_count_base = device_->gc_clock.load(std::memory_order_relaxed);
+    return b;
+  }
+  /// Puts the parked block into the free lists as the plain free would have (no statistics: the
+  /// free made them).
+  void settle() noexcept {
+    if (parked_ != nullptr) [[unlikely]] settle_parked();
+  }
+
+ private:
+  /// Decides whether `b` may be parked and what its free does to the statistics, into the memo.
+  [[gnu::noinline]] void check(const block* b) noexcept;
+  [[gnu::noinline]] void settle_parked() noexcept;
+
+  block_store* blocks_;
+  arena_counters* stats_;
+  device_context* device_;
+  block* parked_ = nullptr;     ///< the block, or nullptr
+  std::uint64_t gc_stamp_ = 0;  ///< the GC clock at its free (M's gc_count_base when settled)
+  // The memo: what the last check found for block `checked_` while the lists were at version
+  // `checked_version_`; the parked block is always the checked one.
+  const block* checked_ = nullptr;
+  std::uint64_t checked_version_ = 0;
+  bool checked_ok_ = false;          ///< it may be parked
+  std::size_t merged_ = 0;           ///< the size of M: the block and its free upper neighbour
+  std::int64_t split_delta_ = 0;     ///< what its free adds to inactive_split (a take-back subtracts it)
+  std::int64_t split_bytes_delta_ = 0;  ///< ... and to inactive_split_bytes
+};
+
+}  // namespace streampool::native
