@@ -185,7 +185,7 @@ class STREAMPOOL_API sim_driver final : public driver {
   /// Memory objects that were exported (vmm_export_fd) and still exist, in every sim_driver of this
   /// process together: 0 once every handle of them was released and unmapped (leak checks).
   [[nodiscard]] static std::size_t live_shared_memory() noexcept;
-  // Capture sequences and graphs: see Note [Sim capture sequences] (src/driver/sim_capture.cpp).
+  // Capture sequences and graphs: see Note [Sim capture sequences] (src/driver/sim/sim_capture.cpp).
   drv_result stream_begin_capture(stream_t stream, capture_mode mode) noexcept override;
   drv_result stream_end_capture(stream_t stream, graph_t* out) noexcept override;
   drv_result graph_instantiate(graph_t graph, graph_exec_t* out, instantiate_flags flags) noexcept override;
