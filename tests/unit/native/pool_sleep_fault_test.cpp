@@ -15,7 +15,7 @@
 namespace streampool::test {
 namespace {
 
-constexpr std::size_t big_bytes = 9 * MiB + 512;
+constexpr std::size_t big_bytes = MiB + 512;  // the large pool (one 20 MiB page), kept small for the sanitizers
 constexpr std::size_t small_bytes = 3000;
 
 struct sleeping_pool {
