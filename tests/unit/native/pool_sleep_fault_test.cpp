@@ -211,6 +211,28 @@ TEST(pool_sleep_stats, TheTraceAndTheCountersSayWhatWentBack) {
   p.finish();
 }
 
+TEST(pool_sleep_stats, TheSegmentListenerHearsWhatWentBackAndCameAgain) {
+  // What issue 28's tracker (NCCL registration) is built on: without history, a listener hears the
+  // unmaps of sleep and the maps of wake, byte for byte.
+  sleeping_pool p;
+  std::size_t unmapped = 0;
+  std::size_t mapped = 0;
+  p.env.alloc->set_segment_listener([&](const trace_entry& e) {
+    if (e.pool != p.pool) return;
+    if (e.action == trace_action::segment_unmap) unmapped += e.size;
+    if (e.action == trace_action::segment_map) mapped += e.size;
+  });
+  p.env.alloc->pools().sleep(p.pool);
+  const std::size_t released = p.state().released_bytes;
+  EXPECT_GT(released, 0u);
+  EXPECT_EQ(unmapped, released);
+  EXPECT_EQ(mapped, 0u);
+  p.env.alloc->pools().wake(p.pool);
+  EXPECT_EQ(mapped, released);
+  p.env.alloc->set_segment_listener(nullptr);
+  p.finish();
+}
+
 TEST(pool_sleep_rules, APoolWithSleepableGetsVmmSegmentsWhateverTheConfigSays) {
   sleeping_pool p("expandable_segments:False");
   for (const segment_info& s : p.env.segments()) {
