@@ -83,14 +83,15 @@ void device_state::sleep_pool(mempool_id pool, const sleep_options& options) {
 
 void device_state::wake_pool(mempool_id pool) {
   std::lock_guard lock(mutex_);
-  (void)pool_arenas_locked(pool, "wake");
+  const std::vector<stream_arena*> arenas = pool_arenas_locked(pool, "wake");
   const auto found = sleeps_.find(pool);
   if (found == sleeps_.end() || !found->second.asleep) {
     throw error("streampool: wake: " + pool_name(pool) + " on device " + std::to_string(index_) +
                 " is not asleep; nothing to wake");
   }
   std::vector<std::unique_lock<arena_mutex>> locks;
-  for (stream_arena* a : pool_arenas_locked(pool, "wake")) locks.emplace_back(a->mutex());
+  locks.reserve(arenas.size());
+  for (stream_arena* a : arenas) locks.emplace_back(a->mutex());
   source_.sleeper().wake(found->second, pool);
   if (found->second.backup == nullptr) sleeps_.erase(found);
   if (pool.is_default()) default_asleep_.store(false, std::memory_order_relaxed);

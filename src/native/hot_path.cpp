@@ -1,8 +1,8 @@
 // hot_path.cpp — everything a cache hit executes, in one translation unit so that the compiler
 // inlines it into two functions: native_allocator::do_allocate (rounding, arena lookup, the front
 // block, statistics) and do_deallocate (segment map, live blocks, parking the front block,
-// statistics), spec §2.4–§2.8; and the plain path behind them (best fit, split, merge). See Note
-// [Hot path layout] and Note [Front block] (front_block.hpp).
+// statistics), docs/pytorch-compatibility.md §2.4–§2.8; and the plain path behind them (best
+// fit, split, merge). See Note [Hot path layout] and Note [Front block] (front_block.hpp).
 #include <string>
 
 #include "native/device_state.hpp"

@@ -285,16 +285,10 @@ void pool_sleeper::sleep(sleep_record& rec, const std::vector<stream_arena*>& ar
         if (!runs.empty() && runs.back().device + runs.back().bytes == b->ptr) {
           runs.back().bytes += b->size;
         } else {
-          runs.push_back({b->ptr, b->size, total});
+          runs.push_back({b->ptr, b->size, total});  // a run's host offset: the bytes before it
         }
         total += b->size;
       }
-    }
-    // Offsets follow the runs: recompute after merging.
-    std::size_t offset = 0;
-    for (backup_run& r : runs) {
-      r.offset = offset;
-      offset += r.bytes;
     }
   }
   if (total > rec.backup_capacity) {
