@@ -18,7 +18,10 @@ tree with one stale and one missing entry of each kind and exits 1 unless exactl
 import os
 import re
 import sys
+
 import tempfile
+
+import lint_cli  # tests/lint/lint_cli.py: the command line and report every check shares
 
 ENTRY = re.compile(r"^( *)([\w.+-]+(?:/[\w.+-]+)*/?)(?=\s|$)")
 
@@ -98,28 +101,19 @@ def self_test():
                        "docs/architecture.md tree line 6: header gone.hpp does not exist",
                        "docs/architecture.md tree line 11: src folder old/ does not exist",
                        "docs/architecture.md tree line 14: lost/ does not exist"])
-        if got != want:
-            print("check_architecture_tree self-test: expected\n  " + "\n  ".join(want) + "\nbut got\n  " +
-                  "\n  ".join(got))
-            return 1
-    print("check_architecture_tree self-test: the check reports exactly the 7 problems of its test tree")
-    return 0
+        return lint_cli.expect_report("check_architecture_tree", got, want, "the 7 problems of its test tree")
+
+
+def check_root(root):
+    problems = check(root)
+    return (problems,
+            f"check_architecture_tree: {len(problems)} difference(s) between docs/architecture.md's tree and the "
+            "repository: update the tree",
+            "check_architecture_tree: docs/architecture.md's tree names every public header, src/ and tests/ folder")
 
 
 def main(argv):
-    if len(argv) == 3 and argv[2] == "--self-test":
-        return self_test()
-    if len(argv) != 2 or argv[1] in ("-h", "--help") or not os.path.isdir(argv[1]):
-        print(__doc__.split("\n\n")[1], file=sys.stderr)
-        return 2
-    problems = check(os.path.abspath(argv[1]))
-    if problems:
-        print("\n".join(problems))
-        print(f"check_architecture_tree: {len(problems)} difference(s) between docs/architecture.md's tree and the "
-              "repository: update the tree")
-        return 1
-    print("check_architecture_tree: docs/architecture.md's tree names every public header, src/ and tests/ folder")
-    return 0
+    return lint_cli.run(argv, __doc__, self_test, check_root)
 
 
 if __name__ == "__main__":

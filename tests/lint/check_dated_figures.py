@@ -34,7 +34,10 @@ import datetime
 import os
 import re
 import sys
+
 import tempfile
+
+import lint_cli  # tests/lint/lint_cli.py: the command line and report every check shares
 
 MEASURED = re.compile(r"<!--\s*measured:\s*(\S+)\s+(\S+)\s*-->")
 CHECKED = re.compile(r"<!--\s*checked:[^>]*-->")
@@ -237,27 +240,18 @@ def self_test():
             "README.md:7: figure '3 ms' is neither checked nor dated: mark it <!-- measured: DATE "
             "docs/benchmarks.md#section --> (or <!-- checked: ... -->)",
         ])
-        if got != want:
-            print("check_dated_figures self-test: expected\n  " + "\n  ".join(want) + "\nbut got\n  " + "\n  ".join(got))
-            return 1
-    print(f"check_dated_figures self-test: the check reports exactly the {len(want)} problems of its test tree")
-    return 0
+        return lint_cli.expect_report("check_dated_figures", got, want, f"the {len(want)} problems of its test tree")
+
+
+def check_root(root):
+    problems, count = check(root, datetime.date.today())
+    return (problems, f"check_dated_figures: {len(problems)} problem(s) with measured figures in README.md and docs/",
+            f"check_dated_figures: {count} dated places in README.md and docs/ match their sections; "
+            "README.md quotes no unmarked figure")
 
 
 def main(argv):
-    if len(argv) == 3 and argv[2] == "--self-test":
-        return self_test()
-    if len(argv) != 2 or argv[1] in ("-h", "--help") or not os.path.isdir(argv[1]):
-        print(__doc__.split("\n\n")[1], file=sys.stderr)
-        return 2
-    problems, count = check(os.path.abspath(argv[1]), datetime.date.today())
-    if problems:
-        print("\n".join(problems))
-        print(f"check_dated_figures: {len(problems)} problem(s) with measured figures in README.md and docs/")
-        return 1
-    print(f"check_dated_figures: {count} dated places in README.md and docs/ match their sections; "
-          "README.md quotes no unmarked figure")
-    return 0
+    return lint_cli.run(argv, __doc__, self_test, check_root)
 
 
 if __name__ == "__main__":

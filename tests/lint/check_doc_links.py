@@ -19,7 +19,10 @@ unless exactly the broken ones are reported (the check itself can fail). Standar
 import os
 import re
 import sys
+
 import tempfile
+
+import lint_cli  # tests/lint/lint_cli.py: the command line and report every check shares
 
 LINK = re.compile(r"\[(?:[^\]\[]|\[[^\]]*\])*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 CODE_SPAN = re.compile(r"`[^`]*`")
@@ -114,27 +117,17 @@ def self_test():
         got = sorted(p.split(": link to ")[0] + " " + p.split(": link to ")[1].split(":")[0] for p in check(root))
         want = sorted(["README.md:1 docs/missing.md", "docs/a.md:10 #twice-2", "docs/a.md:15 #not-a-heading",
                        "docs/sub/c.md:2 ../a.md#b"])
-        if got != want:
-            print("check_doc_links self-test: expected to report\n  " + "\n  ".join(want) +
-                  "\nbut reported\n  " + "\n  ".join(got))
-            return 1
-    print("check_doc_links self-test: the check reports exactly the 4 broken links of its test tree")
-    return 0
+        return lint_cli.expect_report("check_doc_links", got, want, "the 4 broken links of its test tree")
+
+
+def check_root(root):
+    problems = check(root)
+    return (problems, f"check_doc_links: {len(problems)} broken link(s) in README.md and docs/",
+            f"check_doc_links: every relative link in README.md and docs/ resolves ({len(doc_files(root))} files)")
 
 
 def main(argv):
-    if len(argv) == 3 and argv[2] == "--self-test":
-        return self_test()
-    if len(argv) != 2 or argv[1] in ("-h", "--help") or not os.path.isdir(argv[1]):
-        print(__doc__.split("\n\n")[1], file=sys.stderr)
-        return 2
-    problems = check(os.path.abspath(argv[1]))
-    if problems:
-        print("\n".join(problems))
-        print(f"check_doc_links: {len(problems)} broken link(s) in README.md and docs/")
-        return 1
-    print(f"check_doc_links: every relative link in README.md and docs/ resolves ({len(doc_files(argv[1]))} files)")
-    return 0
+    return lint_cli.run(argv, __doc__, self_test, check_root)
 
 
 if __name__ == "__main__":

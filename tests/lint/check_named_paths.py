@@ -22,7 +22,10 @@ a small tree it writes and exits 1 unless exactly its missing paths are reported
 import os
 import re
 import sys
+
 import tempfile
+
+import lint_cli  # tests/lint/lint_cli.py: the command line and report every check shares
 
 TOPS = ("src", "include", "tests", "docs", "perf", "scripts", "python", "kernels", "examples")
 PATH = re.compile(r"(?<![\w./\-~])((?:%s)/[\w.+\-/<>*{}$]*[\w/>*}])" % "|".join(TOPS))
@@ -94,27 +97,18 @@ def self_test():
                 f.write(text)
         got = sorted(check(root))
         want = sorted(["README.md:1: docs/y.md", "docs/x.md:1: tests/unit/moved_test.cpp", "src/core/a.cpp:1: src/core/gone.cpp"])
-        if got != want:
-            print("check_named_paths self-test: expected\n  " + "\n  ".join(want) + "\nbut got\n  " + "\n  ".join(got))
-            return 1
-    print("check_named_paths self-test: the check reports exactly the 3 missing paths of its test tree")
-    return 0
+        return lint_cli.expect_report("check_named_paths", got, want, "the 3 missing paths of its test tree")
+
+
+def check_root(root):
+    problems = check(root)
+    return (problems,
+            f"check_named_paths: {len(problems)} named path(s) that do not exist (moved? then name the new place)",
+            f"check_named_paths: every repository path named in {len(files_to_scan(root))} files exists")
 
 
 def main(argv):
-    if len(argv) == 3 and argv[2] == "--self-test":
-        return self_test()
-    if len(argv) != 2 or argv[1] in ("-h", "--help") or not os.path.isdir(argv[1]):
-        print(__doc__.split("\n\n")[1], file=sys.stderr)
-        return 2
-    root = os.path.abspath(argv[1])
-    problems = check(root)
-    if problems:
-        print("\n".join(problems))
-        print(f"check_named_paths: {len(problems)} named path(s) that do not exist (moved? then name the new place)")
-        return 1
-    print(f"check_named_paths: every repository path named in {len(files_to_scan(root))} files exists")
-    return 0
+    return lint_cli.run(argv, __doc__, self_test, check_root)
 
 
 if __name__ == "__main__":
