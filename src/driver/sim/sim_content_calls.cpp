@@ -54,13 +54,17 @@ drv_result content_calls::check_bytes(int device, const void* ptr, std::size_t b
   if (device_.device_of_range(addr, bytes) != device) return fail(status::invalid_value);
   // The check runs after the stream's prior work, and the host waits for it.
   device_.streams_.complete_to(index, device_.streams_.submit(index));
-  device_.contents_.for_each_run(addr, bytes, [&](std::size_t offset, std::size_t length, std::uint8_t value) {
-    if (value == expected) return;
-    if (out->mismatches == 0) {
-      out->first_offset = offset;
-      out->first_value = value;
+  device_.contents_.for_each_run(addr, bytes, [&](std::size_t offset, std::size_t length, std::uint8_t value,
+                                                   const std::uint8_t* literal) {
+    for (std::size_t i = 0; i < (literal ? length : 1); ++i) {  // a literal run byte by byte, else once
+      const std::uint8_t got = literal ? literal[i] : value;
+      if (got == expected) continue;
+      if (out->mismatches == 0) {
+        out->first_offset = offset + i;
+        out->first_value = got;
+      }
+      out->mismatches += literal ? 1 : length;
     }
-    out->mismatches += length;
   });
   return drv_result{};
 }
@@ -72,13 +76,7 @@ void content_calls::write_bytes(void* ptr, const void* data, std::size_t bytes) 
   if (device_.device_of_range(addr, bytes) < 0) {
     throw error("sim_driver::write_bytes: " + range_text(addr, bytes) + " is not device memory of this sim");
   }
-  const auto* source = static_cast<const std::uint8_t*>(data);
-  for (std::size_t i = 0; i < bytes;) {  // one write per run of equal bytes
-    std::size_t j = i + 1;
-    while (j < bytes && source[j] == source[i]) ++j;
-    device_.contents_.write(addr + i, j - i, source[i]);
-    i = j;
-  }
+  device_.contents_.write(addr, static_cast<const std::uint8_t*>(data), bytes);  // Note [Sim literal runs]
 }
 
 std::vector<std::uint8_t> content_calls::read_bytes(const void* ptr, std::size_t bytes) const {
@@ -90,8 +88,13 @@ std::vector<std::uint8_t> content_calls::read_bytes(const void* ptr, std::size_t
   }
   std::vector<std::uint8_t> out;
   out.reserve(bytes);
-  device_.contents_.for_each_run(addr, bytes, [&](std::size_t, std::size_t length, std::uint8_t value) {
-    out.insert(out.end(), length, value);
+  device_.contents_.for_each_run(addr, bytes, [&](std::size_t, std::size_t length, std::uint8_t value,
+                                                   const std::uint8_t* literal) {
+    if (literal != nullptr) {
+      out.insert(out.end(), literal, literal + length);
+    } else {
+      out.insert(out.end(), length, value);
+    }
   });
   return out;
 }

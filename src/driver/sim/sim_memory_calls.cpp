@@ -127,10 +127,11 @@ drv_result memory_calls::host_free(void* ptr) {
 // Note [Sim copies]
 // memcpy_async between host memory and device memory moves bytes through the contents model (Note
 // [Sim memory contents]): a copy to the host writes the device range's runs into the host bytes, a
-// copy to the device writes the host bytes as runs, at submission like memset_async. Its device
-// side is a use by the copy's stream, checked by the hazard checker as a kernel's would be (Note
-// [Sim hazard checker]), so a copy racing an unmap, or a stream reading memory a copy on another
-// stream is still filling, is reported. Host-to-host and device-to-device copies move nothing.
+// copy to the device writes the host bytes as one run or one literal run (Note [Sim literal
+// runs]), at submission like memset_async. Its device side is a use by the copy's stream, checked
+// by the hazard checker as a kernel's would be (Note [Sim hazard checker]), so a copy racing an
+// unmap, or a stream reading memory a copy on another stream is still filling, is reported.
+// Host-to-host and device-to-device copies move nothing.
 drv_result memory_calls::memcpy_async(void* dst, const void* src, std::size_t bytes, stream_t stream) {
   const std::uint32_t index = device_.streams_.find_stream(stream);
   if (index == no_stream) return fail(status::invalid_value);
@@ -145,17 +146,16 @@ drv_result memory_calls::memcpy_async(void* dst, const void* src, std::size_t by
   const std::uintptr_t device_side = to_device ? to : from;
   if (from_device) {
     auto* host = static_cast<unsigned char*>(dst);
-    device_.contents_.for_each_run(from, bytes, [&](std::size_t offset, std::size_t length, std::uint8_t value) {
-      std::memset(host + offset, value, length);
+    device_.contents_.for_each_run(from, bytes, [&](std::size_t offset, std::size_t length, std::uint8_t value,
+                                                    const std::uint8_t* literal) {
+      if (literal != nullptr) {
+        std::memcpy(host + offset, literal, length);
+      } else {
+        std::memset(host + offset, value, length);
+      }
     });
   } else {
-    const auto* host = static_cast<const unsigned char*>(src);
-    for (std::size_t i = 0; i < bytes;) {
-      std::size_t j = i + 1;
-      while (j < bytes && host[j] == host[i]) ++j;
-      device_.contents_.write(to + i, j - i, host[i]);
-      i = j;
-    }
+    device_.contents_.write(to, static_cast<const std::uint8_t*>(src), bytes);  // Note [Sim literal runs]
   }
   (void)device_.hazards_.use(device_.streams_.records(), index, item, device_side, bytes);
   device_.vmm_.for_each_physical(device_side, bytes, [&](std::uintptr_t physical, std::size_t length, std::uintptr_t via) {

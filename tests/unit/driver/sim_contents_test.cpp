@@ -4,8 +4,11 @@
 // its stream and refuses a capturing one, and both calls are counted and can be failed.
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <cstring>
 #include <vector>
 
+#include "driver/sim/sim_contents.hpp"
 #include "driver_test_support.hpp"
 #include "streampool/errors.hpp"
 #include "streampool/sim_driver.hpp"
@@ -147,6 +150,61 @@ TEST_F(sim_contents, DriversWithoutTheCallsInheritNotSupported) {
   EXPECT_EQ(sim_.driver::memset_async(0, block_, 0, 1, stream_).code, status::not_supported);
   EXPECT_EQ(sim_.driver::check_bytes(0, block_, 1, 0, stream_, &found).code, status::not_supported);
   EXPECT_EQ(found.mismatches, 0u);
+}
+
+// Note [Sim literal runs]: varied bytes are one literal run however many values they hold, and
+// overwriting part of it keeps the rest byte for byte.
+TEST(sim_contents_map, VariedBytesAreOneLiteralRunThatSplitsByteForByte) {
+  sim::contents_map map;
+  std::vector<std::uint8_t> data(1 << 20);
+  for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<std::uint8_t>(i * 7 + (i >> 9));
+  const std::uintptr_t base = 0x10000;
+  map.write(base, data.data(), data.size());
+  EXPECT_EQ(map.run_count(), 1u);
+  map.write(base + 1000, 24, 0xEE);  // a fill in the middle: head, fill, tail
+  EXPECT_EQ(map.run_count(), 3u);
+  const std::uint8_t two[2] = {9, 9};
+  map.write(base - 1, two, 2);  // equal bytes are a plain run, over the literal's first byte
+  for (std::size_t i : {std::size_t{0}, std::size_t{1}, std::size_t{999}, std::size_t{1000}, std::size_t{1023},
+                        std::size_t{1024}, data.size() - 1}) {
+    std::uint8_t want = data[i];
+    if (i == 0) want = 9;
+    if (i >= 1000 && i < 1024) want = 0xEE;
+    EXPECT_EQ(map.read(base + i), want) << "offset " << i;
+  }
+  EXPECT_EQ(map.read(base - 1), 9);
+  EXPECT_EQ(map.read(base + data.size()), 0);
+  std::vector<std::uint8_t> seen(data.size() + 2, 0x55);
+  map.for_each_run(base - 1, seen.size(), [&](std::size_t offset, std::size_t length, std::uint8_t value,
+                                                const std::uint8_t* literal) {
+    for (std::size_t i = 0; i < length; ++i) seen[offset + i] = literal ? literal[i] : value;
+  });
+  for (std::size_t i = 1; i + 1 < seen.size(); ++i) EXPECT_EQ(seen[i], map.read(base - 1 + i)) << "offset " << i;
+  EXPECT_EQ(seen.back(), 0);  // past the literal: never written
+}
+
+TEST_F(sim_contents, CopiesAndWritesOfVariedBytesRoundTrip) {
+  std::vector<std::uint8_t> data(4096);
+  for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<std::uint8_t>(i * 31);
+  sim_.write_bytes(block_, data.data(), data.size());
+  EXPECT_EQ(sim_.read_bytes(block_, data.size()), data);
+  byte_check found;
+  check(sim_, sim_.check_bytes(0, at(1), 64, 31, stream_, &found), "check_bytes");
+  EXPECT_EQ(found.mismatches, 63u);  // only offset 1 holds 31
+  EXPECT_EQ(found.first_offset, 1u);
+  EXPECT_EQ(found.first_value, 62);
+
+  void* host = nullptr;
+  check(sim_, sim_.host_alloc(4096, &host), "host_alloc");
+  std::vector<std::uint8_t> reversed(data.rbegin(), data.rend());
+  std::memcpy(host, reversed.data(), reversed.size());
+  check(sim_, sim_.memcpy_async(block_, host, 4096, stream_), "memcpy_async to the device");
+  EXPECT_EQ(sim_.read_bytes(block_, 4096), reversed);
+  std::memset(host, 0, 4096);
+  check(sim_, sim_.memcpy_async(host, at(10), 100, stream_), "memcpy_async to the host");
+  EXPECT_EQ(std::vector<std::uint8_t>(static_cast<std::uint8_t*>(host), static_cast<std::uint8_t*>(host) + 100),
+            std::vector<std::uint8_t>(reversed.begin() + 10, reversed.begin() + 110));
+  check(sim_, sim_.host_free(host), "host_free");
 }
 
 }  // namespace
