@@ -29,6 +29,10 @@ struct STREAMPOOL_API sleep_options {
   /// offload: keep the pinned host buffer after wake() for the next sleep (no pinning per cycle;
   /// it costs host memory while awake). wake() frees it otherwise.
   bool keep_backup = false;
+  /// How far the copies run ahead of the unmapping (sleep) and behind the mapping (wake), in
+  /// bytes of pages; 0: 256 MiB. Smaller windows start unmapping sooner and wait more often
+  /// (Note [Sleep pipeline] in src/native/pool_sleep.cpp).
+  std::size_t pipeline_bytes = 0;
 };
 
 /// Where a pool stands (device_pools::sleep_state).

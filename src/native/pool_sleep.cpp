@@ -38,6 +38,20 @@ namespace streampool::native {
 // before it returns, so every stream's next work finds the memory mapped and filled. The simulated
 // device's hazard checker reports an unmap under queued work, and a use ordered before a copy.
 //
+// Note [Sleep pipeline]
+// Offload is bounded by the copy to the host, and unmapping costs a driver call per page: done one
+// after the other, the unmapping added about a tenth to the copy on the H200. So the pages are cut
+// into windows (plan_sleep_windows: consecutive mapped pages of one segment, 256 MiB by default,
+// sleep_options::pipeline_bytes) and sleep copies window w while it unmaps window w-1: after
+// issuing window w's copies it waits for window w-1's, by one event per copy stream recorded
+// after them (two slots of events, alternating), and only then unmaps window w-1's pages, so no
+// page goes while a copy still reads it (the sim's hazard checker would report it). Wake maps
+// window w, issues its copies back, and maps window w+1 while they run; it waits for every copy
+// stream before it returns. All or nothing still holds (Note [Sleep all or nothing]): a copy
+// that fails once pages have gone stops the loop, waits for the copies in flight, and wakes what
+// went with the windows already backed up (a window's pages go only after its copies are done,
+// so what went is always in the backup); the pieces of later windows are never copied back.
+//
 // Note [Sleeping memory in the statistics]
 // Released pages leave reserved_bytes (and count as device frees, traced as segment_unmap), since
 // the device has them back: memory_reserved() then says what the allocator holds on the device,
@@ -49,6 +63,10 @@ namespace streampool::native {
 namespace {
 
 void* va_of(std::uintptr_t address) noexcept { return reinterpret_cast<void*>(address); }
+
+std::size_t window_of(const sleep_options& options) noexcept {
+  return options.pipeline_bytes != 0 ? options.pipeline_bytes : pool_sleeper::window_bytes;
+}
 
 }  // namespace
 
@@ -68,6 +86,7 @@ pool_sleeper::pool_sleeper(device_context& device, segment_counters& counters) n
     : device_(&device), drv_(device.drv), index_(device.index), counters_(&counters) {}
 
 pool_sleeper::~pool_sleeper() {
+  for (event_t e : events_) (void)drv_->event_destroy(index_, e);
   for (stream_t s : streams_) (void)drv_->stream_destroy(index_, s);
 }
 
@@ -88,6 +107,16 @@ void pool_sleeper::ensure_streams() {
                        r.native);
     }
     streams_.push_back(s);
+  }
+  while (events_.size() < 2 * copy_streams) {
+    event_t e = nullptr;
+    const drv_result r = drv_->event_create(index_, &e);
+    if (!r.ok()) {
+      throw cuda_error("streampool: sleep/wake: cudaEventCreate for the copy streams on device " +
+                           std::to_string(index_) + " failed: " + drv_->describe(r),
+                       r.native);
+    }
+    events_.push_back(e);
   }
 }
 
@@ -121,36 +150,51 @@ void pool_sleeper::wait_for_uses(const std::vector<stream_arena*>& arenas) {
   }
 }
 
-void pool_sleeper::copy(const sleep_record& rec, bool to_host) {
-  if (rec.runs.empty()) return;
-  ensure_streams();
-  auto* host = static_cast<unsigned char*>(rec.backup);
+drv_result pool_sleeper::issue_copies(const std::vector<backup_run>& pieces, const sleep_window& w, void* backup,
+                                      bool to_host) noexcept {
+  auto* host = static_cast<unsigned char*>(backup);
   std::size_t next_stream = 0;
-  std::vector<bool> used(streams_.size(), false);
-  drv_result failed{};
-  for (const backup_run& run : rec.runs) {
-    for (std::size_t at = 0; at < run.bytes && failed.ok(); at += chunk_bytes) {
+  for (std::size_t r = w.first_run; r < w.end_run; ++r) {
+    const backup_run& run = pieces[r];
+    for (std::size_t at = 0; at < run.bytes; at += chunk_bytes) {
       const std::size_t n = std::min(chunk_bytes, run.bytes - at);
       void* dev = va_of(run.device + at);
       void* h = host + run.offset + at;
-      const std::size_t k = next_stream++ % streams_.size();
-      used[k] = true;
-      failed = to_host ? drv_->memcpy_async(h, dev, n, streams_[k]) : drv_->memcpy_async(dev, h, n, streams_[k]);
+      const stream_t s = streams_[next_stream++ % streams_.size()];
+      const drv_result result = to_host ? drv_->memcpy_async(h, dev, n, s) : drv_->memcpy_async(dev, h, n, s);
+      if (!result.ok()) return result;
     }
   }
-  drv_result waited{};
+  return drv_result{};
+}
+
+drv_result pool_sleeper::record_slot(std::size_t slot) noexcept {
   for (std::size_t k = 0; k < streams_.size(); ++k) {
-    if (!used[k]) continue;
-    const drv_result r = drv_->stream_synchronize(index_, streams_[k]);
-    if (!r.ok() && waited.ok()) waited = r;
+    const drv_result r = drv_->event_record(events_[slot * copy_streams + k], streams_[k]);
+    if (!r.ok()) return r;
   }
-  const drv_result& bad = failed.ok() ? waited : failed;
-  if (!bad.ok()) {
-    throw cuda_error(std::string("streampool: ") + (to_host ? "sleep" : "wake") + ": cudaMemcpyAsync " +
-                         (to_host ? "to" : "from") + " the pinned backup on device " + std::to_string(index_) +
-                         " failed: " + drv_->describe(bad),
-                     bad.native);
+  return drv_result{};
+}
+
+drv_result pool_sleeper::wait_slot(std::size_t slot) noexcept {
+  for (std::size_t k = 0; k < streams_.size(); ++k) {
+    const drv_result r = drv_->event_synchronize(events_[slot * copy_streams + k]);
+    if (!r.ok()) return r;
   }
+  return drv_result{};
+}
+
+drv_result pool_sleeper::drain() noexcept {
+  drv_result first{};
+  for (stream_t s : streams_) {
+    const drv_result r = drv_->stream_synchronize(index_, s);
+    if (!r.ok() && first.ok()) first = r;
+  }
+  return first;
+}
+
+std::string pool_sleeper::copy_failure(const drv_result& r, const char* call, bool to_host) const {
+  return std::string(call) + (to_host ? " to" : " from") + " the pinned backup failed: " + drv_->describe(r);
 }
 
 // --- pages --------------------------------------------------------------------------------------------
@@ -172,24 +216,23 @@ void pool_sleeper::count_pages(const sleeping_segment& s, std::size_t count, boo
   }
 }
 
-bool pool_sleeper::unmap_pages(sleeping_segment& s, std::size_t from, std::string* failure) noexcept {
+std::size_t pool_sleeper::unmap_pages(sleeping_segment& s, std::size_t from, std::size_t to,
+                                      std::string* failure) noexcept {
   segment& seg = *s.seg;
-  for (std::size_t k = from; k < s.pages.size(); ++k) {
+  for (std::size_t k = from; k < to; ++k) {
     const std::size_t p = s.pages[k];
     const drv_result unmapped = drv_->vmm_unmap(va_of(seg.base + p * seg.page), seg.page);
     if (!unmapped.ok()) {
       *failure = "cuMemUnmap of the page at " + core::format_pointer(seg.base + p * seg.page) + " failed: " +
                  drv_->describe(unmapped);
-      s.pages.resize(k);  // the rest stays mapped
-      s.held.resize(k);
-      return false;
+      return k;  // the rest stays mapped
     }
     const vmm_handle_t h = seg.handles[p];
     s.held[k] = 0;
     if (h != released_handle && !drv_->vmm_release(h).ok()) s.held[k] = h;  // Note [Sleep all or nothing]
     seg.handles[p] = 0;
   }
-  return true;
+  return to;
 }
 
 void pool_sleeper::unmap_again(sleeping_segment& s) noexcept {
@@ -203,32 +246,32 @@ void pool_sleeper::unmap_again(sleeping_segment& s) noexcept {
   }
 }
 
-void pool_sleeper::map_pages(sleeping_segment& s, std::size_t count) {
+void pool_sleeper::map_pages(sleeping_segment& s, std::size_t from, std::size_t to) {
   segment& seg = *s.seg;
-  std::vector<vmm_handle_t> created(count, 0);
-  std::size_t mapped = 0;
+  std::vector<vmm_handle_t> created(to - from, 0);  // by k - from
+  std::size_t mapped = from;
   drv_result result{};
   const char* what = "cuMemCreate";
-  for (; mapped < count; ++mapped) {
+  for (; mapped < to; ++mapped) {
     vmm_handle_t h = s.held[mapped];
     if (h == 0) {
       result = drv_->vmm_create(index_, seg.page, &h);
       if (!result.ok()) break;
-      created[mapped] = h;
+      created[mapped - from] = h;
     }
     result = drv_->vmm_map(va_of(seg.base + s.pages[mapped] * seg.page), seg.page, h);
     if (!result.ok()) {
       what = "cuMemMap";
-      if (created[mapped] != 0) (void)drv_->vmm_release(created[mapped]);
-      created[mapped] = 0;
+      if (created[mapped - from] != 0) (void)drv_->vmm_release(created[mapped - from]);
+      created[mapped - from] = 0;
       break;
     }
     seg.handles[s.pages[mapped]] = h;
   }
   if (result.ok()) {
-    for (std::size_t i = 0; i < count && result.ok();) {
+    for (std::size_t i = from; i < to && result.ok();) {
       std::size_t j = i + 1;
-      while (j < count && s.pages[j] == s.pages[j - 1] + 1) ++j;
+      while (j < to && s.pages[j] == s.pages[j - 1] + 1) ++j;
       result = drv_->vmm_set_access(va_of(seg.base + s.pages[i] * seg.page), (j - i) * seg.page, index_);
       what = "cuMemSetAccess";
       i = j;
@@ -236,13 +279,13 @@ void pool_sleeper::map_pages(sleeping_segment& s, std::size_t count) {
     if (result.ok()) return;
   }
   // Back to asleep: unmap what this call mapped; new handles go, held ones stay held.
-  for (std::size_t k = 0; k < mapped; ++k) {
+  for (std::size_t k = from; k < mapped; ++k) {
     (void)drv_->vmm_unmap(va_of(seg.base + s.pages[k] * seg.page), seg.page);
-    if (created[k] != 0) (void)drv_->vmm_release(created[k]);
+    if (created[k - from] != 0) (void)drv_->vmm_release(created[k - from]);
     seg.handles[s.pages[k]] = 0;
   }
   const std::string text = std::string("streampool: wake: ") + what + " for a page of " + format_size(seg.page) +
-                           " at " + core::format_pointer(seg.base + s.pages[std::min(mapped, count - 1)] * seg.page) +
+                           " at " + core::format_pointer(seg.base + s.pages[std::min(mapped, to - 1)] * seg.page) +
                            " on device " + std::to_string(index_) + " failed: " + drv_->describe(result) +
                            "; the pool stays asleep with its backup: free device memory, then call wake() again";
   if (result.code == status::out_of_memory) throw out_of_memory(text, seg.page, index_);
@@ -307,26 +350,63 @@ void pool_sleeper::sleep(sleep_record& rec, const std::vector<stream_arena*>& ar
   }
   rec.runs = std::move(runs);
   rec.options = options;
+  std::vector<backup_run> pieces;
+  const std::vector<sleep_window> windows = plan_sleep_windows(segments, rec.runs, window_of(options), pieces);
   try {
-    copy(rec, /*to_host=*/true);
+    if (!pieces.empty()) ensure_streams();
   } catch (...) {
     if (!options.keep_backup) drop_backup(rec);
     rec.runs.clear();
     throw;
   }
 
-  // 3. The pages go back (Note [Sleep all or nothing]).
+  // 3. Each window's pages go once its copies are done, while the next window's run (Note [Sleep
+  //    pipeline]); all or nothing (Note [Sleep all or nothing]).
   std::string failure;
-  std::size_t done = 0;
-  for (; done < segments.size(); ++done) {
-    if (!unmap_pages(segments[done], 0, &failure)) break;
+  int failure_native = 0;
+  std::vector<std::size_t> gone(segments.size(), 0);  // per segment: its first pages went
+  std::size_t backed = 0;                             // windows [0, backed) are in the backup
+  const auto copy_failed = [&](const drv_result& r, const char* call) {
+    failure = copy_failure(r, call, /*to_host=*/true);
+    failure_native = r.native;
+  };
+  for (std::size_t w = 0; w <= windows.size() && failure.empty(); ++w) {
+    if (w < windows.size() && windows[w].first_run < windows[w].end_run) {
+      if (const drv_result r = issue_copies(pieces, windows[w], rec.backup, /*to_host=*/true); !r.ok()) {
+        copy_failed(r, "cudaMemcpyAsync");
+        break;
+      }
+      if (const drv_result r = record_slot(w % 2); !r.ok()) {
+        copy_failed(r, "cudaEventRecord after the copies");
+        break;
+      }
+    }
+    if (w == 0) continue;
+    const sleep_window& prev = windows[w - 1];
+    if (prev.first_run < prev.end_run) {
+      if (const drv_result r = wait_slot((w - 1) % 2); !r.ok()) {
+        copy_failed(r, "cudaEventSynchronize of the copies");
+        break;
+      }
+    }
+    backed = w;
+    gone[prev.segment] = unmap_pages(segments[prev.segment], prev.first_page, prev.end_page, &failure);
   }
-  for (std::size_t k = done + 1; k < segments.size(); ++k) {  // never unmapped: not asleep
-    segments[k].pages.clear();
-    segments[k].held.clear();
+  if (!failure.empty() && !pieces.empty()) (void)drain();  // copies in flight end before the backup is reused
+
+  bool any_gone = false;
+  for (std::size_t i = 0; i < segments.size(); ++i) {
+    segments[i].pages.resize(gone[i]);
+    segments[i].held.resize(gone[i]);
+    count_pages(segments[i], gone[i], /*mapped=*/false, pool);
+    any_gone = any_gone || gone[i] > 0;
   }
-  for (std::size_t k = 0; k <= done && k < segments.size(); ++k) {
-    count_pages(segments[k], segments[k].pages.size(), /*mapped=*/false, pool);
+  if (!any_gone && !failure.empty()) {
+    if (!options.keep_backup) drop_backup(rec);
+    rec.runs.clear();
+    throw cuda_error("streampool: sleep of device " + std::to_string(index_) + ": " + failure +
+                         "; the pool is awake, nothing changed",
+                     failure_native);
   }
   rec.segments = std::move(segments);
   rec.released_bytes = rec.held_bytes = 0;
@@ -338,34 +418,52 @@ void pool_sleeper::sleep(sleep_record& rec, const std::vector<stream_arena*>& ar
   rec.offloaded_bytes = total;
   rec.asleep = true;
   if (failure.empty()) return;
+  // What went is in the backup: the pieces of the windows backed up (a window's pages go only
+  // after its copies), and nothing of the windows after them is copied back.
+  rec.runs.assign(pieces.begin(), pieces.begin() + static_cast<std::ptrdiff_t>(windows[backed - 1].end_run));
   try {
     wake(rec, pool);  // roll back: awake as before
   } catch (const std::exception& e) {
     throw cuda_error("streampool: sleep of device " + std::to_string(index_) + ": " + failure +
                          "; putting the pool back awake failed too (" + e.what() +
                          "): it stays asleep with its backup; call wake() once the driver recovers",
-                     0);
+                     failure_native);
   }
   throw cuda_error("streampool: sleep of device " + std::to_string(index_) + ": " + failure +
                        "; the pool is awake as before",
-                   0);
+                   failure_native);
 }
 
 void pool_sleeper::wake(sleep_record& rec, mempool_id pool) {
-  std::size_t done = 0;
+  const bool copying = rec.options.mode == sleep_mode::offload && !rec.runs.empty();
+  std::vector<backup_run> pieces;
+  const std::vector<sleep_window> windows =
+      copying ? plan_sleep_windows(rec.segments, rec.runs, window_of(rec.options), pieces)
+              : plan_sleep_windows(rec.segments, {}, window_of(rec.options), pieces);
+  if (copying) ensure_streams();  // nothing mapped yet
+  // Window w's copies back run while window w+1 is mapped (Note [Sleep pipeline]).
+  drv_result failed{};
   try {
-    for (; done < rec.segments.size(); ++done) map_pages(rec.segments[done], rec.segments[done].pages.size());
+    for (const sleep_window& w : windows) {
+      map_pages(rec.segments[w.segment], w.first_page, w.end_page);
+      if (!copying || w.first_run == w.end_run) continue;
+      failed = issue_copies(pieces, w, rec.backup, /*to_host=*/false);
+      if (!failed.ok()) break;
+    }
   } catch (...) {
-    for (std::size_t k = 0; k < done; ++k) unmap_again(rec.segments[k]);
+    if (copying) (void)drain();  // copies into what this wake mapped end before it goes again
+    for (sleeping_segment& s : rec.segments) unmap_again(s);
     throw;
   }
-  if (rec.options.mode == sleep_mode::offload) {
-    try {
-      copy(rec, /*to_host=*/false);
-    } catch (...) {
-      for (sleeping_segment& s : rec.segments) unmap_again(s);
-      throw;
-    }
+  if (copying) {
+    const drv_result waited = drain();
+    if (failed.ok()) failed = waited;
+  }
+  if (!failed.ok()) {
+    for (sleeping_segment& s : rec.segments) unmap_again(s);
+    throw cuda_error("streampool: wake of device " + std::to_string(index_) + ": " + copy_failure(failed, "cudaMemcpyAsync", /*to_host=*/false) +
+                         "; the pool stays asleep with its backup",
+                     failed.native);
   }
   for (sleeping_segment& s : rec.segments) {
     count_pages(s, s.pages.size(), /*mapped=*/true, pool);

@@ -14,28 +14,13 @@
 #include "native/block.hpp"
 #include "native/device_context.hpp"
 #include "native/segment_counters.hpp"
+#include "native/sleep_windows.hpp"
 #include "streampool/driver.hpp"
 #include "streampool/pools.hpp"
 
 namespace streampool::native {
 
 class stream_arena;
-
-/// A segment of a sleeping pool: the pages that went back (indices from its base), and for each
-/// the handle the driver refused to release (0: released; the page is mapped with it again).
-struct sleeping_segment {
-  segment* seg = nullptr;
-  stream_arena* arena = nullptr;
-  std::vector<std::size_t> pages;
-  std::vector<vmm_handle_t> held;
-};
-
-/// A live range copied to the host: [device, device + bytes) at host offset `offset`.
-struct backup_run {
-  std::uintptr_t device = 0;
-  std::size_t bytes = 0;
-  std::size_t offset = 0;
-};
 
 /// One pool's sleep: kept by device_state while the pool sleeps, and while awake when it keeps
 /// its pinned backup (sleep_options::keep_backup).
@@ -55,9 +40,12 @@ struct sleep_record {
 
 class pool_sleeper {
  public:
-  /// Copies run on `copy_streams` streams of the device, in chunks of at most `chunk_bytes`.
+  /// Copies run on `copy_streams` streams of the device, in chunks of at most `chunk_bytes`, a
+  /// window of `window_bytes` (sleep_options::pipeline_bytes, when set) ahead of the unmapping or
+  /// behind the mapping (Note [Sleep pipeline]).
   static constexpr std::size_t copy_streams = 4;
   static constexpr std::size_t chunk_bytes = std::size_t{64} << 20;
+  static constexpr std::size_t window_bytes = copy_streams * chunk_bytes;
 
   pool_sleeper(device_context& device, segment_counters& counters) noexcept;
   ~pool_sleeper();
@@ -86,20 +74,28 @@ class pool_sleeper {
   /// record_stream uses of its allocated blocks and its outstanding events (Note [Sleep after
   /// queued work]). @throws cuda_error
   void wait_for_uses(const std::vector<stream_arena*>& arenas);
-  /// Copies every run of `rec` between the device and its backup (`to_host`), on the copy streams,
-  /// and waits for them. @throws cuda_error
-  void copy(const sleep_record& rec, bool to_host);
-  /// Unmaps and releases the pages of `s` from its (k)th on; false at the first refusal
-  /// (`*failure` says which call and why).
-  bool unmap_pages(sleeping_segment& s, std::size_t from, std::string* failure) noexcept;
-  /// Maps the first `count` pages of `s` again (held handles, else new ones) with access.
+  /// Issues the copies of pieces [w.first_run, w.end_run) between the device and `backup`
+  /// (`to_host`), in chunks, round robin over the copy streams; the first failure, if any.
+  drv_result issue_copies(const std::vector<backup_run>& pieces, const sleep_window& w, void* backup, bool to_host) noexcept;
+  /// Records event slot `slot` on every copy stream / waits for the events of `slot`.
+  drv_result record_slot(std::size_t slot) noexcept;
+  drv_result wait_slot(std::size_t slot) noexcept;
+  /// Waits for every copy stream; the first failure, if any.
+  drv_result drain() noexcept;
+  /// Unmaps and releases the pages [from, to) of `s`; the index of the first page it could not
+  /// unmap (`to` when all went; `*failure` says which call refused and why).
+  std::size_t unmap_pages(sleeping_segment& s, std::size_t from, std::size_t to, std::string* failure) noexcept;
+  /// Maps the pages [from, to) of `s` again (held handles, else new ones) with access.
   /// @throws out_of_memory / cuda_error after unmapping what this call mapped
-  void map_pages(sleeping_segment& s, std::size_t count);
+  void map_pages(sleeping_segment& s, std::size_t from, std::size_t to);
+  /// The text of a failed copy call `r` of sleep (`to_host`) or wake.
+  std::string copy_failure(const drv_result& r, const char* call, bool to_host) const;
   /// A wake that cannot finish: the pages of `s` it mapped go back (new handles released, held
   /// ones kept), so the pool is asleep as before.
   void unmap_again(sleeping_segment& s) noexcept;
   /// Statistics and trace of the pages [0, count) of `s` going back (`mapped` false) or coming.
   void count_pages(const sleeping_segment& s, std::size_t count, bool mapped, mempool_id pool) noexcept;
+  /// Creates the copy streams and their two slots of events, once. @throws cuda_error
   void ensure_streams();
 
   device_context* device_;
@@ -107,6 +103,7 @@ class pool_sleeper {
   int index_;
   segment_counters* counters_;
   std::vector<stream_t> streams_;
+  std::vector<event_t> events_;  ///< two slots of copy_streams events: Note [Sleep pipeline]
 };
 
 }  // namespace streampool::native

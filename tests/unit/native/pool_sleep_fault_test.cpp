@@ -24,7 +24,10 @@ struct sleeping_pool {
   mempool_id pool = allocator::create_pool_id();
   std::vector<void*> live;
 
-  explicit sleeping_pool(std::string_view conf = "", sim_options options = {}) : env(conf, options) {
+  std::size_t extra_bytes = 0;  ///< a fourth allocation of this size when not 0 (several pages)
+
+  explicit sleeping_pool(std::string_view conf = "", sim_options options = {}, std::size_t extra = 0)
+      : env(conf, options), extra_bytes(extra) {
     stream = env.new_stream();
     const stream_t s = stream;
     env.alloc->begin_allocate_to_pool(pool, [s](stream_t x) { return x == s; });
@@ -34,17 +37,34 @@ struct sleeping_pool {
     live.push_back(env.alloc->allocate(big_bytes, stream));
     live.push_back(env.alloc->allocate(small_bytes, stream));
     live.push_back(env.alloc->allocate(2 * MiB, stream));
+    if (extra_bytes != 0) live.push_back(env.alloc->allocate(extra_bytes, stream));
     env.alloc->end_allocate_to_pool(pool);
     for (std::size_t i = 0; i < live.size(); ++i) fill(i);
   }
-  [[nodiscard]] std::size_t size(std::size_t i) const { return i == 0 ? big_bytes : i == 1 ? small_bytes : 2 * MiB; }
+  [[nodiscard]] std::size_t size(std::size_t i) const {
+    return i == 0 ? big_bytes : i == 1 ? small_bytes : i == 2 ? 2 * MiB : extra_bytes;
+  }
+  // The extra allocation holds one byte value (a run of the sim's contents model, so that its
+  // size costs the sanitizers nothing); the others a pattern that changes every 4 KiB.
+  static constexpr std::uint8_t extra_value = 0x5A;
   void fill(std::size_t i) {
+    if (i == 3) {
+      ASSERT_TRUE(env.sim->memset_async(0, live[i], extra_value, extra_bytes, stream).ok());
+      return;
+    }
     std::vector<std::uint8_t> bytes(size(i));
     for (std::size_t k = 0; k < bytes.size(); ++k) bytes[k] = static_cast<std::uint8_t>(i * 31 + k / 4096);
     env.sim->write_bytes(live[i], bytes.data(), bytes.size());
   }
   [[nodiscard]] bool intact() const {
     for (std::size_t i = 0; i < live.size(); ++i) {
+      if (i == 3) {
+        byte_check found;
+        if (!env.sim->check_bytes(0, live[i], extra_bytes, extra_value, stream, &found).ok() || found.mismatches != 0) {
+          return false;
+        }
+        continue;
+      }
       const std::vector<std::uint8_t> got = env.sim->read_bytes(live[i], size(i));
       for (std::size_t k = 0; k < got.size(); ++k) {
         if (got[k] != static_cast<std::uint8_t>(i * 31 + k / 4096)) return false;
@@ -148,6 +168,72 @@ TEST(pool_sleep_faults, AWakeWithoutRoomSaysSoAndSucceedsOnceThereIsRoom) {
   p.env.alloc->deallocate(other);
   p.env.alloc->empty_cache();
   p.env.alloc->pools().wake(p.pool);
+  EXPECT_TRUE(p.intact());
+  p.finish();
+}
+
+// Note [Sleep pipeline]: with one page per window, a pool of several pages sleeps and wakes window by
+// window; a call failing at any point of the pipeline still leaves the pool whole, and no page is
+// unmapped while a copy of it is queued (the hazard checker sees it with the sim not eager).
+constexpr std::size_t pipelined_bytes = 41 * MiB;  // three 20 MiB pages with the others
+const sleep_options one_page_windows = [] {
+  sleep_options o;
+  o.pipeline_bytes = 1;
+  return o;
+}();
+const std::vector<driver_call> pipeline_calls = {
+    driver_call::memcpy_async, driver_call::event_record, driver_call::event_synchronize, driver_call::event_create,
+    driver_call::stream_synchronize, driver_call::vmm_unmap, driver_call::vmm_create, driver_call::vmm_map,
+};
+
+TEST(pool_sleep_pipeline, FailuresAtEveryWindowLeaveThePoolWholeAndLoseNoByte) {
+  for (const driver_call call : pipeline_calls) {
+    for (int skip = 0; skip < 5; ++skip) {
+      SCOPED_TRACE(std::string(to_string(call)) + " failing after " + std::to_string(skip) + " good calls");
+      sleeping_pool p("", {}, pipelined_bytes);
+      const std::int64_t reserved = p.env.stats().reserved_bytes[all].current;
+      p.env.sim->fail_next(call, 1, call == driver_call::vmm_create ? status::out_of_memory : status::other, skip);
+      bool threw = false;
+      try {
+        p.env.alloc->pools().sleep(p.pool, one_page_windows);
+      } catch (const std::exception& e) {
+        threw = true;
+        EXPECT_NE(std::string(e.what()).find("streampool"), std::string::npos) << e.what();
+      }
+      if (!threw) {  // asleep: the same fault, once more, for wake
+        EXPECT_TRUE(p.state().asleep);
+        EXPECT_EQ(p.env.sim->bytes_in_use(0), 0u) << "every page went";
+        p.env.sim->fail_next(call, 1, call == driver_call::vmm_create ? status::out_of_memory : status::other, skip);
+        try {
+          p.env.alloc->pools().wake(p.pool);
+        } catch (const std::exception& e) {
+          EXPECT_NE(std::string(e.what()).find("wake"), std::string::npos) << e.what();
+          EXPECT_TRUE(p.state().asleep) << "a failed wake leaves the pool asleep";
+          EXPECT_EQ(p.env.sim->bytes_in_use(0), 0u) << "what the failed wake mapped went back";
+        }
+      }
+      p.env.sim->clear_faults();
+      if (p.state().asleep) p.env.alloc->pools().wake(p.pool);
+      EXPECT_TRUE(p.intact());
+      EXPECT_EQ(p.env.stats().reserved_bytes[all].current, reserved);
+      EXPECT_EQ(p.env.sim->hazard_violations(), 0u);
+      p.finish();
+    }
+  }
+}
+
+TEST(pool_sleep_pipeline, NoPageGoesWhileItsCopyIsQueued) {
+  sleeping_pool p("", {}, pipelined_bytes);
+  p.env.sim->set_eager(false);
+  const std::size_t before = p.env.sim->calls(driver_call::event_synchronize);
+  p.env.alloc->pools().sleep(p.pool, one_page_windows);
+  EXPECT_EQ(p.env.sim->hazard_violations(), 0u) << p.env.sim->hazard_reports().front();
+  EXPECT_GT(p.env.sim->calls(driver_call::event_synchronize), before) << "the unmapping waited window by window";
+  EXPECT_EQ(p.env.sim->bytes_in_use(0), 0u);
+  p.env.alloc->pools().wake(p.pool);
+  EXPECT_TRUE(p.env.sim->use(p.stream, p.live[3], pipelined_bytes)) << "ordered after wake's copies";
+  EXPECT_EQ(p.env.sim->hazard_violations(), 0u);
+  p.env.sim->set_eager(true);
   EXPECT_TRUE(p.intact());
   p.finish();
 }
