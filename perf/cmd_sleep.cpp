@@ -4,7 +4,8 @@
 // (GiB/s, % of the H2D bound), the first offload (which pins its backup), discard sleep and wake
 // (ms, ms per GiB, driver calls of a wake on the sim), and how much of the pool's memory the
 // device had back while it slept. Native backend, one sleepable private pool holding one
-// allocation of SIZE; the median of --repeat cycles.
+// allocation of SIZE; the median of --repeat cycles. --pipeline sets sleep_options::pipeline_bytes
+// (a size at least the pool's turns the pipeline off: one window, copies then unmapping).
 #include <algorithm>
 #include <chrono>
 #include <string>
@@ -63,7 +64,7 @@ void measure_bound(driver& drv, void* dev, std::size_t bytes, stream_t s, int re
   f.bound_h2d = median(h2d);
 }
 
-sleep_figures run_size(const driver_choice& choice, std::size_t bytes, int repeat) {
+sleep_figures run_size(const driver_choice& choice, std::size_t bytes, int repeat, std::size_t pipeline) {
   driver_instance inst = make_driver(choice);
   driver& drv = *inst.drv;
   sleep_figures f;
@@ -85,6 +86,7 @@ sleep_figures run_size(const driver_choice& choice, std::size_t bytes, int repea
 
     sleep_options keep;
     keep.keep_backup = true;
+    keep.pipeline_bytes = pipeline;
     std::size_t free_awake = 0, free_asleep = 0, total = 0;
     must(drv, drv.mem_get_info(0, &free_awake, &total), "cudaMemGetInfo");
     const auto reserved = static_cast<double>(alloc->stats(0).reserved_bytes[0].current);
@@ -105,6 +107,7 @@ sleep_figures run_size(const driver_choice& choice, std::size_t bytes, int repea
     }
     sleep_options discard;
     discard.mode = sleep_mode::discard;
+    discard.pipeline_bytes = pipeline;
     for (int i = 0; i < repeat; ++i) {
       t0 = clock_type::now();
       pools.sleep(pool, discard);
@@ -139,9 +142,13 @@ sleep_figures run_size(const driver_choice& choice, std::size_t bytes, int repea
 int cmd_sleep(const args_t& args) {
   common_options opts;
   std::string sizes_text;
+  std::string pipeline_text;
   po::options_description desc("sleep options");
   desc.add_options()("sizes", po::value(&sizes_text)->value_name("LIST"),
-                     "pool sizes (default 1GiB,8GiB,40GiB on a GPU, 64MiB,256MiB on the sim)");
+                     "pool sizes (default 1GiB,8GiB,40GiB on a GPU, 64MiB,256MiB on the sim)")(
+      "pipeline", po::value(&pipeline_text)->value_name("SIZE"),
+      "bytes of pages per pipeline window (sleep_options::pipeline_bytes; default 256MiB); a size at least "
+      "the pool's turns the pipeline off");
   common_flags flags;
   flags.backends = false;
   flags.seed = false;
@@ -165,6 +172,14 @@ int cmd_sleep(const args_t& args) {
     }
   }
   const int repeat = opts.repeat != 0 ? opts.repeat : 3;
+  std::size_t pipeline = 0;
+  if (!pipeline_text.empty()) {
+    const std::vector<std::size_t> one = parse_size_list(pipeline_text, "--pipeline");
+    if (one.size() != 1 || one[0] == 0) {
+      throw usage_error("--pipeline: give one size above 0 (e.g. 256MiB), not '" + pipeline_text + "'");
+    }
+    pipeline = one[0];
+  }
 
   report out;
   out.command = "sleep";
@@ -187,14 +202,15 @@ int cmd_sleep(const args_t& args) {
                {"error", "error", col_kind::text}};
   out.notes.push_back("offload/restore: the backup kept between cycles (keep_backup); first offload: pins it too. "
                       "'of bound': time of plain cudaMemcpyAsync of the same bytes / time of the sleep or wake. "
-                      "wake calls: driver calls of a discard wake (sim only).");
+                      "wake calls: driver calls of a discard wake (sim only). Pipeline window: " +
+                      (pipeline == 0 ? std::string("256 MiB (the default)") : format_size(pipeline)) + ".");
   int status = exit_ok;
   progress_line progress(opts.quiet);
   for (const std::size_t size : sizes) {
     progress.update("sleep: " + format_size(size) + ", " + std::to_string(repeat) + " cycles");
     const double gib = static_cast<double>(size) / static_cast<double>(std::size_t{1} << 30);
     try {
-      const sleep_figures f = run_size(choice, size, repeat);
+      const sleep_figures f = run_size(choice, size, repeat, pipeline);
       t.rows.push_back({format_size(size), static_cast<std::int64_t>(size), gib / f.offload, f.bound_d2h / f.offload,
                         gib / f.restore, f.bound_h2d / f.restore, gib / f.bound_d2h, gib / f.bound_h2d,
                         f.first_offload, f.discard_sleep * 1e3, f.discard_wake * 1e3, f.discard_wake * 1e3 / gib,
