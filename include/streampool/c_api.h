@@ -136,6 +136,42 @@ STREAMPOOL_API int streampool_wake(int device, unsigned long long pool_first, un
 STREAMPOOL_API const char* streampool_sleep_state_json(int device, unsigned long long pool_first,
                                                        unsigned long long pool_second);
 
+/* Frees an allocation of streampool_alloc without the caller's records of it (C and C++ callers
+ * that keep none: streampool/process_allocator.hpp). Same errors as streampool_free, as a status. */
+STREAMPOOL_API int streampool_free_unsized(void* ptr);
+
+/* Delegation (docs/integrations/thrust-cccl.md, "One allocator per process"): another copy of
+ * streampool in the process, the PyTorch extension streampool._C10, serves the C API's calls, so
+ * that C, C++ (process_allocator.hpp), CuPy, Numba and PyTorch share the one allocator PyTorch uses.
+ * While a delegate is set, streampool_alloc, streampool_free, streampool_free_unsized,
+ * streampool_record_stream, streampool_empty_cache, streampool_set_memory_fraction,
+ * streampool_stats_json, streampool_snapshot_json and streampool_backend_name go to it; every other
+ * call of the device allocator fails with STREAMPOOL_ERROR_STATE naming it (use its own API).
+ * Every member must be set and stay valid until the process exits; `abi` must be
+ * STREAMPOOL_DELEGATE_ABI. A member returns a status; on failure its last_error() says why. */
+#define STREAMPOOL_DELEGATE_ABI 1u
+typedef struct streampool_delegate {
+  unsigned abi;
+  const char* name; /* who serves, for messages, e.g. "the PyTorch extension (streampool._C10)" */
+  int (*alloc)(size_t size, int device, void* stream, void** out);
+  int (*free)(void* ptr);
+  int (*record_stream)(void* ptr, void* stream);
+  int (*empty_cache)(void);
+  int (*set_memory_fraction)(double fraction, int device);
+  const char* (*stats_json)(int device);       /* NULL on failure */
+  const char* (*snapshot_json)(void);          /* NULL on failure */
+  const char* (*backend_name)(void);
+  const char* (*last_error)(void);             /* of the calling thread's last failed call */
+} streampool_delegate;
+/* Sets (non-NULL) or clears (NULL) the delegate. Setting fails with STREAMPOOL_ERROR_STATE when the
+ * C API's own allocator exists (shut it down first) or another delegate is set (setting the same
+ * one again is OK), with STREAMPOOL_ERROR_INVALID_ARGUMENT for another ABI or a NULL member.
+ * Clearing fails with STREAMPOOL_ERROR_STATE while allocations made through the delegate are live;
+ * it waits for calls in flight. Set it before other threads use the C API. */
+STREAMPOOL_API int streampool_set_delegate(const streampool_delegate* delegate);
+/* The delegate's name, or NULL when none is set. */
+STREAMPOOL_API const char* streampool_delegate_name(void);
+
 STREAMPOOL_API int streampool_last_status(void);
 STREAMPOOL_API const char* streampool_last_error(void);
 

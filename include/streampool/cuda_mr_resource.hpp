@@ -22,21 +22,24 @@
 #include <string>
 
 #include "streampool/allocator.hpp"
+#include "streampool/process_allocator.hpp"
 
 namespace streampool {
 
 /// Alignment every streampool allocation has (allocator::allocate: 512-byte aligned).
 inline constexpr std::size_t allocation_alignment = 512;
 
-/// A non-owning cuda::mr resource over a streampool::allocator (which must outlive it).
+/// A non-owning cuda::mr resource over `Upstream` (which must outlive it): a streampool::allocator
+/// (cuda_async_resource) or the process's allocator (process_async_resource, process_allocator.hpp).
 /// Synchronous allocate()/allocate_sync() use `default_stream` (legacy default stream unless
 /// given); allocate_async(bytes, alignment, stream) allocates for `stream`, and
 /// deallocate_async(ptr, ..., stream) frees after the work enqueued on `stream` (record_stream,
 /// then a stream-ordered free). Alignments up to 512 (a power of two) are honoured; larger ones
 /// throw streampool::error. Two resources are equal when they share the allocator.
-class cuda_async_resource {
+template <typename Upstream>
+class basic_async_resource {
  public:
-  explicit cuda_async_resource(allocator& alloc, stream_t default_stream = nullptr) noexcept
+  explicit basic_async_resource(Upstream& alloc, stream_t default_stream = nullptr) noexcept
       : alloc_(&alloc), default_stream_(default_stream) {}
 
   // --- CCCL 2.x / 3.0 concept: cuda::mr::resource + cuda::mr::async_resource -------------------
@@ -72,16 +75,16 @@ class cuda_async_resource {
     free_after(ptr, stream.get());
   }
 
-  [[nodiscard]] allocator& upstream() const noexcept { return *alloc_; }
+  [[nodiscard]] Upstream& upstream() const noexcept { return *alloc_; }
 
-  friend bool operator==(const cuda_async_resource& a, const cuda_async_resource& b) noexcept {
+  friend bool operator==(const basic_async_resource& a, const basic_async_resource& b) noexcept {
     return a.alloc_ == b.alloc_;
   }
-  friend bool operator!=(const cuda_async_resource& a, const cuda_async_resource& b) noexcept {
+  friend bool operator!=(const basic_async_resource& a, const basic_async_resource& b) noexcept {
     return !(a == b);
   }
   /// Memory is device memory (cuda::mr property).
-  friend void get_property(const cuda_async_resource&, ::cuda::mr::device_accessible) noexcept {}
+  friend void get_property(const basic_async_resource&, ::cuda::mr::device_accessible) noexcept {}
 
  private:
   void* allocate_on(std::size_t bytes, std::size_t alignment, stream_t stream) {
@@ -107,13 +110,16 @@ class cuda_async_resource {
     free_quietly(ptr);
   }
 
-  allocator* alloc_;
+  Upstream* alloc_;
   stream_t default_stream_;
 };
+using cuda_async_resource = basic_async_resource<allocator>;
+using process_async_resource = basic_async_resource<process_allocator>;
 
 // Checked against the installed CCCL. CCCL <= 3.0 names: resource (allocate(bytes, align)) and
 // async_resource (allocate_async); both generations provide cuda::mr::resource and resource_with.
 static_assert(::cuda::mr::resource<cuda_async_resource>, "cuda_async_resource must satisfy cuda::mr::resource");
+static_assert(::cuda::mr::resource<process_async_resource>, "process_async_resource must satisfy cuda::mr::resource");
 static_assert(::cuda::mr::resource_with<cuda_async_resource, ::cuda::mr::device_accessible>,
               "cuda_async_resource must be device_accessible");
 #if defined(CCCL_VERSION) && CCCL_VERSION < 3001000

@@ -11,6 +11,7 @@
 #include "streampool/graph.hpp"
 #include "streampool/host_allocator.hpp"
 #include "streampool/pools.hpp"
+#include "streampool/process_allocator.hpp"
 #include "streampool/replay.hpp"
 #include "streampool/sim_driver.hpp"
 #include "streampool/stats.hpp"

@@ -1,8 +1,10 @@
 // streampool/thrust_allocator.hpp — header-only adapters for Thrust and CUB (docs/integrations/
 // thrust-cccl.md): thrust_allocator<T> makes thrust::device_vector<T, thrust_allocator<T>> and
 // thrust::cuda::par(alloc) temporaries draw from a streampool::allocator; temp_storage and
-// cub_call_with_temp_storage() run a CUB algorithm's two-phase temp-storage protocol on it.
-// Needs the CUDA toolkit's headers (Thrust); device_vector itself needs nvcc.
+// cub_call_with_temp_storage() run a CUB algorithm's two-phase temp-storage protocol on it. Each
+// takes its upstream as a template argument: a streampool::allocator (the default), or the
+// process's allocator through the C API (process_allocator.hpp: the one PyTorch, CuPy and Numba
+// use). Needs the CUDA toolkit's headers (Thrust); device_vector itself needs nvcc.
 #pragma once
 
 #include <cstddef>
@@ -26,7 +28,9 @@ namespace streampool {
 /// one can be freed through the other). A default-constructed one is bound to no allocator and
 /// throws streampool::error on allocate(): pass one to the container,
 /// `thrust::device_vector<int, thrust_allocator<int>> v(n, thrust_allocator<int>(*alloc));`.
-template <typename T>
+/// `Upstream`: any type with allocate(bytes, stream) and deallocate(ptr) as allocator has them,
+/// e.g. process_allocator (`thrust_allocator<int, process_allocator>(process_memory())`).
+template <typename T, typename Upstream = allocator>
 class thrust_allocator {
  public:
   using value_type = T;
@@ -45,13 +49,13 @@ class thrust_allocator {
 
   template <typename U>
   struct rebind {
-    using other = thrust_allocator<U>;
+    using other = thrust_allocator<U, Upstream>;
   };
 
   thrust_allocator() noexcept = default;
-  explicit thrust_allocator(allocator& alloc, stream_t stream = nullptr) noexcept : alloc_(&alloc), stream_(stream) {}
+  explicit thrust_allocator(Upstream& alloc, stream_t stream = nullptr) noexcept : alloc_(&alloc), stream_(stream) {}
   template <typename U>
-  thrust_allocator(const thrust_allocator<U>& other) noexcept  // NOLINT: implicit, as allocators are
+  thrust_allocator(const thrust_allocator<U, Upstream>& other) noexcept  // NOLINT: implicit, as allocators are
       : alloc_(other.upstream()), stream_(other.stream()) {}
 
   /// Memory for `n` objects of T, for use on stream(). Not initialised.
@@ -81,36 +85,38 @@ class thrust_allocator {
 
   [[nodiscard]] size_type max_size() const noexcept { return std::numeric_limits<size_type>::max() / sizeof(T); }
 
-  [[nodiscard]] allocator* upstream() const noexcept { return alloc_; }
+  [[nodiscard]] Upstream* upstream() const noexcept { return alloc_; }
   [[nodiscard]] stream_t stream() const noexcept { return stream_; }
 
   template <typename U>
-  friend bool operator==(const thrust_allocator& a, const thrust_allocator<U>& b) noexcept {
+  friend bool operator==(const thrust_allocator& a, const thrust_allocator<U, Upstream>& b) noexcept {
     return a.upstream() == b.upstream();
   }
   template <typename U>
-  friend bool operator!=(const thrust_allocator& a, const thrust_allocator<U>& b) noexcept {
+  friend bool operator!=(const thrust_allocator& a, const thrust_allocator<U, Upstream>& b) noexcept {
     return !(a == b);
   }
 
  private:
-  allocator* alloc_ = nullptr;
+  Upstream* alloc_ = nullptr;
   stream_t stream_ = nullptr;
 };
 
 /// RAII device scratch memory from streampool, for CUB's d_temp_storage (or any temporary):
 /// allocated on `stream`, returned to the cache on `stream` when destroyed, so work enqueued on
-/// `stream` before the destructor may still use it.
-class temp_storage {
+/// `stream` before the destructor may still use it. temp_storage is the one over a
+/// streampool::allocator; basic_temp_storage<process_allocator> the one over the process's.
+template <typename Upstream>
+class basic_temp_storage {
  public:
   /// @throws out_of_memory / cuda_error as allocator::allocate()
-  temp_storage(allocator& alloc, std::size_t bytes, stream_t stream = nullptr)
+  basic_temp_storage(Upstream& alloc, std::size_t bytes, stream_t stream = nullptr)
       : alloc_(&alloc), bytes_(bytes), ptr_(alloc.allocate(bytes == 0 ? 1 : bytes, stream)) {}
-  temp_storage(const temp_storage&) = delete;
-  temp_storage& operator=(const temp_storage&) = delete;
-  temp_storage(temp_storage&& other) noexcept
+  basic_temp_storage(const basic_temp_storage&) = delete;
+  basic_temp_storage& operator=(const basic_temp_storage&) = delete;
+  basic_temp_storage(basic_temp_storage&& other) noexcept
       : alloc_(other.alloc_), bytes_(other.bytes_), ptr_(std::exchange(other.ptr_, nullptr)) {}
-  temp_storage& operator=(temp_storage&& other) noexcept {
+  basic_temp_storage& operator=(basic_temp_storage&& other) noexcept {
     if (this != &other) {
       release();
       alloc_ = other.alloc_;
@@ -119,7 +125,7 @@ class temp_storage {
     }
     return *this;
   }
-  ~temp_storage() { release(); }
+  ~basic_temp_storage() { release(); }
 
   [[nodiscard]] void* get() const noexcept { return ptr_; }
   [[nodiscard]] std::size_t size() const noexcept { return bytes_; }
@@ -134,10 +140,11 @@ class temp_storage {
     ptr_ = nullptr;
   }
 
-  allocator* alloc_;
+  Upstream* alloc_;
   std::size_t bytes_;
   void* ptr_;
 };
+using temp_storage = basic_temp_storage<allocator>;
 
 /// Runs CUB's two-phase protocol with streampool memory: `cub_call(d_temp_storage, temp_bytes)`
 /// is called once with nullptr to query the size, then again with that much streampool memory
@@ -150,15 +157,15 @@ class temp_storage {
 ///   });
 ///
 /// @throws out_of_memory / cuda_error as allocator::allocate()
-template <typename F>
-auto cub_call_with_temp_storage(allocator& alloc, stream_t stream, F&& cub_call)
+template <typename Upstream, typename F>
+auto cub_call_with_temp_storage(Upstream& alloc, stream_t stream, F&& cub_call)
     -> decltype(cub_call(static_cast<void*>(nullptr), std::declval<std::size_t&>())) {
   using status_type = decltype(cub_call(static_cast<void*>(nullptr), std::declval<std::size_t&>()));
   std::size_t bytes = 0;
   const status_type query = cub_call(static_cast<void*>(nullptr), bytes);
   if (query != status_type{}) return query;
   // d_temp_storage must be non-null on the second call (null means "query" to CUB).
-  temp_storage storage(alloc, bytes, stream);
+  basic_temp_storage<Upstream> storage(alloc, bytes, stream);
   return cub_call(storage.get(), bytes);
 }
 

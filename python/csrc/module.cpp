@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 
+#include "c_api_delegate.hpp"
 #include "settings_route.hpp"
 #include "streampool/pools.hpp"
 #include "torch_allocator.hpp"
@@ -156,6 +157,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("install", &install, py::arg("config") = py::none(),
         "Builds the allocator (config string, else the environment) and makes it PyTorch's CUDA allocator");
   m.def("is_installed", [] { return static_cast<bool>(instance_slot()); });
+  m.def("c_api_delegate", [] { return reinterpret_cast<std::uintptr_t>(&streampool::torch_ext::c_api_delegate()); },
+        "Address of the streampool_delegate table over this allocator (for libstreampool.so's streampool_set_delegate)");
   m.def("name", [] { return active().name(); });
   m.def("backend_name", [] { return std::string(active().impl().backend_name()); });
   m.def("config_text", [] { return streampool::to_string(active().impl().settings()); });

@@ -93,6 +93,9 @@ _SIGNATURES = {
     "streampool_host_record_stream": ([ctypes.c_void_p, ctypes.c_void_p], ctypes.c_int),
     "streampool_host_empty_cache": ([], ctypes.c_int),
     "streampool_host_stats_json": ([], ctypes.c_char_p),
+    "streampool_free_unsized": ([ctypes.c_void_p], ctypes.c_int),
+    "streampool_set_delegate": ([ctypes.c_void_p], ctypes.c_int),
+    "streampool_delegate_name": ([], ctypes.c_char_p),
 }
 
 

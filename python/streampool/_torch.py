@@ -67,6 +67,22 @@ def pluggable_allocator(path: Optional[str] = None):
     return _pluggable[resolved]
 
 
+def _c_api_to_delegate():
+    """Note [C API delegate] (src/c_api/c_api_delegate.cpp): on the extension route, the C API of
+    libstreampool.so (C and C++ code of the process: streampool/process_allocator.hpp) is served by
+    the extension's allocator, the one PyTorch uses. Before the extension is installed, the C API's
+    own allocator, unused (install() checked that no streampool.interop allocation lives on it),
+    is shut down: this raises if C code holds allocations on it. Returns the library, or None when
+    there is none to delegate (no libstreampool.so found: nothing in the process reaches our C API)."""
+    try:
+        lib = library()
+    except StreampoolError:
+        return None
+    check(lib, lib.streampool_shutdown(), "streampool_shutdown (the C API's own allocator, before the extension "
+                                          "takes over)")
+    return lib
+
+
 def install(path: Optional[str] = None, config: Optional[str] = None, route: str = "auto"):
     """Makes streampool PyTorch's CUDA allocator; call it before any CUDA tensor exists.
 
@@ -112,10 +128,14 @@ def install(path: Optional[str] = None, config: Optional[str] = None, route: str
                     "second allocator, splitting memory and statistics. Call streampool.install() before the first "
                     "CuPy/Numba allocation, or free those first, or use route=\"pluggable\" (it shares the C API's "
                     "allocator)")
+            lib = _c_api_to_delegate()
             try:
                 module.install(config)
             except (RuntimeError, ValueError) as e:
                 raise StreampoolError(f"streampool: installing the extension allocator failed: {e}") from e
+            if lib is not None:
+                check(lib, lib.streampool_set_delegate(ctypes.c_void_p(module.c_api_delegate())),
+                      "streampool_set_delegate")
             _mark_extension_installed(module)
             _installed_route = "extension"
             _env_watch.use_extension(module.env_mismatch_warnings)

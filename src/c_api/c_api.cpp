@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "c_api/c_api_capture.hpp"
+#include "c_api/c_api_delegate.hpp"
 #include "c_api/c_api_internal.hpp"
 #include "core/address_table.hpp"
 #include "core/hybrid_mutex.hpp"
@@ -179,6 +180,7 @@ allocator_lease instance() {
     s.readers.fetch_sub(1);
     const std::lock_guard lock(s.mutex);
     if (s.current.load() != nullptr) continue;
+    if (delegated()) refuse_delegated("streampool");  // Note [C API delegate]: no own allocator beside it
     if (s.shut_down) {  // Note [Nothing re-creates the allocator after a shutdown]
       throw not_initialized_error(
           "streampool: the C API's allocator was shut down (streampool_shutdown); call streampool_init or "
@@ -198,6 +200,7 @@ void c_api_install(std::unique_ptr<allocator> alloc) {
   c_api_state& s = state();
   const std::lock_guard lock(s.mutex);
   if (s.current.load() != nullptr) throw state_error("streampool C API: an allocator is already installed");
+  if (delegated()) refuse_delegated("streampool C API install");
   s.current.store(new c_api_instance(usable(std::move(alloc), "streampool C API")));
   s.shut_down = false;
 }
@@ -216,6 +219,8 @@ int c_api_set_last(int status, std::string message) noexcept {
 int c_api_fail_current() noexcept {
   try {
     throw;
+  } catch (const delegated_error& e) {  // Note [C API delegate]: its status as it gave it
+    return c_api_set_last(e.status, e.what());
   } catch (const out_of_memory& e) {
     return c_api_set_last(STREAMPOOL_ERROR_OUT_OF_MEMORY, e.what());
   } catch (const config_error& e) {
@@ -261,6 +266,58 @@ std::size_t c_api_unannounced_captures() noexcept {
   return count;
 }
 
+// Note [Mismatched free]
+// PyTorch's pluggable allocator passes back on free the size, device and stream it recorded at
+// allocation. When they differ from ours the caller's bookkeeping is off, but the pointer is
+// ours and live: refusing the free would leak it, silently for PyTorch (the function returns
+// void and PyTorch does not read the status). So it is freed, and the mismatch is reported once
+// per allocator through the warning handler (not per call: a systematic mismatch would flood).
+// streampool_free_unsized passes no records (`expected` empty): nothing to compare.
+void free_recorded(void* ptr, const std::optional<c_api_record>& expected, const char* what) {
+  if (const delegate_call d; d) {  // Note [C API delegate]
+    d.free(ptr);
+    return;
+  }
+  const allocator_lease alloc = instance();
+  record_shard& shard = alloc.owner().shard_of(ptr);
+  const auto key = reinterpret_cast<std::uintptr_t>(ptr);
+  std::optional<c_api_record> rec;
+  {
+    // Note [Free erases its record first]: the record is taken out under the lock BEFORE the
+    // memory goes back, so an allocation on another thread that gets the same address at once
+    // inserts its own record afterwards instead of having it erased by this free.
+    const std::lock_guard lock(shard.mutex);
+    rec = shard.table.take(key);
+  }
+  if (!rec) {
+    throw error(std::string(what) + ": " + pointer_text(ptr) +
+                " was not allocated by streampool_alloc (or was already freed)");
+  }
+  if (expected && (rec->size != expected->size || rec->device != expected->device || rec->stream != expected->stream) &&
+      !alloc.owner().mismatch_reported.exchange(true)) {
+    warn(std::string(what) + "(" + pointer_text(ptr) + ", size " + std::to_string(expected->size) + ", device " +
+         std::to_string(expected->device) + ", stream " + pointer_text(expected->stream) +
+         "): the allocation was made with size " + std::to_string(rec->size) + ", device " +
+         std::to_string(rec->device) + ", stream " + pointer_text(rec->stream) +
+         "; freed anyway. The caller's records differ from streampool's; this is reported once.");
+  }
+  try {
+    // Note [Captures the C API was not told about]; Note [Relaxed frees on the cudaMallocAsync backend].
+    if (alloc.owner().async_frees) {
+      alloc.owner().captures.before_call(*alloc, rec->device, rec->stream);
+    } else {
+      alloc.owner().captures.sweep_if_needed(*alloc);
+    }
+    const relaxed_thread_scope relaxed(alloc->device_driver(), alloc.owner().async_frees);
+    alloc->deallocate(ptr);
+  } catch (...) {
+    const std::lock_guard lock(shard.mutex);
+    shard.table.reserve_one();  // cannot grow: the record taken out above left its slot free
+    shard.table.insert(key, *rec);  // the allocation is still live: keep it freeable
+    throw;
+  }
+}
+
 int c_api_guarded(const std::function<void()>& body) noexcept { return guarded(body); }
 
 int c_api_with_allocator(const std::function<void(allocator&)>& body) noexcept {
@@ -286,6 +343,7 @@ int streampool_init(const char* config) {
       throw c_api_impl::state_error("streampool_init: the allocator already exists (initialise before the first "
                                 "allocation, or call streampool_shutdown first)");
     }
+    if (c_api_impl::delegated()) c_api_impl::refuse_delegated("streampool_init");
     auto alloc = config != nullptr ? make_allocator(parse_config(config), make_cuda_driver()) : make_allocator();
     // Note [Init fails when it cannot work]
     s.current.store(new c_api_impl::c_api_instance(c_api_impl::usable(std::move(alloc), "streampool_init")));
@@ -297,6 +355,7 @@ int streampool_shutdown(void) {
   return guarded([&] {
     auto& s = state();
     const std::lock_guard lock(s.mutex);
+    if (c_api_impl::delegated()) c_api_impl::refuse_delegated("streampool_shutdown");
     // Note [C API allocator lifetime]: no call uses it once detached, so the count is final.
     std::unique_ptr<c_api_impl::c_api_instance> instance(c_api_impl::detach_locked(s));
     if (!instance) {  // nothing to destroy (never created, or shut down already): closed all the same
@@ -329,6 +388,10 @@ void* streampool_alloc(size_t size, int device, void* stream) {
     return nullptr;
   }
   guarded([&] {
+    if (const c_api_impl::delegate_call d; d) {  // Note [C API delegate]
+      ptr = d.allocate(size, device, stream);
+      return;
+    }
     const c_api_impl::allocator_lease alloc = c_api_impl::instance();
     alloc.owner().captures.before_call(*alloc, device, stream);  // Note [Captures the C API was not told about]
     void* got = alloc->allocate(size, stream, device);
@@ -348,65 +411,29 @@ void* streampool_alloc(size_t size, int device, void* stream) {
   return ptr;
 }
 
-// Note [Mismatched free]
-// PyTorch's pluggable allocator passes back on free the size, device and stream it recorded at
-// allocation. When they differ from ours the caller's bookkeeping is off, but the pointer is
-// ours and live: refusing the free would leak it, silently for PyTorch (the function returns
-// void and PyTorch does not read the status). So it is freed, and the mismatch is reported once
-// per allocator through the warning handler (not per call: a systematic mismatch would flood).
 void streampool_free(void* ptr, size_t size, int device, void* stream) {
   if (ptr == nullptr) {
     c_api_impl::succeed();
     return;
   }
-  guarded([&] {
-    const c_api_impl::allocator_lease alloc = c_api_impl::instance();
-    c_api_impl::record_shard& shard = alloc.owner().shard_of(ptr);
-    const auto key = reinterpret_cast<std::uintptr_t>(ptr);
-    std::optional<c_api_impl::c_api_record> rec;
-    {
-      // Note [Free erases its record first]: the record is taken out under the lock BEFORE the
-      // memory goes back, so an allocation on another thread that gets the same address at once
-      // inserts its own record afterwards instead of having it erased by this free.
-      const std::lock_guard lock(shard.mutex);
-      rec = shard.table.take(key);
-    }
-    if (!rec) {
-      throw error("streampool_free: " + c_api_impl::pointer_text(ptr) +
-                  " was not allocated by streampool_alloc (or was already freed)");
-    }
-    if ((rec->size != size || rec->device != device || rec->stream != stream) &&
-        !alloc.owner().mismatch_reported.exchange(true)) {
-      warn("streampool_free(" + c_api_impl::pointer_text(ptr) + ", size " + std::to_string(size) + ", device " +
-           std::to_string(device) + ", stream " + c_api_impl::pointer_text(stream) +
-           "): the allocation was made with size " + std::to_string(rec->size) + ", device " +
-           std::to_string(rec->device) + ", stream " + c_api_impl::pointer_text(rec->stream) +
-           "; freed anyway. The caller's records differ from streampool's; this is reported once.");
-    }
-    try {
-      // Note [Captures the C API was not told about]; Note [Relaxed frees on the cudaMallocAsync backend].
-      if (alloc.owner().async_frees) {
-        alloc.owner().captures.before_call(*alloc, rec->device, rec->stream);
-      } else {
-        alloc.owner().captures.sweep_if_needed(*alloc);
-      }
-      const relaxed_thread_scope relaxed(alloc->device_driver(), alloc.owner().async_frees);
-      alloc->deallocate(ptr);
-    } catch (...) {
-      const std::lock_guard lock(shard.mutex);
-      shard.table.reserve_one();  // cannot grow: the record taken out above left its slot free
-      shard.table.insert(key, *rec);  // the allocation is still live: keep it freeable
-      throw;
-    }
-  });
+  guarded([&] { c_api_impl::free_recorded(ptr, c_api_impl::c_api_record{size, device, stream}, "streampool_free"); });
+}
+
+int streampool_free_unsized(void* ptr) {
+  if (ptr == nullptr) return c_api_impl::succeed();
+  return guarded([&] { c_api_impl::free_recorded(ptr, std::nullopt, "streampool_free_unsized"); });
 }
 
 int streampool_record_stream(void* ptr, void* stream) {
-  return guarded([&] { c_api_impl::instance()->record_stream(ptr, stream); });
+  return guarded([&] {
+    if (const c_api_impl::delegate_call d; d) return d.check(d->record_stream(ptr, stream));
+    c_api_impl::instance()->record_stream(ptr, stream);
+  });
 }
 
 int streampool_empty_cache(void) {
   return guarded([&] {
+    if (const c_api_impl::delegate_call d; d) return d.check(d->empty_cache());
     const c_api_impl::allocator_lease alloc = c_api_impl::instance();
     alloc.owner().captures.sweep_if_needed(*alloc);  // pools of destroyed graphs go too
     alloc->empty_cache();
@@ -414,7 +441,10 @@ int streampool_empty_cache(void) {
 }
 
 int streampool_set_memory_fraction(double fraction, int device) {
-  return guarded([&] { c_api_impl::instance()->set_memory_fraction(fraction, device); });
+  return guarded([&] {
+    if (const c_api_impl::delegate_call d; d) return d.check(d->set_memory_fraction(fraction, device));
+    c_api_impl::instance()->set_memory_fraction(fraction, device);
+  });
 }
 
 int streampool_set_settings(const char* config) {
@@ -432,21 +462,54 @@ const char* streampool_settings_text(void) {
 
 const char* streampool_stats_json(int device) {
   thread_local std::string text;
-  const int status = guarded([&] { text = c_api_impl::instance()->stats(device).to_json(); });
+  const int status = guarded([&] {
+    if (const c_api_impl::delegate_call d; d) {
+      text = d.check_text(d->stats_json(device));
+      return;
+    }
+    text = c_api_impl::instance()->stats(device).to_json();
+  });
   return status == STREAMPOOL_OK ? text.c_str() : nullptr;
 }
 
 const char* streampool_snapshot_json(void) {
   thread_local std::string text;
-  const int status = guarded([&] { text = c_api_impl::instance()->snapshot().to_json(); });
+  const int status = guarded([&] {
+    if (const c_api_impl::delegate_call d; d) {
+      text = d.check_text(d->snapshot_json());
+      return;
+    }
+    text = c_api_impl::instance()->snapshot().to_json();
+  });
   return status == STREAMPOOL_OK ? text.c_str() : nullptr;
 }
 
 const char* streampool_backend_name(void) {
   const char* name = nullptr;
-  guarded([&] { name = c_api_impl::instance()->backend_name().data(); });
+  guarded([&] {
+    if (const c_api_impl::delegate_call d; d) {
+      name = d.check_text(d->backend_name());  // a static string of the delegate's
+      return;
+    }
+    name = c_api_impl::instance()->backend_name().data();
+  });
   return name;
 }
+
+int streampool_set_delegate(const streampool_delegate* delegate) {
+  return guarded([&] {
+    auto& s = state();
+    const std::lock_guard lock(s.mutex);
+    if (delegate != nullptr && s.current.load() != nullptr) {
+      throw c_api_impl::state_error(
+          "streampool_set_delegate: the C API's own allocator exists (an earlier call created it); free its "
+          "allocations and call streampool_shutdown first, so that one allocator serves the process");
+    }
+    c_api_impl::set_delegate_locked(delegate);
+  });
+}
+
+const char* streampool_delegate_name(void) { return c_api_impl::delegate_name(); }
 
 int streampool_last_status(void) { return c_api_impl::last.status; }
 const char* streampool_last_error(void) { return c_api_impl::last.message.c_str(); }
