@@ -6,6 +6,7 @@ FallbackWarning). CTest `python.torch_route` (label python); the GPU side is gpu
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import sys
@@ -147,6 +148,51 @@ def fake_torch(version: str) -> types.ModuleType:
     return torch
 
 
+_F = ctypes.CFUNCTYPE
+
+
+class FakeDelegate(ctypes.Structure):
+    """A streampool_delegate (include/streampool/c_api.h) served by Python, standing in for the
+    extension's table (python/csrc/c_api_delegate.cpp): it hands out addresses it makes up and
+    records the calls the C API forwards to it."""
+    _fields_ = [("abi", ctypes.c_uint), ("name", ctypes.c_char_p),
+                ("alloc", _F(ctypes.c_int, ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p,
+                             ctypes.POINTER(ctypes.c_void_p))),
+                ("free", _F(ctypes.c_int, ctypes.c_void_p)),
+                ("record_stream", _F(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)),
+                ("empty_cache", _F(ctypes.c_int)),
+                ("set_memory_fraction", _F(ctypes.c_int, ctypes.c_double, ctypes.c_int)),
+                ("stats_json", _F(ctypes.c_void_p, ctypes.c_int)),
+                ("snapshot_json", _F(ctypes.c_void_p)),
+                ("backend_name", _F(ctypes.c_void_p)),
+                ("last_error", _F(ctypes.c_void_p))]
+
+    def __init__(self):
+        self.calls = []
+        self.texts = {k: ctypes.create_string_buffer(v) for k, v in
+                      {"stats": b"{}", "snapshot": b"{}", "backend": b"native", "error": b""}.items()}
+
+        def alloc(size, device, stream, out):
+            self.calls.append(("alloc", size, device))
+            out[0] = 0x7F0000000000 + 512 * len(self.calls)
+            return 0
+
+        def free(ptr):
+            self.calls.append(("free", ptr))
+            return 0
+
+        def text(key):
+            return lambda *args: ctypes.addressof(self.texts[key])
+        self._keep = [alloc, free]
+        super().__init__(1, b"the test's delegate", _F(ctypes.c_int, ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p,
+                                                         ctypes.POINTER(ctypes.c_void_p))(alloc),
+                         _F(ctypes.c_int, ctypes.c_void_p)(free),
+                         _F(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)(lambda p, s: 0), _F(ctypes.c_int)(lambda: 0),
+                         _F(ctypes.c_int, ctypes.c_double, ctypes.c_int)(lambda f, d: 0),
+                         _F(ctypes.c_void_p, ctypes.c_int)(text("stats")), _F(ctypes.c_void_p)(text("snapshot")),
+                         _F(ctypes.c_void_p)(text("backend")), _F(ctypes.c_void_p)(text("error")))
+
+
 class InstallRoute(unittest.TestCase):
     def setUp(self):
         self.saved = (_torch._installed_route, _torch._installed_path, dict(_torch._pluggable), _extension._installed)
@@ -188,6 +234,8 @@ class InstallRoute(unittest.TestCase):
         ext.env_mismatch_warnings = lambda: ""
         ext.stats_json = lambda device: json.dumps({"reserved_bytes.all.current": 4096, "device": device})
         ext.backend_name = lambda: "cudaMallocAsync"
+        delegate = FakeDelegate()
+        ext.c_api_delegate = lambda: ctypes.addressof(delegate)
         build = types.ModuleType("streampool._C10_build")
         build.torch_version = (2, 11)
         torch = fake_torch("2.11.0+cu130")
@@ -197,6 +245,18 @@ class InstallRoute(unittest.TestCase):
             self.assertEqual(calls, [("install", "backend:cudaMallocAsync")])
             self.assertEqual(torch.swaps, [])  # the extension swaps in C++
             self.assertEqual(streampool.stats(0), {"reserved_bytes.all.current": 4096, "device": 0})
+            # Note [C API delegate]: the C API of libstreampool.so is served by the extension now.
+            from streampool._library import library
+            lib = library()
+            try:
+                self.assertEqual(lib.streampool_delegate_name(), b"the test's delegate")
+                ptr = lib.streampool_alloc(4096, 0, None)
+                self.assertEqual(delegate.calls, [("alloc", 4096, 0)], lib.streampool_last_error())
+                self.assertEqual(lib.streampool_free_unsized(ctypes.c_void_p(ptr)), 0, lib.streampool_last_error())
+                self.assertEqual(delegate.calls[-1], ("free", ptr))
+                self.assertEqual(lib.streampool_backend_name(), b"native")
+            finally:
+                self.assertEqual(lib.streampool_set_delegate(None), 0, lib.streampool_last_error())
             self.assertEqual(streampool.backend_name(), "cudaMallocAsync")
             with self.assertRaisesRegex(streampool.StreampoolError, "lives as long as the process"):
                 streampool.shutdown()

@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "c_api/c_api_internal.hpp"
+#include "streampool/process_allocator.hpp"
 #include "streampool_thrust_usage.hpp"
 #include "support/backend_fixture.hpp"
 
@@ -138,6 +140,34 @@ TEST_P(thrust_adapter_sim, CudaMrResourceAllocatesAndFreesThroughStreampool) {
   EXPECT_THROW((void)resource.allocate(64, 48), error);    // not a power of two
   EXPECT_EQ(total_allocations(*alloc_), 2);
   EXPECT_TRUE(resource == cuda_async_resource(*alloc_));
+}
+
+// The same adapters over the process's allocator (the C API's; process_allocator.hpp): their
+// memory is the C API allocator's, and they compare equal through process_memory().
+TEST_P(thrust_adapter_sim, AdaptersOverTheProcessAllocatorDrawFromTheCApisAllocator) {
+  (void)c_api_impl::c_api_uninstall();
+  c_api_impl::c_api_install(make_allocator(parse_config(GetParam().config), driver_));
+  const auto live_in_c_api = [] { return live_allocations(*c_api_impl::instance()); };
+  const stream_t s = new_stream();
+  thrust_allocator<float, process_allocator> a(process_memory(), s);
+  const thrust_allocator<float, process_allocator>::rebind<char>::other c(a);
+  EXPECT_TRUE(a == c);
+  auto p = a.allocate(1000);
+  EXPECT_EQ(live_in_c_api(), 1);
+  EXPECT_EQ(live_allocations(*alloc_), 0) << "not the fixture's allocator";
+  a.deallocate(p, 1000);
+  EXPECT_EQ(live_in_c_api(), 0);
+  process_async_resource resource(process_memory(), s);
+  void* q = resource.allocate_async(4096, 256, ::cuda::stream_ref(static_cast<cudaStream_t>(s)));
+  {
+    basic_temp_storage<process_allocator> tmp(process_memory(), 512, s);
+    EXPECT_EQ(live_in_c_api(), 2);
+  }
+  EXPECT_EQ(live_in_c_api(), 1);
+  resource.deallocate_async(q, 4096, 256, ::cuda::stream_ref(static_cast<cudaStream_t>(s)));
+  EXPECT_EQ(live_in_c_api(), 0);
+  EXPECT_TRUE(resource == process_async_resource(process_memory()));
+  (void)c_api_impl::c_api_uninstall();
 }
 
 INSTANTIATE_TEST_SUITE_P(sim, thrust_adapter_sim, ::testing::ValuesIn(backend_cases(false)), backend_case_name);
