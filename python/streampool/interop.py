@@ -21,7 +21,10 @@ through the C API. streampool.stats(), snapshot(), empty_cache() and set_memory_
 answer for that same allocator (Note [Two allocators, one answer] in _core.py). Each allocation
 remembers the allocator it came from, so free() returns it there even if install() ran in
 between; install() refuses the extension route while allocations made here live on the C API's
-allocator (they would split the process over two allocators: _torch.py).
+allocator (they would split the process over two allocators: _torch.py). On the extension route
+the C API itself is served by the extension's allocator (its delegate, Note [C API delegate] in
+src/c_api/c_api_delegate.cpp), so C and C++ code of the process (streampool/process_allocator.hpp)
+allocates from the allocator PyTorch uses as well.
 
 Note [Origins]
 The allocator itself does not know which library asked; this module keeps, for each live
