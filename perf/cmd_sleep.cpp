@@ -5,7 +5,8 @@
 // (ms, ms per GiB, driver calls of a wake on the sim), and how much of the pool's memory the
 // device had back while it slept. Native backend, one sleepable private pool holding one
 // allocation of SIZE; the median of --repeat cycles. --pipeline sets sleep_options::pipeline_bytes
-// (a size at least the pool's turns the pipeline off: one window, copies then unmapping).
+// (a size at least the pool's turns the pipeline off: one window, copies then unmapping); --config
+// the allocator's config (backend:native is forced), e.g. large_segment_size_mb:64 for bigger pages.
 #include <algorithm>
 #include <chrono>
 #include <string>
@@ -64,14 +65,15 @@ void measure_bound(driver& drv, void* dev, std::size_t bytes, stream_t s, int re
   f.bound_h2d = median(h2d);
 }
 
-sleep_figures run_size(const driver_choice& choice, std::size_t bytes, int repeat, std::size_t pipeline) {
+sleep_figures run_size(const driver_choice& choice, const allocator_config& config, std::size_t bytes, int repeat,
+                       std::size_t pipeline) {
   driver_instance inst = make_driver(choice);
   driver& drv = *inst.drv;
   sleep_figures f;
   stream_t s = nullptr;
   must(drv, drv.stream_create(0, &s), "cudaStreamCreate");
   {
-    auto alloc = make_allocator(parse_config("backend:native"), inst.drv);
+    auto alloc = make_allocator(config, inst.drv);
     const mempool_id pool = allocator::create_pool_id();
     alloc->begin_allocate_to_pool(pool, [s](stream_t x) { return x == s; });
     pool_options o;
@@ -143,12 +145,15 @@ int cmd_sleep(const args_t& args) {
   common_options opts;
   std::string sizes_text;
   std::string pipeline_text;
+  std::string config_text;
   po::options_description desc("sleep options");
   desc.add_options()("sizes", po::value(&sizes_text)->value_name("LIST"),
                      "pool sizes (default 1GiB,8GiB,40GiB on a GPU, 64MiB,256MiB on the sim)")(
       "pipeline", po::value(&pipeline_text)->value_name("SIZE"),
       "bytes of pages per pipeline window (sleep_options::pipeline_bytes; default 256MiB); a size at least "
-      "the pool's turns the pipeline off");
+      "the pool's turns the pipeline off")("config", po::value(&config_text)->value_name("STRING"),
+                                          "the allocator's config (native backend), e.g. large_segment_size_mb:64 "
+                                          "(bigger pages: fewer driver calls per wake)");
   common_flags flags;
   flags.backends = false;
   flags.seed = false;
@@ -161,6 +166,11 @@ int cmd_sleep(const args_t& args) {
                                 "pool's memory the device had back while it slept. Medians of --repeat cycles (3).",
                                 desc, nullptr, &opts);
   if (!vm) return exit_ok;
+  allocator_config config = parse_config(config_text.empty() ? "backend:native" : config_text);
+  if (config.backend != backend_kind::native) {
+    throw usage_error("--config: the sleep workload runs the native backend (cudaMallocAsync pools cannot sleep); "
+                      "drop the backend key");
+  }
   const driver_choice choice = choose_driver(opts);
   std::vector<std::size_t> sizes = parse_size_list(
       sizes_text.empty() ? (choice.sim ? "64MiB,256MiB" : "1GiB,8GiB,40GiB") : sizes_text, "--sizes");
@@ -203,14 +213,15 @@ int cmd_sleep(const args_t& args) {
   out.notes.push_back("offload/restore: the backup kept between cycles (keep_backup); first offload: pins it too. "
                       "'of bound': time of plain cudaMemcpyAsync of the same bytes / time of the sleep or wake. "
                       "wake calls: driver calls of a discard wake (sim only). Pipeline window: " +
-                      (pipeline == 0 ? std::string("256 MiB (the default)") : format_size(pipeline)) + ".");
+                      (pipeline == 0 ? std::string("256 MiB (the default)") : format_size(pipeline)) +
+                      ". Config: " + (config_text.empty() ? std::string("backend:native") : config_text) + ".");
   int status = exit_ok;
   progress_line progress(opts.quiet);
   for (const std::size_t size : sizes) {
     progress.update("sleep: " + format_size(size) + ", " + std::to_string(repeat) + " cycles");
     const double gib = static_cast<double>(size) / static_cast<double>(std::size_t{1} << 30);
     try {
-      const sleep_figures f = run_size(choice, size, repeat, pipeline);
+      const sleep_figures f = run_size(choice, config, size, repeat, pipeline);
       t.rows.push_back({format_size(size), static_cast<std::int64_t>(size), gib / f.offload, f.bound_d2h / f.offload,
                         gib / f.restore, f.bound_h2d / f.restore, gib / f.bound_d2h, gib / f.bound_h2d,
                         f.first_offload, f.discard_sleep * 1e3, f.discard_wake * 1e3, f.discard_wake * 1e3 / gib,
