@@ -13,7 +13,7 @@
 #include "async/async_accounting.hpp"
 #include "async/async_captures.hpp"
 #include "async/device_trace.hpp"
-#include "async/memory_cap.hpp"
+#include "core/memory_cap.hpp"
 #include "async/oom_reporter.hpp"
 #include "async/pointer_map.hpp"
 #include "async/private_pools.hpp"
@@ -109,7 +109,7 @@ class async_device {
   int device_;
   pointer_map* pointers_;
   device_trace trace_;
-  memory_cap cap_;  ///< the device's total memory is read at set-up (Note [Pool setup])
+  core::memory_cap cap_;  ///< the device's total memory is read at set-up (Note [Pool setup])
   bool last_malloc_retried_ = false;  ///< set by malloc_with_retry_locked, read by oom_locked
 
   /// Held across the driver call of an allocate / free (Note [Hot path of the cudaMallocAsync backend]).

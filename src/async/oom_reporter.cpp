@@ -41,7 +41,7 @@ out_of_memory oom_reporter::report(const oom_request& request) {
   figures.alloc_size = bytes;  // cudaMallocAsync is asked for the exact request
   figures.device_total = device_total;
   figures.device_free = device_free;
-  figures.allowed = cap_->capping() ? cap_->limit() : 0;
+  figures.allowed = cap_->allowed();
   figures.cap_set = cap_->capping();  // Note [A cap of 0 bytes] in src/core/oom_message.cpp
   figures.allocated = accounting_->allocated_bytes();
   figures.reserved = accounting_->reserved_bytes();

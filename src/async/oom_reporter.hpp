@@ -11,7 +11,7 @@
 #include "async/async_accounting.hpp"
 #include "async/async_captures.hpp"
 #include "async/device_trace.hpp"
-#include "async/memory_cap.hpp"
+#include "core/memory_cap.hpp"
 #include "async/private_pools.hpp"
 #include "async/stream_ordered_pool.hpp"
 #include "streampool/driver.hpp"
@@ -37,7 +37,7 @@ struct oom_request {
 
 class oom_reporter {
  public:
-  oom_reporter(driver& drv, int device, const memory_cap& cap, async_accounting& accounting,
+  oom_reporter(driver& drv, int device, const core::memory_cap& cap, async_accounting& accounting,
                const stream_ordered_pool& pool, const private_pools& blocks, const capture_router& captures,
                device_trace trace) noexcept
       : driver_(&drv),
@@ -56,7 +56,7 @@ class oom_reporter {
  private:
   driver* driver_;
   int device_;
-  const memory_cap* cap_;
+  const core::memory_cap* cap_;
   async_accounting* accounting_;
   const stream_ordered_pool* pool_;
   const private_pools* private_pools_;

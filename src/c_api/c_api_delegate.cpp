@@ -34,7 +34,7 @@ namespace streampool::c_api_impl {
 namespace {
 
 struct delegate_state {
-  std::atomic<const streampool_delegate*> current{nullptr};
+  std::atomic<const streampool_delegate*>& current = current_delegate;
   std::atomic<std::int64_t> readers{0};
   core::hybrid_mutex live_mutex;
   core::address_table<char> live;  ///< pointers streampool_alloc got from the delegate
@@ -47,17 +47,14 @@ delegate_state& dstate() {
 
 }  // namespace
 
-delegate_call::delegate_call() noexcept {
+void delegate_call::enter() noexcept {
   delegate_state& s = dstate();
-  if (s.current.load(std::memory_order_relaxed) == nullptr) return;
   s.readers.fetch_add(1);
   d_ = s.current.load();
   if (d_ == nullptr) s.readers.fetch_sub(1);
 }
 
-delegate_call::~delegate_call() {
-  if (d_ != nullptr) dstate().readers.fetch_sub(1);
-}
+void delegate_call::leave() noexcept { dstate().readers.fetch_sub(1); }
 
 void delegate_call::check(int status) const {
   if (status == STREAMPOOL_OK) return;
@@ -105,8 +102,6 @@ void delegate_call::free(void* ptr) const {
     throw;
   }
 }
-
-bool delegated() noexcept { return dstate().current.load(std::memory_order_relaxed) != nullptr; }
 
 const char* delegate_name() noexcept {
   const streampool_delegate* d = dstate().current.load();

@@ -4,6 +4,7 @@
 // c_api_delegate.cpp). For the C API's files only.
 #pragma once
 
+#include <atomic>
 #include <string>
 
 #include "streampool/c_api.h"
@@ -17,12 +18,20 @@ struct delegated_error : error {
   int status;
 };
 
+/// The delegate, or nullptr (set_delegate_locked writes it). Inline: a C call checks it with one
+/// relaxed load and no function call (Note [C API delegate]).
+inline std::atomic<const streampool_delegate*> current_delegate{nullptr};
+
 /// One call that goes to the delegate, if one is set: holds it for the call, so that clearing it
 /// waits (Note [C API delegate]). Costs one relaxed load when none is set.
 class delegate_call {
  public:
-  delegate_call() noexcept;
-  ~delegate_call();
+  delegate_call() noexcept {
+    if (current_delegate.load(std::memory_order_relaxed) != nullptr) [[unlikely]] enter();
+  }
+  ~delegate_call() {
+    if (d_ != nullptr) [[unlikely]] leave();
+  }
   delegate_call(const delegate_call&) = delete;
   delegate_call& operator=(const delegate_call&) = delete;
 
@@ -38,11 +47,14 @@ class delegate_call {
   void free(void* ptr) const;
 
  private:
+  void enter() noexcept;
+  void leave() noexcept;
+
   const streampool_delegate* d_ = nullptr;
 };
 
 /// True while a delegate is set (relaxed).
-[[nodiscard]] bool delegated() noexcept;
+[[nodiscard]] inline bool delegated() noexcept { return current_delegate.load(std::memory_order_relaxed) != nullptr; }
 /// The refusal of a call the delegate does not serve (`what`: the call's name).
 [[noreturn]] void refuse_delegated(const char* what);
 /// Sets or clears the delegate (the C API's creation mutex held by the caller, and its own

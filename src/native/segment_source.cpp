@@ -37,18 +37,18 @@ segment_source::segment_source(device_context& device, segment_map& segments, st
 // --- the cap ----------------------------------------------------------------------------------------
 
 std::size_t segment_source::total_memory() {
-  if (total_memory_ == 0) {
+  if (cap_.total_memory() == 0) {
     device_info info;
     check(*device_->drv, device_->drv->get_device_info(device_->index, &info), "cudaGetDeviceProperties");
-    total_memory_ = info.total_memory;
+    cap_.set_total_memory(info.total_memory);
   }
-  return total_memory_;
+  return cap_.total_memory();
 }
 
 std::size_t segment_source::allowed_bytes() {
-  const double f = fraction();
-  if (f >= 1.0) return 0;  // no cap
-  return static_cast<std::size_t>(f * static_cast<double>(total_memory()));
+  if (!cap_.capping()) return 0;  // no cap: the device's size is not needed
+  (void)total_memory();
+  return cap_.allowed();
 }
 
 // --- growth -----------------------------------------------------------------------------------------
@@ -62,7 +62,7 @@ block* segment_source::grow(stream_arena& a, std::size_t rounded, bool small, bo
   const bool expandable = provider == nullptr && (sleepable ? expandable_.available() : expandable_.enabled());
   // The cap is checked against what we hold, without asking the driver (docs/pytorch-compatibility.md §2.3 alloc_block);
   // for expandable growth with get_allocation_size too, whatever gets mapped in the end (§2.13).
-  if (fraction() < 1.0 && counters_.reserved() + alloc_size > allowed_bytes()) return nullptr;
+  if (cap_.capping() && counters_.reserved() + alloc_size > allowed_bytes()) return nullptr;
   if (expandable) {
     block* b = expandable_.grow(a, rounded, small, fresh);
     // else vmm_reserve said not_supported just now

@@ -11,6 +11,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/memory_cap.hpp"
 #include "native/block.hpp"
 #include "native/device_context.hpp"
 #include "native/expandable.hpp"
@@ -56,13 +57,14 @@ class segment_source {
   void release_at_exit(stream_arena& a) noexcept;
 
   // The memory-fraction cap (docs/pytorch-compatibility.md §2.12), checked against what the device holds.
-  void set_fraction(double fraction) noexcept { fraction_.store(fraction, std::memory_order_relaxed); }
-  [[nodiscard]] double fraction() const noexcept { return fraction_.load(std::memory_order_relaxed); }
+  // core::memory_cap, the rule both backends share (Note [Memory fraction]).
+  void set_fraction(double fraction) noexcept { cap_.set_fraction(fraction); }
+  [[nodiscard]] double fraction() const noexcept { return cap_.fraction(); }
   /// Bytes the cap allows (0 when there is no cap). @throws cuda_error when the device's size is
   /// unknown and cannot be read
   [[nodiscard]] std::size_t allowed_bytes();
   /// The device's memory as last read (0 when it was never needed).
-  [[nodiscard]] std::size_t known_total_memory() const noexcept { return total_memory_; }
+  [[nodiscard]] std::size_t known_total_memory() const noexcept { return cap_.total_memory(); }
 
   [[nodiscard]] const segment_counters& counters() const noexcept { return counters_; }
   /// Sleep and wake of pools (pool_sleep.hpp): pages given back and taken again, with these counters.
@@ -87,8 +89,7 @@ class segment_source {
   segment_counters counters_;
   expandable_segments expandable_;
   pool_sleeper sleeper_;
-  std::atomic<double> fraction_{1.0};
-  std::size_t total_memory_ = 0;  // lazily from get_device_info
+  core::memory_cap cap_{0, 1.0};  // the device's total memory read at the cap's first use
 };
 
 }  // namespace streampool::native
