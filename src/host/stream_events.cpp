@@ -12,9 +12,7 @@
 namespace streampool::host {
 
 stream_events::~stream_events() {
-  for (auto& [key, queue] : queues_) {
-    for (const pending_event& entry : queue) release(entry.device, entry.event);
-  }
+  queues_.take_all([&](const pending_event& entry) { release(entry.device, entry.event); });
 }
 
 event_t stream_events::acquire(int device) {
@@ -43,20 +41,7 @@ void stream_events::release(int device, event_t event) noexcept {
 }
 
 void stream_events::push(stream_t stream, const pending_event& entry) {
-  for (auto& [key, queue] : queues_) {
-    if (key.first == stream && key.second == entry.device) {
-      queue.push_back(entry);
-      return;
-    }
-  }
-  queues_.emplace_back(std::pair{stream, entry.device}, std::deque<pending_event>{entry});
-}
-
-bool stream_events::empty() const noexcept {
-  for (const auto& [key, queue] : queues_) {
-    if (!queue.empty()) return false;
-  }
-  return true;
+  queues_.queue_for({stream, entry.device}).push_back(entry);
 }
 
 }  // namespace streampool::host

@@ -1,11 +1,11 @@
 // stream_events.hpp (internal) — the events the host allocator waits on: one FIFO per stream of
-// (event, block) recorded at deallocate, drained by querying from the front, and per-device event
-// pools so no event is created per free. Not thread-safe: host_cache guards it with its mutex
-// (the pools have their own). See Note [Per-stream event queues].
+// (event, block) recorded at deallocate (core::stream_queues, as the native backend's), drained by
+// querying from the front, and per-device event pools so no event is created per free. Not
+// thread-safe: host_cache guards it with its mutex (the pools have their own). See Note
+// [Per-stream event queues].
 #pragma once
 
 #include <cstddef>
-#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/event_pool.hpp"
+#include "core/stream_queues.hpp"
 #include "host/host_block.hpp"
 
 namespace streampool::host {
@@ -42,37 +43,29 @@ class stream_events {
   /// Never waits.
   template <class OnDone>
   void drain(OnDone&& on_done) {
-    for (auto& [key, queue] : queues_) {
-      while (!queue.empty()) {
-        const pending_event& front = queue.front();
-        const drv_result result = driver_.event_query(front.event);
-        if (!result.ok()) break;  // not ready, refused (capture) or failed: keep it and look later
-        const pending_event done = front;
-        queue.pop_front();
-        release(done.device, done.event);
-        on_done(done.block);
-      }
-    }
+    queues_.drain(
+        // Not ready, refused (capture) or failed: keep it and look later.
+        [&](const pending_event& front) { return driver_.event_query(front.event).ok(); },
+        [&](const pending_event& done) {
+          release(done.device, done.event);
+          on_done(done.block);
+        });
   }
   /// Waits for every pending event and hands each block to on_done (destruction only).
   template <class OnDone>
   void wait_all(OnDone&& on_done) {
-    for (auto& [key, queue] : queues_) {
-      for (const pending_event& entry : queue) {
-        (void)driver_.event_synchronize(entry.event);
-        release(entry.device, entry.event);
-        on_done(entry.block);
-      }
-      queue.clear();
-    }
+    queues_.take_all([&](const pending_event& entry) {
+      (void)driver_.event_synchronize(entry.event);
+      release(entry.device, entry.event);
+      on_done(entry.block);
+    });
   }
-  [[nodiscard]] bool empty() const noexcept;
+  [[nodiscard]] bool empty() const noexcept { return queues_.empty(); }
 
  private:
   driver& driver_;
-  /// One queue per (stream, device): the legacy stream (nullptr) is one per device. Few streams:
-  /// linear search.
-  std::vector<std::pair<std::pair<stream_t, int>, std::deque<pending_event>>> queues_;
+  /// One queue per (stream, device): the legacy stream (nullptr) is one per device.
+  core::stream_queues<std::pair<stream_t, int>, pending_event> queues_;
   std::mutex pools_mutex_;
   std::map<int, std::unique_ptr<core::event_pool>> pools_;
 };

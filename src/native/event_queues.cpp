@@ -43,7 +43,7 @@ void event_queues::record(block* b) {
   };
   try {
     for (std::size_t i = 0; i < n; ++i) {
-      ring_buffer<pending_event>& items = queue_for(b->uses[i].stream).items;
+      core::ring_buffer<pending_event>& items = queues_.queue_for(b->uses[i].stream);
       items.reserve(items.size() + 1);
       events.push_back(device_->events.acquire());
     }
@@ -61,7 +61,7 @@ void event_queues::record(block* b) {
   }
   // Nothing below allocates or fails.
   for (std::size_t i = 0; i < n; ++i) {
-    queue_for(b->uses[i].stream).items.push_back({events[i], b});
+    queues_.queue_for(b->uses[i].stream).push_back({events[i], b});
     ++b->event_count;
     ++count_;
     device_->pending_events.fetch_add(1, std::memory_order_relaxed);
@@ -70,24 +70,12 @@ void event_queues::record(block* b) {
   events.clear();
 }
 
-event_queues::queue& event_queues::queue_for(stream_t stream) {
-  for (queue& q : queues_) {
-    if (q.stream == stream) return q;
-  }
-  return queues_.emplace_back(queue{stream, {}});
-}
-
 void event_queues::fail(const char* call, const drv_result& result) const {
   throw cuda_error("streampool: " + std::string(call) + " failed: " + device_->drv->describe(result), result.native);
 }
 
 void event_queues::release_all() noexcept {
-  for (queue& q : queues_) {
-    while (!q.items.empty()) {
-      device_->events.release(q.items.front().event);
-      q.items.pop_front();
-    }
-  }
+  queues_.take_all([&](const pending_event& entry) { device_->events.release(entry.event); });
 }
 
 }  // namespace streampool::native

@@ -1,14 +1,15 @@
 // event_queues.hpp — the events that the freed blocks of one arena wait for (record_stream, spec
 // §2.9): one FIFO per stream a block was used on, each entry an event recorded on that stream at
-// free time. A block is reusable once all its events have completed. Arena lock held throughout.
+// free time (core::stream_queues, as the host allocator's). A block is reusable once all its events
+// have completed. Arena lock held throughout.
 #pragma once
 
 #include <cstddef>
 #include <vector>
 
+#include "core/stream_queues.hpp"
 #include "native/block.hpp"
 #include "native/device_context.hpp"
-#include "native/ring_buffer.hpp"
 
 namespace streampool::native {
 
@@ -39,34 +40,27 @@ class event_queues {
     event_t event = nullptr;
     block* owner = nullptr;
   };
-  struct queue {
-    stream_t stream = nullptr;
-    ring_buffer<pending_event> items;
-  };
-
   template <typename Done>
   void drain(bool wait, Done& done) {
     driver& drv = *device_->drv;
-    for (queue& q : queues_) {
-      while (!q.items.empty()) {
-        const pending_event head = q.items.front();
-        const drv_result result = wait ? drv.event_synchronize(head.event) : drv.event_query(head.event);
-        if (!wait && result.code == status::not_ready) break;
-        if (!result.ok()) fail(wait ? "cudaEventSynchronize" : "cudaEventQuery", result);
-        q.items.pop_front();
-        device_->events.release(head.event);
-        --count_;
-        device_->pending_events.fetch_sub(1, std::memory_order_relaxed);
-        if (--head.owner->event_count == 0) done(head.owner);
-      }
-    }
+    queues_.drain(
+        [&](const pending_event& head) {
+          const drv_result result = wait ? drv.event_synchronize(head.event) : drv.event_query(head.event);
+          if (!wait && result.code == status::not_ready) return false;
+          if (!result.ok()) fail(wait ? "cudaEventSynchronize" : "cudaEventQuery", result);  // stays queued
+          return true;
+        },
+        [&](const pending_event& head) {
+          device_->events.release(head.event);
+          --count_;
+          device_->pending_events.fetch_sub(1, std::memory_order_relaxed);
+          if (--head.owner->event_count == 0) done(head.owner);
+        });
   }
   [[noreturn]] void fail(const char* call, const drv_result& result) const;
-  /// The queue of `stream` (created empty on first use).
-  queue& queue_for(stream_t stream);
 
   device_context* device_;
-  std::vector<queue> queues_;     // one per used stream
+  core::stream_queues<stream_t, pending_event> queues_;  // one per used stream
   std::size_t count_ = 0;         // outstanding events
   std::vector<event_t> scratch_;  // record()'s events before they are queued
 };

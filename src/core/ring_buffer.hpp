@@ -1,13 +1,13 @@
 // ring_buffer.hpp — a FIFO on a power-of-two vector: push/pop never allocate once it has grown to
 // the largest backlog seen (std::deque allocates and frees chunks as it moves). Used for the
-// per-stream queues of outstanding events (docs/pytorch-compatibility.md §2.9).
+// per-stream queues of outstanding events (core/stream_queues.hpp).
 #pragma once
 
 #include <cstddef>
 #include <utility>
 #include <vector>
 
-namespace streampool::native {
+namespace streampool::core {
 
 template <typename T>
 class ring_buffer {
@@ -44,4 +44,4 @@ class ring_buffer {
   std::size_t size_ = 0;
 };
 
-}  // namespace streampool::native
+}  // namespace streampool::core
