@@ -8,6 +8,7 @@
 #include <new>
 #include <string>
 
+#include "capture/capture_filter.hpp"
 #include "streampool/errors.hpp"
 
 namespace streampool::c_api_impl {
@@ -74,10 +75,7 @@ struct unannounced_capture {
   std::shared_ptr<capture_guard_signals> signals;
 
   /// The stream filter of the recording: `stream` takes part in this capture sequence.
-  [[nodiscard]] bool accepts(stream_t stream) const noexcept {
-    capture_info info;
-    return drv->stream_capture_info(stream, &info).ok() && info.status != capture_status::none && info.id == id;
-  }
+  [[nodiscard]] bool accepts(stream_t stream) const noexcept { return capture::in_capture_sequence(*drv, stream, id); }
   void mark_graph_gone() noexcept {
     if (!graph_gone.exchange(true, std::memory_order_acq_rel)) {
       signals->released.fetch_add(1, std::memory_order_relaxed);

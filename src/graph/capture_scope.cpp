@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "capture/capture_filter.hpp"
 #include "streampool/allocator.hpp"
 #include "streampool/errors.hpp"
 #include "streampool/graph.hpp"
@@ -22,7 +23,9 @@ namespace streampool {
 // `stream`, and of every side stream that joined the capture by waiting on an event recorded in
 // it (docs/pytorch-compatibility.md §3.2, test_cuda_graph_allocator_propagates_stream). Stream identity cannot say that;
 // the driver's capture id can. The filter therefore asks stream_capture_info for the allocating
-// stream and accepts it when the capture is active with this scope's id. The id is known only
+// stream and accepts it when it is in the capture with this scope's id, active or invalidated
+// (capture::in_capture_sequence, the rule the C API's filter shares; it used to accept active
+// captures only, the C API's invalidated ones too). The id is known only
 // after stream_begin_capture, which comes after begin_allocate_to_pool (so nothing allocated by
 // the capture can miss the pool), hence it is stored in an atomic that is 0 — match nothing —
 // until then. The filter runs under the allocator's lock on any thread: it makes one driver call
@@ -36,12 +39,7 @@ struct capture_scope::shared_state {
   std::vector<stream_t> side_streams;  ///< streams other than `origin` the filter accepted
 
   bool accepts(stream_t stream) {
-    const std::uint64_t expected = id.load(std::memory_order_acquire);
-    capture_info info;
-    if (expected == 0 || !drv->stream_capture_info(stream, &info).ok() ||
-        info.status != capture_status::active || info.id != expected) {
-      return false;
-    }
+    if (!capture::in_capture_sequence(*drv, stream, id.load(std::memory_order_acquire))) return false;
     if (stream != origin) {
       const std::lock_guard lock(mutex);
       if (std::find(side_streams.begin(), side_streams.end(), stream) == side_streams.end()) {
