@@ -10,23 +10,16 @@ from __future__ import annotations
 
 import ctypes
 import sys
-import time
-import traceback
 
 import streampool
+from gpu_checks import run_check
 from streampool._library import library
 
 failures = []
 
 
 def check(name, fn):
-    t0 = time.perf_counter()
-    try:
-        fn()
-        print(f"ok   {name} ({time.perf_counter() - t0:.2f} s)", flush=True)
-    except Exception:  # noqa: BLE001 - every check reports
-        failures.append(name)
-        print(f"FAIL {name}\n{traceback.format_exc()}", flush=True)
+    run_check(failures, name, fn)
 
 
 def main() -> int:
