@@ -37,9 +37,10 @@ namespace streampool::native {
 // values held since the last peak reset (resets fold; Note [Front block]), except requested bytes
 // when the new request is larger, which are checked as add() checks; a park's increases (a
 // positive split or split_bytes) are checked against the peaks as the plain free's add() did —
-// once per memo: the memo is dropped at every fold, and between folds the counters of the arena
-// change only by take-backs (requested bytes) while peaks only rise, so a check that passed holds
-// for every later park of the same memo. Other threads (stats() takes no arena lock; a device-peak
+// once per memo: the memo is dropped at every fold, and between folds the arena's inactive-split
+// counters do not change (a split or a merge runs only after a settle: arena_mutex, free_block,
+// complete_pending) while peaks only rise, so a check that passed holds for every later park of
+// the same memo. Other threads (stats() takes no arena lock; a device-peak
 // rise reads busy arenas as they stand): a park changes one word, so a reader sees the free or
 // not. A take-back and a fold change several words inside a write section of `seq` (odd during
 // it); a reader reads seq, the counters, the share, seq again, and retries while seq was odd or

@@ -116,69 +116,71 @@ TEST(front_counters, APeakThatOnlyTheParkRaisesIsKept) {
   t.expect_same("freed");
 }
 
-/// A state the plain path passes through, for live blocks among `keep` (always), `x` and `y`.
-bool plain_state(const memory_stats& s, std::int64_t x_bytes, std::int64_t y_bytes, std::string& why) {
+/// A state the plain path passes through: `keep` live, the pair's block `x` live or not.
+bool plain_state(const memory_stats& s, std::int64_t x_bytes, std::string& why) {
   const std::int64_t n = s.allocation[all].current;
   const std::int64_t bytes = s.allocated_bytes[all].current;
   const std::int64_t requested = s.requested_bytes[all].current;
-  for (int mask = 0; mask < 4; ++mask) {
-    const bool x = (mask & 1) != 0;
-    const bool y = (mask & 2) != 0;
-    if (n == 1 + x + y && bytes == 512 + (x ? x_bytes : 0) + (y ? y_bytes : 0) &&
-        requested == 500 + (x ? 1000000 : 0) + (y ? 2000000 : 0)) {
-      return true;
-    }
+  for (const std::int64_t x : {0, 1000000, 999999}) {  // x's request, 0: not live
+    if (n == 1 + (x != 0) && bytes == 512 + (x != 0 ? x_bytes : 0) && requested == 500 + x) return true;
   }
   why = "allocation " + std::to_string(n) + ", bytes " + std::to_string(bytes) + ", requested " + std::to_string(requested);
   return false;
 }
 
+// Only hot pairs and folds (a record_stream while the pair's block is allocated folds the pairs
+// and leaves the lists alone), each of which a reader must see whole: the plain path's own updates are
+// several stores that a reader may see in part (Note [Device peaks]), so it stays out.
 TEST(front_counters, AReaderOnAnotherThreadSeesOnlyPlainStates) {
   native_env env;
   const stream_t s = env.new_stream();
   void* keep = env.alloc->allocate(500, s, 0);
   const auto keep_bytes = env.stats().allocated_bytes[all].current;
+  ASSERT_EQ(keep_bytes, 512);
   void* x0 = env.alloc->allocate(1000000, s, 0);
   const auto x_bytes = env.stats().allocated_bytes[all].current - keep_bytes;
-  env.alloc->deallocate(x0);
-  void* y0 = env.alloc->allocate(2000000, s, 0);
-  const auto y_bytes = env.stats().allocated_bytes[all].current - keep_bytes;
-  env.alloc->deallocate(y0);
-  ASSERT_EQ(keep_bytes, 512);
+  env.alloc->deallocate(x0);  // parked
+  constexpr int pairs = 100000;
   std::atomic<bool> done{false};
   std::thread writer([&] {
-    for (int i = 0; i < 40000; ++i) {
-      void* x = env.alloc->allocate(1000000, s, 0);
+    for (int i = 0; i < pairs; ++i) {
+      void* x = env.alloc->allocate(1000000 - static_cast<std::size_t>(i % 2), s, 0);  // the same block
+      // Its own stream: no use, only the arena lock, whose settle folds the pairs so far (no
+      // device mutex, which stats() takes: a snapshot could not overlap a read).
+      if (i % 2 == 0) env.alloc->record_stream(x, s);
       env.alloc->deallocate(x);
-      if (i % 50 == 0) {  // a plain pair of another size: settles and folds
-        void* y = env.alloc->allocate(2000000, s, 0);
-        env.alloc->deallocate(y);
-      }
     }
     done.store(true);
   });
   std::int64_t last_allocated = 0;
   std::int64_t last_freed = 0;
+  std::int64_t last_bytes_freed = 0;
+  std::int64_t last_requested_freed = 0;
   int reads = 0;
   std::string failure;
   while ((!done.load() || reads < 100) && failure.empty()) {
     const memory_stats st = env.stats();
     ++reads;
     std::string why;
-    if (!plain_state(st, x_bytes, y_bytes, why)) failure = why;
+    if (!plain_state(st, x_bytes, why)) failure = why;
     if (st.allocation[all].allocated - st.allocation[all].freed != st.allocation[all].current) failure = "allocated - freed";
     if (st.allocation[all].allocated < last_allocated) failure = "allocated went back";
     if (st.allocation[all].freed < last_freed) failure = "freed went back";
     if (st.active[all].current != st.allocation[all].current) failure = "active";
+    if (st.allocated_bytes[all].freed < last_bytes_freed) failure = "freed bytes went back";
+    if (st.requested_bytes[all].freed < last_requested_freed) failure = "freed requested bytes went back";
     last_allocated = st.allocation[all].allocated;
     last_freed = st.allocation[all].freed;
+    last_bytes_freed = st.allocated_bytes[all].freed;
+    last_requested_freed = st.requested_bytes[all].freed;
   }
   writer.join();
   ASSERT_TRUE(failure.empty()) << "read " << reads << ": " << failure;
   env.alloc->deallocate(keep);
   const memory_stats end = env.stats();
   EXPECT_EQ(end.allocation[all].current, 0);
-  EXPECT_EQ(end.allocation[all].allocated, 3 + 40000 + 800);
+  EXPECT_EQ(end.allocation[all].allocated, 2 + pairs);
+  EXPECT_EQ(end.requested_bytes[all].freed, 500 + static_cast<std::int64_t>(pairs + 1) * 1000000 - pairs / 2);
 }
 
 }  // namespace
