@@ -26,9 +26,9 @@ namespace streampool::capture {
 // the recordings newest first and takes the first whose filter accepts the allocation's stream;
 // none: the default pool. Several recordings may be active at once, on one device or several.
 // Threads: the recording calls (begin, end, release, route, forget_released, use_count) are
-// serialised by the caller (the backend's device mutex); underway() and has_deferred() are
-// relaxed atomic loads for the hot paths, written under that same serialisation (underway) or
-// under the deferred-free lock (has_deferred). The deferred-free calls take the router's own
+// serialised by the caller (the backend's device mutex); underway(), has_deferred() and
+// slow_entry() are relaxed loads of one word for the hot paths (Note [Slow-entry word]). The
+// deferred-free calls take the router's own
 // lock, a leaf (Note [Lock order] in src/native/device_state.hpp): the native backend parks a
 // free holding only an arena lock.
 //
@@ -52,6 +52,21 @@ namespace streampool::capture {
 // are parked is the backend's decision; the rule kept here is when they come back: take_deferred()
 // hands them out only once no recording is underway on the device, in the order they were parked,
 // and the backend gives back (keep_deferred) any it still cannot complete.
+//
+// Note [Slow-entry word]
+// A hot allocation must leave its fast path while a recording is underway, while frees are
+// parked, and while the backend says so for a reason of its own (the native backend's default
+// pool asleep, Note [Refused while asleep] in src/native/device_sleep.cpp). It used to read three
+// atomics for that (the recording count, the parked-free count, the backend's flag), twice per
+// allocation. Now the three live in one 64-bit word, `state_`: bits 0-31 the number of
+// recordings, bit 32 "frees parked", bits 33-63 the backend's holds (hold / release_hold), and
+// slow_entry() is one relaxed load compared with zero. The writers are under different locks
+// (recordings and holds: the caller's serialisation; the parked bit: the deferred-free lock), so
+// each change is an atomic read-modify-write of its own field (fetch_add, fetch_sub, fetch_or,
+// fetch_and) and none can lose another's; the parked bit changes only when the list turns empty or
+// non-empty, so a free parked behind others adds no shared write. Relaxed order as before: what a
+// hot path needs ordered is ordered by its arena lock (Note [Capture start] in
+// src/native/native_allocator.hpp).
 
 /// One private pool: its id, its use count (the captured graphs and other users holding it) and the
 /// backend's record of its memory.
@@ -104,7 +119,7 @@ class capture_router {
       ++target->use_count;
     }
     recordings_.push_back({std::move(filter), target});  // no throw: capacity reserved above
-    underway_.store(static_cast<std::uint32_t>(recordings_.size()), std::memory_order_relaxed);
+    state_.fetch_add(underway_unit, std::memory_order_relaxed);
     return *target;
   }
 
@@ -113,7 +128,7 @@ class capture_router {
     for (auto it = recordings_.begin(); it != recordings_.end(); ++it) {
       if (it->pool->id != pool) continue;
       recordings_.erase(it);
-      underway_.store(static_cast<std::uint32_t>(recordings_.size()), std::memory_order_relaxed);
+      state_.fetch_sub(underway_unit, std::memory_order_relaxed);
       return;
     }
     throw_not_recording(device_, pool);
@@ -214,13 +229,17 @@ class capture_router {
 
   // --- lock-free reads (hot paths) --------------------------------------------------------------
   /// True while a begin_allocate_to_pool of this device has not been ended (relaxed load).
-  [[nodiscard]] bool underway() const noexcept { return underway_.load(std::memory_order_relaxed) != 0; }
+  [[nodiscard]] bool underway() const noexcept { return (state_.load(std::memory_order_relaxed) & underway_mask) != 0; }
   /// True while frees are parked (relaxed load).
-  [[nodiscard]] bool has_deferred() const noexcept { return deferred_count_.load(std::memory_order_relaxed) != 0; }
-  /// underway() || has_deferred(), in one test.
-  [[nodiscard]] bool underway_or_deferred() const noexcept {
-    return (underway_.load(std::memory_order_relaxed) | deferred_count_.load(std::memory_order_relaxed)) != 0;
-  }
+  [[nodiscard]] bool has_deferred() const noexcept { return (state_.load(std::memory_order_relaxed) & deferred_bit) != 0; }
+  /// underway() || has_deferred() || a hold: one relaxed load (Note [Slow-entry word]).
+  [[nodiscard]] bool slow_entry() const noexcept { return state_.load(std::memory_order_relaxed) != 0; }
+  /// Makes slow_entry() true until the matching release_hold(), for a reason of the backend's
+  /// (the caller's serialisation, as for begin; holds nest).
+  void hold() noexcept { state_.fetch_add(hold_unit, std::memory_order_relaxed); }
+  void release_hold() noexcept { state_.fetch_sub(hold_unit, std::memory_order_relaxed); }
+  /// True while some hold() is not released (relaxed load).
+  [[nodiscard]] bool held() const noexcept { return state_.load(std::memory_order_relaxed) >= hold_unit; }
 
   // --- deferred frees (thread-safe; Note [Parked frees]) --------------------------
   /// Parks a free made of `args` (Deferred's constructor arguments; they are not moved from when
@@ -229,7 +248,7 @@ class capture_router {
   void defer(Args&&... args) {
     const std::lock_guard lock(deferred_mutex_);
     deferred_.emplace_back(std::forward<Args>(args)...);
-    deferred_count_.store(static_cast<std::uint32_t>(deferred_.size()), std::memory_order_relaxed);
+    note_deferred_locked();
   }
   /// The parked frees, oldest first, when no recording is underway; nothing otherwise.
   [[nodiscard]] std::vector<Deferred> take_deferred() {
@@ -237,7 +256,7 @@ class capture_router {
     if (underway()) return out;
     const std::lock_guard lock(deferred_mutex_);
     out.swap(deferred_);
-    deferred_count_.store(0, std::memory_order_relaxed);
+    note_deferred_locked();
     return out;
   }
   /// Takes out and returns the parked frees for which `ready(const Deferred&)` is true, in the order
@@ -255,7 +274,7 @@ class capture_router {
       else kept.push_back(std::move(d));
     }
     deferred_.swap(kept);
-    deferred_count_.store(static_cast<std::uint32_t>(deferred_.size()), std::memory_order_relaxed);
+    note_deferred_locked();
     return out;
   }
   /// Parks again, ahead of anything parked since, the frees of `items` the backend could not
@@ -269,7 +288,7 @@ class capture_router {
       items.insert(items.end(), std::make_move_iterator(deferred_.begin()), std::make_move_iterator(deferred_.end()));
     }
     deferred_.swap(items);
-    deferred_count_.store(static_cast<std::uint32_t>(deferred_.size()), std::memory_order_relaxed);
+    note_deferred_locked();
   }
   /// Calls `f(const Deferred&)` for every parked free, under the deferred-free lock.
   template <typename F>
@@ -284,9 +303,24 @@ class capture_router {
     pool_type* pool;  ///< in pools_; a pool being recorded to is never forgotten
   };
 
+  /// Sets the parked bit of state_ to !deferred_.empty() where it differs (deferred-free lock held).
+  void note_deferred_locked() noexcept {
+    const bool parked = !deferred_.empty();
+    if (parked == deferred_flag_) return;
+    deferred_flag_ = parked;
+    if (parked) state_.fetch_or(deferred_bit, std::memory_order_relaxed);
+    else state_.fetch_and(~deferred_bit, std::memory_order_relaxed);
+  }
+
+  // state_ (Note [Slow-entry word]): recordings in bits 0-31, "frees parked" bit 32, holds above.
+  static constexpr std::uint64_t underway_unit = 1;
+  static constexpr std::uint64_t underway_mask = 0xffff'ffffULL;
+  static constexpr std::uint64_t deferred_bit = 1ULL << 32;
+  static constexpr std::uint64_t hold_unit = 1ULL << 33;
+
   int device_;
-  std::atomic<std::uint32_t> underway_{0};        ///< recordings_.size()
-  std::atomic<std::uint32_t> deferred_count_{0};  ///< deferred_.size()
+  std::atomic<std::uint64_t> state_{0};  ///< recordings_.size(), !deferred_.empty(), holds
+  bool deferred_flag_ = false;           ///< !deferred_.empty() as state_ shows it (deferred-free lock)
   std::vector<recording_entry> recordings_;       ///< in begin order; routing looks from the back
   std::map<mempool_id, std::unique_ptr<pool_type>> pools_;
   mutable std::mutex deferred_mutex_;

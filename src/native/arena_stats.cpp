@@ -69,11 +69,12 @@ void arena_counters::raise_active_peaks() noexcept {
   }
 }
 
-std::int64_t arena_counters::current(std::size_t index) const noexcept {
-  if (index == oversize_allocations_index) return oversize_.now();
+std::int64_t counters_view::current(std::size_t index) const noexcept {
+  if (index == oversize_allocations_index) return oversize.current;
   const auto kind = static_cast<arena_stat_kind>(index / stat_pool_count);
   const auto value = [&](std::size_t pool) {
-    return is_derived(kind) ? active_now(kind, pool) : counters_[static_cast<std::size_t>(kind)][pool].now();
+    const std::int64_t own = c[static_cast<std::size_t>(kind)][pool].current;
+    return is_derived(kind) ? c[static_cast<std::size_t>(base_of(kind))][pool].current + own : own;
   };
   switch (static_cast<stat_pool>(index % stat_pool_count)) {
     case stat_pool::small_pool: return value(0);
@@ -83,35 +84,106 @@ std::int64_t arena_counters::current(std::size_t index) const noexcept {
   return value(0) + value(1);
 }
 
+namespace {
+
+counter_values load(const arena_counter& c) noexcept {
+  return {c.current.load(std::memory_order_acquire), c.freed.load(std::memory_order_acquire),
+          c.offset.load(std::memory_order_acquire)};
+}
+
+/// The free of a parked block (`parked` 0 or 1) and `pairs` completed pairs on one counter:
+/// `delta` is what the free adds to current (Note [Front block counters]).
+void apply(counter_values& v, std::int64_t parked, std::int64_t pairs, std::int64_t delta) noexcept {
+  v.current += parked * delta;
+  v.freed += parked * (delta < 0 ? -delta : 0) + pairs * (delta < 0 ? -delta : delta);
+}
+
+}  // namespace
+
+counters_view arena_counters::read() const noexcept {
+  counters_view v;
+  for (;;) {
+    const std::uint64_t seq = share_.seq.load(std::memory_order_acquire);
+    if ((seq & 1) != 0) continue;  // a take-back or a fold is being written
+    for (std::size_t k = 0; k < arena_stat_kinds; ++k) {
+      v.c[k][0] = load(counters_[k][0]);
+      v.c[k][1] = load(counters_[k][1]);
+    }
+    v.oversize = load(oversize_);
+    const std::uint64_t state = share_.state.load(std::memory_order_acquire);  // after the counters
+    if (state != 0) {
+      const auto parked = static_cast<std::int64_t>(state & front_share::parked_bit);
+      const auto pairs = static_cast<std::int64_t>(state >> 1);
+      const std::size_t pool = share_.small.load(std::memory_order_acquire) ? 0 : 1;
+      const std::int64_t size = share_.size.load(std::memory_order_acquire);
+      const auto at = [&](arena_stat_kind kind) -> counter_values& { return v.c[static_cast<std::size_t>(kind)][pool]; };
+      apply(at(arena_stat_kind::allocation), parked, pairs, -1);
+      apply(at(arena_stat_kind::allocated_bytes), parked, pairs, -size);
+      apply(at(arena_stat_kind::inactive_split), parked, pairs, share_.split.load(std::memory_order_acquire));
+      apply(at(arena_stat_kind::inactive_split_bytes), parked, pairs,
+            share_.split_bytes.load(std::memory_order_acquire));
+      // requested: the parked free only (a take-back changes the counter itself)
+      apply(at(arena_stat_kind::requested_bytes), parked, 0, -share_.requested.load(std::memory_order_acquire));
+    }
+    if (share_.seq.load(std::memory_order_acquire) == seq) return v;
+  }
+}
+
+void arena_counters::fold_share() noexcept {
+  const std::uint64_t state = share_.now();
+  if (state == 0) return;
+  const auto parked = static_cast<std::int64_t>(state & front_share::parked_bit);
+  const auto pairs = static_cast<std::int64_t>(state >> 1);
+  const std::size_t pool = share_.small.load(std::memory_order_relaxed) ? 0 : 1;
+  const std::int64_t size = share_.size.load(std::memory_order_relaxed);
+  share_.begin_write();
+  const auto fold = [&](arena_stat_kind kind, std::int64_t p, std::int64_t n, std::int64_t delta) {
+    arena_counter& c = counters_[static_cast<std::size_t>(kind)][pool];
+    counter_values v{c.now(), c.freed.load(std::memory_order_relaxed), 0};
+    apply(v, p, n, delta);
+    c.current.store(v.current, std::memory_order_release);
+    c.freed.store(v.freed, std::memory_order_release);
+  };
+  fold(arena_stat_kind::allocation, parked, pairs, -1);
+  fold(arena_stat_kind::allocated_bytes, parked, pairs, -size);
+  fold(arena_stat_kind::inactive_split, parked, pairs, share_.split.load(std::memory_order_relaxed));
+  fold(arena_stat_kind::inactive_split_bytes, parked, pairs, share_.split_bytes.load(std::memory_order_relaxed));
+  fold(arena_stat_kind::requested_bytes, parked, 0, -share_.requested.load(std::memory_order_relaxed));
+  share_.state.store(0, std::memory_order_release);
+  share_.end_write();
+}
+
 void arena_counters::add_to(memory_stats& out) const noexcept {
+  const counters_view view = read();
   for (std::size_t k = 0; k < arena_stat_kinds; ++k) {
     const auto kind = static_cast<arena_stat_kind>(k);
     stat_array& array = array_of(out, kind);
     for (std::size_t pool = 0; pool < 2; ++pool) {
+      const counter_values& own = view.c[k][pool];
+      std::int64_t current = own.current;
+      std::int64_t freed = own.freed;
+      std::int64_t allocated = own.current + own.freed - own.offset;
       if (is_derived(kind)) {
         // allocation (or its bytes) + pending (Note [Derived active counters]).
-        const arena_counter& base = counters_[static_cast<std::size_t>(base_of(kind))][pool];
-        const arena_counter& pending = counters_[k][pool];
-        const std::int64_t base_now = base.now();
-        const std::int64_t base_freed = base.freed.load(std::memory_order_relaxed);
-        const std::int64_t pending_now = pending.now();
-        const std::int64_t current = base_now + pending_now;
-        const std::int64_t freed = base_freed - pending_now + pending.offset.load(std::memory_order_relaxed);
-        const std::int64_t allocated = base_now + base_freed - base.offset.load(std::memory_order_relaxed);
-        for (stat* s : {&array[pool + 1], &array[0]}) {
-          s->current += current;
-          s->freed += freed;
-          s->allocated += allocated;
-        }
-        continue;
+        const counter_values& base = view.c[static_cast<std::size_t>(base_of(kind))][pool];
+        current = base.current + own.current;
+        freed = base.freed - own.current + own.offset;
+        allocated = base.current + base.freed - base.offset;
       }
-      counters_[k][pool].add_to(array[pool + 1]);
-      counters_[k][pool].add_to(array[0]);
+      for (stat* s : {&array[pool + 1], &array[0]}) {
+        s->current += current;
+        s->freed += freed;
+        s->allocated += allocated;
+      }
     }
   }
-  oversize_.add_to(out.oversize_allocations);
+  const counter_values& o = view.oversize;
+  out.oversize_allocations.current += o.current;
+  out.oversize_allocations.freed += o.freed;
+  out.oversize_allocations.allocated += o.current + o.freed - o.offset;
 }
 
+// Resets run under every arena lock, whose settle folded the share (Note [Front block counters]).
 void arena_counters::reset_peaks() noexcept {
   for (std::size_t k = 0; k < arena_stat_kinds; ++k) {
     const auto kind = static_cast<arena_stat_kind>(k);
@@ -166,8 +238,9 @@ void device_peaks::note_changed(arena_counters& c) noexcept {
 }
 
 void device_peaks::read_locked(arena_counters& c) noexcept {
+  const counters_view view = c.read();
   for (std::size_t i = 0; i < arena_stat_count; ++i) {
-    const std::int64_t now = c.current(i);
+    const std::int64_t now = view.current(i);
     totals_[i] += now - c.published[i];
     c.published[i] = now;
   }

@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include "core/hybrid_mutex.hpp"
+#include "native/front_share.hpp"
 #include "streampool/stats.hpp"
 
 namespace streampool::native {
@@ -49,6 +50,20 @@ struct arena_counter {
     offset.store(now(), std::memory_order_relaxed);
     freed.store(0, std::memory_order_relaxed);
   }
+};
+
+/// What a reader sees of one counter (Note [Front block counters]).
+struct counter_values {
+  std::int64_t current = 0;
+  std::int64_t freed = 0;
+  std::int64_t offset = 0;
+};
+/// What a reader sees of one arena's counters, the front block's share applied (arena_counters::read).
+struct counters_view {
+  std::array<std::array<counter_values, 2>, arena_stat_kinds> c{};  // [kind][small, large]
+  counter_values oversize;
+  /// Current value of device-peak index `index` (active derived).
+  [[nodiscard]] std::int64_t current(std::size_t index) const noexcept;
 };
 
 class arena_counters;
@@ -194,18 +209,6 @@ class arena_counters {
     if (amount < 0) sub(kind, small, -amount);
     else add(kind, small, amount);
   }
-  /// +amount (>= 0) back onto a counter that a free lowered by as much, with no peak check: the
-  /// value is one it held since the last peak reset (Note [Front block] in front_block.hpp).
-  void restore(arena_stat_kind kind, bool small, std::int64_t amount) noexcept {
-    arena_counter& c = counters_[static_cast<std::size_t>(kind)][small ? 0 : 1];
-    c.current.store(c.now() + amount, std::memory_order_relaxed);
-  }
-  /// The inverse of change(kind, small, amount) made by a free, for the take-back of its block:
-  /// a decrease as sub() makes it, an increase as restore().
-  void undo_change(arena_stat_kind kind, bool small, std::int64_t amount) noexcept {
-    if (amount > 0) sub(kind, small, amount);
-    else restore(kind, small, -amount);
-  }
   /// A freed block starts (+1, +bytes) or ends (-1, -bytes) waiting for its events or its capture.
   /// Active is unchanged by the start (allocation falls by as much), so no peak can move.
   void change_pending(bool small, std::int64_t blocks, std::int64_t bytes) noexcept {
@@ -252,8 +255,40 @@ class arena_counters {
   /// Raises this arena's active / active_bytes peaks (and the device's) to their current values.
   void raise_active_peaks() noexcept;
 
+  // --- the front block's share (Note [Front block counters] in front_share.hpp) ------------------
+  [[nodiscard]] front_share& share() noexcept { return share_; }
+  /// A take-back's requested bytes, inside the share's write section: the block's request goes
+  /// from `old_requested` to `requested` (current), the old one counts as freed.
+  void take_requested(bool small, std::int64_t old_requested, std::int64_t requested) noexcept {
+    arena_counter& c = counters_[static_cast<std::size_t>(arena_stat_kind::requested_bytes)][small ? 0 : 1];
+    if (requested != old_requested) c.current.store(c.now() + requested - old_requested, std::memory_order_release);
+    c.freed.store(c.freed.load(std::memory_order_relaxed) + old_requested, std::memory_order_release);
+  }
+  /// add()'s peak check for (kind, pool kind), whose value as readers see it is current + `extra`
+  /// (not allocation or its bytes: no active peak). Outside any write section.
+  void check_peak(arena_stat_kind kind, bool small, std::int64_t extra) noexcept {
+    const auto k = static_cast<std::size_t>(kind);
+    auto& pair = counters_[k];
+    arena_counter& c = pair[small ? 0 : 1];
+    const std::int64_t now = c.now() + extra;
+    if (now > c.peak) [[unlikely]] {
+      c.peak = now;
+      raise_device_peak(stat_index(kind, small ? stat_pool::small_pool : stat_pool::large_pool));
+    }
+    const std::int64_t all = pair[0].now() + pair[1].now() + extra;
+    if (all > all_peak_[k]) [[unlikely]] {
+      all_peak_[k] = all;
+      raise_device_peak(stat_index(kind, stat_pool::all));
+    }
+  }
+  /// Makes the share real (the parked free and the pairs' counts into the counters, state 0),
+  /// in a write section; no value a reader sees changes. Arena lock held.
+  void fold_share() noexcept;
+  /// Every counter as readers see it, consistent with the share (seqlock). Any thread.
+  [[nodiscard]] counters_view read() const noexcept;
+
   /// Current value of device-peak index `index` (kind * 3 + pool, or oversize). Any thread.
-  [[nodiscard]] std::int64_t current(std::size_t index) const noexcept;
+  [[nodiscard]] std::int64_t current(std::size_t index) const noexcept { return read().current(index); }
   /// Adds current/allocated/freed values into `out` (no peaks). Any thread.
   void add_to(memory_stats& out) const noexcept;
   void reset_peaks() noexcept;
@@ -292,6 +327,7 @@ class arena_counters {
   std::array<std::array<arena_counter, 2>, arena_stat_kinds> counters_{};  // [kind][small, large]
   std::array<std::int64_t, arena_stat_kinds> all_peak_{};
   arena_counter oversize_;
+  front_share share_;  // Note [Front block counters]
 };
 
 }  // namespace streampool::native

@@ -22,10 +22,12 @@ std::string pool_name(mempool_id pool) {
 // Note [Refused while asleep]
 // Allocating from a sleeping pool is an error, not an out-of-memory: the memory is the pool's, it
 // is only not there. The cache-hit path pays nothing for it: a private pool is only reached
-// through the slow entry (routing), where route_locked asks; while the default pool sleeps,
-// needs_slow_entry() is true (one more relaxed load, read beside the capture flags), so every
+// through the slow entry (routing), where route_locked asks; while the default pool sleeps, it
+// holds the capture router's slow-entry word (capture_router::hold, Note [Slow-entry word] in
+// src/capture/capture_router.hpp), so needs_slow_entry() is true with no load of its own and every
 // allocation of the device takes the slow entry, which asks too. A racing allocation that read the
-// flag before sleep set it re-reads it under its arena's lock, which sleep held while it set it.
+// word before sleep set the hold re-reads it under its arena's lock, which sleep held while it set
+// it; wake releases the hold, also under every arena lock of the pool.
 // Freeing is allowed while asleep (it touches no device memory): the block joins its free list and
 // is mapped again with the rest at wake. empty_cache leaves a sleeping pool's arenas alone, and a
 // use_on_oom pool that sleeps lends nothing.
@@ -78,7 +80,7 @@ void device_state::sleep_pool(mempool_id pool, const sleep_options& options) {
     if (!rec.asleep && rec.backup == nullptr) sleeps_.erase(pool);
     throw;
   }
-  if (pool.is_default()) default_asleep_.store(true, std::memory_order_relaxed);
+  if (pool.is_default()) captures_.hold();  // under the arena locks (Note [Refused while asleep])
 }
 
 void device_state::wake_pool(mempool_id pool) {
@@ -94,7 +96,7 @@ void device_state::wake_pool(mempool_id pool) {
   for (stream_arena* a : arenas) locks.emplace_back(a->mutex());
   source_.sleeper().wake(found->second, pool);
   if (found->second.backup == nullptr) sleeps_.erase(found);
-  if (pool.is_default()) default_asleep_.store(false, std::memory_order_relaxed);
+  if (pool.is_default()) captures_.release_hold();
 }
 
 pool_sleep_state device_state::sleep_state(mempool_id pool) const {

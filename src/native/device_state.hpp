@@ -77,10 +77,9 @@ class device_state {
   [[nodiscard]] stream_arena& default_arena(stream_t stream);
   /// True when an allocation must take the slow entry: a capture is underway (routing, no event
   /// queries) or frees deferred by an earlier capture wait (docs/pytorch-compatibility.md §3.3/§3.4).
-  /// Also while the default pool sleeps (its allocations are refused there: Note [Refused while asleep]).
-  [[nodiscard]] bool needs_slow_entry() const noexcept {
-    return captures_.underway_or_deferred() || default_asleep_.load(std::memory_order_relaxed);
-  }
+  /// Also while the default pool sleeps (its allocations are refused there: Note [Refused while
+  /// asleep]; the sleep holds the router's word). One relaxed load (Note [Slow-entry word]).
+  [[nodiscard]] bool needs_slow_entry() const noexcept { return captures_.slow_entry(); }
   [[nodiscard]] bool capture_underway() const noexcept { return captures_.underway(); }
 
   // --- device mutex held --------------------------------------------------------------------------
@@ -159,7 +158,6 @@ class device_state {
   device_counters counters_;
   std::unique_ptr<capture_reuse> reuse_;  // graph_capture_record_stream_reuse:True only
   std::map<mempool_id, sleep_record> sleeps_;  // pools asleep, or awake with a kept backup
-  std::atomic<bool> default_asleep_{false};    // the default pool sleeps: every allocation takes the slow entry
 };
 
 }  // namespace streampool::native

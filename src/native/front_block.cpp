@@ -40,13 +40,36 @@ void front_block::check(const block* b) noexcept {
   const bool merged_is_split = prev != nullptr || (next_free != nullptr ? next_free->next : next) != nullptr;
   checked_ok_ = true;
   merged_ = merged;
-  split_delta_ = (next_free != nullptr ? -1 : 0) + (merged_is_split ? 1 : 0);
-  split_bytes_delta_ = static_cast<std::int64_t>(b->size) - static_cast<std::int64_t>(merged) +
-                       (merged_is_split ? static_cast<std::int64_t>(merged) : 0);
+  // The share's figures (state is 0: park_checked folded; Note [Front block counters]).
+  front_share& share = stats_->share();
+  share.size.store(static_cast<std::int64_t>(b->size), std::memory_order_relaxed);
+  share.small.store(b->seg->small, std::memory_order_relaxed);
+  share.split.store((next_free != nullptr ? -1 : 0) + (merged_is_split ? 1 : 0), std::memory_order_relaxed);
+  share.split_bytes.store(static_cast<std::int64_t>(b->size) - static_cast<std::int64_t>(merged) +
+                              (merged_is_split ? static_cast<std::int64_t>(merged) : 0),
+                          std::memory_order_relaxed);
+}
+
+bool front_block::park_checked(block* b) noexcept {
+  stats_->fold_share();  // pairs of the old memo (nothing parked here)
+  check(b);
+  if (!checked_ok_) return false;
+  park_unchecked(b);
+  // The park's increases, checked as the plain free's add() did, once per memo.
+  const front_share& share = stats_->share();
+  const bool small = b->seg->small;
+  const std::int64_t split = share.split.load(std::memory_order_relaxed);
+  const std::int64_t split_bytes = share.split_bytes.load(std::memory_order_relaxed);
+  if (split > 0) stats_->check_peak(arena_stat_kind::inactive_split, small, split);
+  if (split_bytes > 0) stats_->check_peak(arena_stat_kind::inactive_split_bytes, small, split_bytes);
+  return true;
 }
 
 void front_block::settle_parked() noexcept {
+  stats_->fold_share();  // no value a reader sees changes (Note [Front block counters])
+  checked_ = nullptr;    // its peak check holds no longer
   block* b = parked_;
+  if (b == nullptr) return;  // pairs only
   parked_ = nullptr;
   (void)blocks_->merge_free_neighbours(b);  // its upper neighbour at most (check)
   b->requested_size = 0;

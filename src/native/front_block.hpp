@@ -14,6 +14,7 @@
 #include "native/block_store.hpp"
 #include "native/block_treap.hpp"
 #include "native/device_context.hpp"
+#include "native/front_share.hpp"
 #include "native/size_rounding.hpp"
 
 namespace streampool::native {
@@ -44,15 +45,16 @@ namespace streampool::native {
 // Exactness rests on one rule: the front block exists only between a hot free and the next use of
 // the arena. Every other path takes the arena lock through arena_mutex::lock(), which first
 // settles the front block (the merge and insert the plain free would have made, stamped with the
-// GC clock of the free); so do a hot allocation that misses, and a hot free of another block. What
-// settling skips are the statistics and the trace, done at the free. A take-back restores the
-// counters the free lowered (allocation, its bytes, the inactive-split pair) without a peak check:
-// they return to values they held since the last peak reset (which settles), so no peak can move,
-// and the plain path's checks would have found nothing. Requested bytes differ per call and keep
-// their full update.
+// GC clock of the free); so do a hot allocation that misses, and a hot free of another block. The
+// trace is made at the free; the statistics are the share's (Note [Front block counters] in
+// front_share.hpp): the parked state stands for the free's updates, and settling folds them into
+// the counters. A take-back's counters return to values they held since the last peak reset
+// (which settles), so no peak can move, and the plain path's checks would have found nothing;
+// requested bytes differ per call and keep their peak check when they rise.
 //
 // Measured (callgrind on the sim, scripts/hot-path-instructions, with Note [Newest live block]):
-// 763 -> 356 instructions per 512 B and 1 MiB pair, 536 -> 327 per 64 MiB pair.
+// 763 -> 356 instructions per 512 B and 1 MiB pair, 536 -> 327 per 64 MiB pair; with the
+// slow-entry word and Note [Front block counters], 258 and 273.
 //
 // What it costs: the arena keeps one more block aside (no memory: the block is free, it is only not
 // yet in a list); a hot free of another block while one is parked, and any slow path, pays the
@@ -70,24 +72,20 @@ class front_block {
   front_block& operator=(const front_block&) = delete;
 
   [[nodiscard]] const block* parked() const noexcept { return parked_; }
-  /// Parks freed block `b` (in no list, the lists settled, its free's trace and flags done) when
-  /// the plain path would hand it out again for its own size: the free's statistics, true.
-  /// False, nothing changed, otherwise.
+  /// Parks freed block `b` (in no list, the lists settled, its free's trace and flags done, its
+  /// counters not yet changed) when the plain path would hand it out again for its own size: the
+  /// parked state stands for the free's counter updates (Note [Front block counters] in
+  /// front_share.hpp), true. False, nothing changed, otherwise.
   [[gnu::always_inline]] bool park(block* b) noexcept {
-    if (checked_ != b || checked_version_ != blocks_->version()) [[unlikely]] check(b);
+    if (device_->policy->is_oversize(b->size)) [[unlikely]] return false;  // the plain free counts it
+    if (checked_ != b || checked_version_ != blocks_->version()) [[unlikely]] return park_checked(b);
     if (!checked_ok_) return false;
-    // merge_and_insert's statistics for the merge into M (an expandable block never gets here).
-    const bool small = b->seg->small;
-    if (split_delta_ != 0) stats_->change(arena_stat_kind::inactive_split, small, split_delta_);
-    if (split_bytes_delta_ != 0) stats_->change(arena_stat_kind::inactive_split_bytes, small, split_bytes_delta_);
-    stats_->sub(arena_stat_kind::requested_bytes, small, static_cast<std::int64_t>(b->requested_size));
-    parked_ = b;
-    gc_stamp_ = device_->gc_clock.load(std::memory_order_relaxed);  // what insert_free would stamp
+    park_unchecked(b);
     return true;
   }
   /// The parked block when the plain path would hand it out for `rounded` now: taken back, with
-  /// alloc_found's statistics and fields (not the live map, not the trace: the arena's). Else
-  /// nullptr, nothing changed.
+  /// alloc_found's fields and the counters' changes that differ from the plain pair's (not the
+  /// live map, not the trace: the arena's). Else nullptr, nothing changed.
   [[gnu::always_inline]] block* take(std::size_t rounded, std::size_t requested, stream_t stream) noexcept {
     block* b = parked_;
     if (b == nullptr || b->size != rounded) return nullptr;
@@ -102,30 +100,45 @@ class front_block {
       device_->gc_clock.fetch_add(1, std::memory_order_relaxed);  // docs/pytorch-compatibility.md §2.6
     }
     parked_ = nullptr;
-    // alloc_found's statistics: the free's undone (Note [Front block]).
-    if (split_delta_ != 0) stats_->undo_change(arena_stat_kind::inactive_split, small, split_delta_);
-    if (split_bytes_delta_ != 0) stats_->undo_change(arena_stat_kind::inactive_split_bytes, small, split_bytes_delta_);
+    const auto old_requested = static_cast<std::int64_t>(b->requested_size);
     b->allocated = true;
     b->requested_size = requested;
     b->stream = stream;
-    stats_->restore(arena_stat_kind::allocation, small, 1);
-    stats_->restore(arena_stat_kind::allocated_bytes, small, static_cast<std::int64_t>(b->size));
+    // The pair's counters (Note [Front block counters]): P back to 0 and one pair more, and the
+    // requested bytes, in one write section.
+    front_share& share = stats_->share();
+    share.begin_write();
+    share.state.store(share.now() + 1, std::memory_order_release);
+    stats_->take_requested(small, old_requested, static_cast<std::int64_t>(requested));
+    share.end_write();
     stats_->after_allocation();
-    stats_->add(arena_stat_kind::requested_bytes, small, static_cast<std::int64_t>(requested));
+    if (static_cast<std::int64_t>(requested) > old_requested) [[unlikely]] {
+      stats_->check_peak(arena_stat_kind::requested_bytes, small, 0);
+    }
     if (policy.is_oversize(b->size)) [[unlikely]] stats_->change_oversize(1);
     // The plain split's insert of the rest stamps it (large blocks only).
     if (splits && !small) b->next->gc_count_base = device_->gc_clock.load(std::memory_order_relaxed);
     return b;
   }
-  /// Puts the parked block into the free lists as the plain free would have (no statistics: the
-  /// free made them).
+  /// Puts the parked block into the free lists as the plain free would have, and folds the
+  /// share into the counters (Note [Front block counters]).
   void settle() noexcept {
-    if (parked_ != nullptr) [[unlikely]] settle_parked();
+    if (stats_->share().now() != 0) [[unlikely]] settle_parked();
   }
 
  private:
-  /// Decides whether `b` may be parked and what its free does to the statistics, into the memo.
-  [[gnu::noinline]] void check(const block* b) noexcept;
+  /// Decides whether `b` may be parked and what its free does to the statistics, into the memo
+  /// and the share's figures (state 0).
+  void check(const block* b) noexcept;
+  /// park() with the memo out of date: folds, checks, parks, and checks the peaks the park raises.
+  [[gnu::noinline]] bool park_checked(block* b) noexcept;
+  [[gnu::always_inline]] void park_unchecked(block* b) noexcept {
+    parked_ = b;
+    gc_stamp_ = device_->gc_clock.load(std::memory_order_relaxed);  // what insert_free would stamp
+    front_share& share = stats_->share();
+    share.requested.store(static_cast<std::int64_t>(b->requested_size), std::memory_order_relaxed);
+    share.state.store(share.now() + 1, std::memory_order_release);  // P = 1: after requested
+  }
   [[gnu::noinline]] void settle_parked() noexcept;
 
   block_store* blocks_;
@@ -134,13 +147,12 @@ class front_block {
   block* parked_ = nullptr;     ///< the block, or nullptr
   std::uint64_t gc_stamp_ = 0;  ///< the GC clock at its free (M's gc_count_base when settled)
   // The memo: what the last check found for block `checked_` while the lists were at version
-  // `checked_version_`; the parked block is always the checked one.
+  // `checked_version_`; the parked block is always the checked one. Dropped at every fold (its
+  // peak check holds until then: Note [Front block counters]).
   const block* checked_ = nullptr;
   std::uint64_t checked_version_ = 0;
   bool checked_ok_ = false;          ///< it may be parked
   std::size_t merged_ = 0;           ///< the size of M: the block and its free upper neighbour
-  std::int64_t split_delta_ = 0;     ///< what its free adds to inactive_split (a take-back subtracts it)
-  std::int64_t split_bytes_delta_ = 0;  ///< ... and to inactive_split_bytes
 };
 
 }  // namespace streampool::native

@@ -96,19 +96,27 @@ inline void stream_arena::merge_and_insert(block* b) {
 // --- the front block (Note [Front block] in front_block.hpp) --------------------------------------------
 
 inline void stream_arena::park_or_free(block* b) {
-  // Traced by free_request. No front block yet and none of the free's rare cases (one check for all, Note [Device totals]).
+  // Traced by free_request; the counters not yet changed: a parked block's free is the parked
+  // state (Note [Front block counters]). No front block yet and none of the free's rare cases
+  // (one check for all, Note [Device totals]).
   if (front_.parked() == nullptr && stats_.free_flags() == 0 && front_.park(b)) [[likely]] return;
   free_unparked(b);
 }
 
 void stream_arena::free_unparked(block* b) {
   settle();  // an earlier front block goes back first
-  if (stats_.free_flags() != 0) {  // no parking then
-    free_block_flags(b);
-  } else if (front_.park(b)) {
-    return;
-  }
+  if (stats_.free_flags() == 0 && front_.park(b)) return;
+  free_counts(b);
+  if (stats_.free_flags() != 0) free_block_flags(b);  // no parking then
   merge_and_insert(b);
+}
+
+inline void stream_arena::free_counts(block* b) noexcept {
+  const bool small = b->seg->small;
+  const auto size = static_cast<std::int64_t>(b->size);
+  stats_.sub(arena_stat_kind::allocation, small, 1);
+  stats_.sub(arena_stat_kind::allocated_bytes, small, size);
+  if (device_->policy->is_oversize(b->size)) [[unlikely]] stats_.change_oversize(-1);
 }
 
 inline block* stream_arena::take_front(std::size_t rounded, std::size_t requested, stream_t stream) {
@@ -160,12 +168,8 @@ inline void stream_arena::free_request(block* b) {
     free_request_used(b);
     return;
   }
-  // free_request_used's path for a block without uses (no event is recorded for it).
-  const bool small = b->seg->small;
-  const auto size = static_cast<std::int64_t>(b->size);
-  stats_.sub(arena_stat_kind::allocation, small, 1);
-  stats_.sub(arena_stat_kind::allocated_bytes, small, size);
-  if (device_->policy->is_oversize(b->size)) [[unlikely]] stats_.change_oversize(-1);
+  // free_request_used's path for a block without uses (no event is recorded for it); its
+  // counters: park_or_free's.
   if (device_->trace.enabled()) [[unlikely]] {
     device_->trace.record(trace_action::free_requested, device_->index, b->ptr, b->requested_size, b->stream,
                           pool_id_);
@@ -186,11 +190,6 @@ void stream_arena::free_request_used(block* b) {
       throw;
     }
   }
-  const bool small = b->seg->small;
-  const auto size = static_cast<std::int64_t>(b->size);
-  stats_.sub(arena_stat_kind::allocation, small, 1);
-  stats_.sub(arena_stat_kind::allocated_bytes, small, size);
-  if (device_->policy->is_oversize(b->size)) [[unlikely]] stats_.change_oversize(-1);
   const bool completes = b->event_count == 0 && b->uses.empty();
   if (device_->trace.enabled()) [[unlikely]] {  // one check for both entries of a free that completes
     device_->trace.record(trace_action::free_requested, device_->index, b->ptr, b->requested_size, b->stream,
@@ -201,11 +200,12 @@ void stream_arena::free_request_used(block* b) {
     }
   }
   b->allocated = false;
-  if (completes) {  // no event to wait for after all
+  if (completes) {  // no event to wait for after all (park_or_free counts the free)
     park_or_free(b);
     return;
   }
-  stats_.change_pending(small, 1, size);  // still active (Note [Derived active counters])
+  free_counts(b);
+  stats_.change_pending(b->seg->small, 1, static_cast<std::int64_t>(b->size));  // still active (Note [Derived active counters])
   if (b->event_count != 0) return;  // waits for the events recorded above
   {
     // Note [Deferred frees during capture] in native_allocator.hpp.

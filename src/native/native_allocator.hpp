@@ -40,7 +40,8 @@ namespace streampool::native {
 // remaining ones and frees the block when there are none (docs/pytorch-compatibility.md §3.4, default mode).
 
 // Note [Capture start]
-// The hot path reads "capture underway" without the device mutex. begin_allocate_to_pool
+// The hot path reads "capture underway" without the device mutex (needs_slow_entry(): one relaxed
+// load of the capture router's word, Note [Slow-entry word]). begin_allocate_to_pool
 // publishes it and then locks and unlocks every arena of the device before returning, and the
 // hot path reads it again after taking its arena lock. So an allocation or free either finishes
 // (event queries included) before begin_allocate_to_pool returns — i.e. before the caller starts

@@ -178,6 +178,9 @@ class stream_arena {
   /// park_or_free's other cases, out of line: settle an earlier front block, the rare flags, the
   /// plain free.
   [[gnu::noinline]] void free_unparked(block* b);
+  /// The plain free's allocation, allocated bytes and oversize counters (a parked block's are the
+  /// share's, Note [Front block counters]).
+  [[gnu::always_inline]] inline void free_counts(block* b) noexcept;
   /// free_block's rare cases, out of line: the cross-stream order, the list of changed arenas.
   [[gnu::noinline]] void free_block_flags(block* b);
   [[gnu::always_inline]] inline block* alloc_found(block* b, std::size_t rounded, std::size_t requested,

@@ -1,7 +1,8 @@
 // capture_router_test.cpp — the capture router on its own (src/capture/capture_router.hpp):
 // newest-first routing, the capture-underway count, use counts and the errors of begin / end /
 // release, the rule for the id of a released pool (Note [Released pools]), and parked frees
-// (Note [Parked frees]), including parking from several threads at once.
+// (Note [Parked frees]), including parking from several threads at once, and the one word the hot
+// paths read (Note [Slow-entry word]): holds, and fields written under different locks at once.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -55,7 +56,7 @@ TEST(capture_router, RoutesToTheNewestRecordingWhoseFilterAcceptsTheStream) {
   EXPECT_EQ(r.route(stream(11)), nullptr) << "no filter accepts it";
   r.end(a);
   EXPECT_FALSE(r.underway());
-  EXPECT_FALSE(r.underway_or_deferred());
+  EXPECT_FALSE(r.slow_entry());
 }
 
 TEST(capture_router, BeginCreatesOrSharesAPoolAndCountsItsUses) {
@@ -158,11 +159,11 @@ TEST(capture_router, ParkedFreesComeBackInOrderOnceNoRecordingIsUnderway) {
   r.for_each_deferred([&](int item) { seen.push_back(item); });
   EXPECT_EQ(seen, (std::vector<int>{1, 2}));
   r.end(a);
-  EXPECT_TRUE(r.underway_or_deferred()) << "parked frees still need the slow path";
+  EXPECT_TRUE(r.slow_entry()) << "parked frees still need the slow path";
   std::vector<int> taken = r.take_deferred();
   EXPECT_EQ(taken, (std::vector<int>{1, 2}));
   EXPECT_FALSE(r.has_deferred());
-  EXPECT_FALSE(r.underway_or_deferred());
+  EXPECT_FALSE(r.slow_entry());
   r.defer(3);                                 // a free parked meanwhile
   r.keep_deferred({2});                       // one the backend could not complete
   EXPECT_EQ(r.take_deferred(), (std::vector<int>{2, 3})) << "the kept one goes first";
@@ -188,6 +189,66 @@ TEST(capture_router, FreesParkedBySeveralThreadsAreAllKept) {
   std::vector<bool> seen(taken.size(), false);
   for (const int item : taken) seen[static_cast<std::size_t>(item)] = true;
   for (std::size_t i = 0; i < seen.size(); ++i) ASSERT_TRUE(seen[i]) << "lost free " << i;
+}
+
+TEST(capture_router, AHoldForcesTheSlowEntryAndLeavesTheOtherFieldsAlone) {
+  router r(0);
+  r.hold();
+  EXPECT_TRUE(r.slow_entry());
+  EXPECT_TRUE(r.held());
+  EXPECT_FALSE(r.underway());
+  EXPECT_FALSE(r.has_deferred());
+  r.hold();  // holds nest
+  r.begin(a, any());
+  r.defer(1);
+  r.release_hold();
+  EXPECT_TRUE(r.held());
+  r.end(a);
+  EXPECT_EQ(r.take_deferred(), (std::vector<int>{1}));
+  EXPECT_FALSE(r.underway());
+  EXPECT_FALSE(r.has_deferred());
+  EXPECT_TRUE(r.slow_entry()) << "one hold is left";
+  r.release_hold();
+  EXPECT_FALSE(r.held());
+  EXPECT_FALSE(r.slow_entry());
+}
+
+// The recordings and holds change under the caller's serialisation, the parked bit under the
+// deferred-free lock: two threads at once. A field written by a plain load and store of the word
+// would lose the other thread's changes.
+TEST(capture_router, FieldsWrittenUnderDifferentLocksAtOnceAreNotLost) {
+  router r(0);
+  constexpr int rounds = 20000;
+  std::thread recorder([&r] {
+    for (int i = 0; i < rounds; ++i) {
+      r.begin(a, any());
+      r.hold();
+      r.end(a);
+      r.release_hold();
+    }
+  });
+  std::thread parker([&r] {
+    for (int i = 0; i < rounds; ++i) {
+      r.defer(i);
+      if (!r.has_deferred()) ADD_FAILURE() << "parked free not shown";
+      (void)r.take_deferred_if([](int) { return true; });
+    }
+  });
+  recorder.join();
+  parker.join();
+  EXPECT_FALSE(r.underway());
+  EXPECT_FALSE(r.has_deferred());
+  EXPECT_FALSE(r.held());
+  EXPECT_FALSE(r.slow_entry());
+  r.begin(b, any());
+  r.hold();
+  r.defer(7);
+  EXPECT_TRUE(r.underway() && r.held() && r.has_deferred());
+  r.end(b);
+  r.release_hold();
+  EXPECT_FALSE(r.underway());
+  EXPECT_FALSE(r.held());
+  EXPECT_TRUE(r.has_deferred());
 }
 
 }  // namespace
