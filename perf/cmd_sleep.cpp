@@ -6,7 +6,9 @@
 // device had back while it slept. Native backend, one sleepable private pool holding one
 // allocation of SIZE; the median of --repeat cycles. --pipeline sets sleep_options::pipeline_bytes
 // (a size at least the pool's turns the pipeline off: one window, copies then unmapping); --config
-// the allocator's config (backend:native is forced), e.g. large_segment_size_mb:64 for bigger pages.
+// the allocator's config (backend:native is forced); --page the pool's page (pool_options::page_bytes;
+// a sleepable pool's default is 64 MiB, Note [Pages of a private pool]). The page and how many pages a
+// discard wake maps (one cuMemCreate and one cuMemMap each) are reported with the figures.
 #include <algorithm>
 #include <chrono>
 #include <string>
@@ -43,6 +45,23 @@ struct sleep_figures {
   double discard_sleep = 0, discard_wake = 0;
   double freed_fraction = 0;             // device memory back while asleep / pool reserved
   std::int64_t wake_calls = -1;          // driver calls of a discard wake (sim only)
+  std::size_t page = 0;                  // the pool's large page (its segment's page_size)
+  std::size_t wake_pages = 0;            // pages a discard wake maps (released while asleep / page)
+};
+
+/// The page size of the pool's segment that holds `p`.
+std::size_t page_of(const allocator& alloc, const void* p) {
+  const auto a = reinterpret_cast<std::uintptr_t>(p);
+  for (const segment_info& seg : alloc.snapshot().segments) {
+    if (a >= seg.address && a < seg.address + seg.total_size) return seg.page_size;
+  }
+  return 0;
+}
+
+/// What one run of the workload sets.
+struct sleep_setup {
+  std::size_t pipeline = 0;  ///< sleep_options::pipeline_bytes (0: the default)
+  std::size_t page = 0;      ///< pool_options::page_bytes (0: the default)
 };
 
 /// Timed copies of `bytes` between `dev` and a pinned buffer: the bound.
@@ -66,7 +85,8 @@ void measure_bound(driver& drv, void* dev, std::size_t bytes, stream_t s, int re
 }
 
 sleep_figures run_size(const driver_choice& choice, const allocator_config& config, std::size_t bytes, int repeat,
-                       std::size_t pipeline) {
+                       const sleep_setup& setup) {
+  const std::size_t pipeline = setup.pipeline;
   driver_instance inst = make_driver(choice);
   driver& drv = *inst.drv;
   sleep_figures f;
@@ -78,9 +98,11 @@ sleep_figures run_size(const driver_choice& choice, const allocator_config& conf
     alloc->begin_allocate_to_pool(pool, [s](stream_t x) { return x == s; });
     pool_options o;
     o.sleepable = true;
+    o.page_bytes = setup.page;
     alloc->set_pool_options(pool, o);
     void* p = alloc->allocate(bytes, s);
     alloc->end_allocate_to_pool(pool);
+    f.page = page_of(*alloc, p);
     must(drv, drv.memset_async(0, p, 0x5A, bytes, s), "cudaMemsetAsync");
     must(drv, drv.stream_synchronize(0, s), "cudaStreamSynchronize");
     measure_bound(drv, p, bytes, s, repeat, f);
@@ -114,6 +136,7 @@ sleep_figures run_size(const driver_choice& choice, const allocator_config& conf
       t0 = clock_type::now();
       pools.sleep(pool, discard);
       dsleep.push_back(since(t0));
+      if (f.page != 0) f.wake_pages = pools.sleep_state(pool).released_bytes / f.page;
       std::uint64_t before = 0;
       if (inst.sim != nullptr) {
         for (std::size_t c = 0; c < driver_call_count; ++c) before += inst.sim->calls(static_cast<driver_call>(c));
@@ -146,6 +169,7 @@ int cmd_sleep(const args_t& args) {
   std::string sizes_text;
   std::string pipeline_text;
   std::string config_text;
+  std::string page_text;
   po::options_description desc("sleep options");
   desc.add_options()("sizes", po::value(&sizes_text)->value_name("LIST"),
                      "pool sizes (default 1GiB,8GiB,40GiB on a GPU, 64MiB,256MiB on the sim)")(
@@ -153,13 +177,17 @@ int cmd_sleep(const args_t& args) {
       "bytes of pages per pipeline window (sleep_options::pipeline_bytes; default 256MiB); a size at least "
       "the pool's turns the pipeline off")("config", po::value(&config_text)->value_name("STRING"),
                                           "the allocator's config (native backend), e.g. large_segment_size_mb:64 "
-                                          "(bigger pages: fewer driver calls per wake)");
+                                          "(bigger pages: fewer driver calls per wake)")(
+      "page", po::value(&page_text)->value_name("SIZE"),
+      "the pool's page (pool_options::page_bytes, rounded up to the mapping unit, at most 16TiB; default "
+      "64MiB for a sleepable pool, or large_segment_size_mb when larger)");
   common_flags flags;
   flags.backends = false;
   flags.seed = false;
   add_common_options(desc, opts, flags);
   const auto vm = parse_command(args,
-                                "usage: streampool-bench sleep [--sizes LIST] [--repeat N]\n\n"
+                                "usage: streampool-bench sleep [--sizes LIST] [--repeat N] [--pipeline SIZE] [--page SIZE] "
+                                "[--config STRING]\n\n"
                                 "Sleep and wake of a pool of each size (native backend, a sleepable private pool "
                                 "holding one allocation):\noffload and restore against the same bytes copied with "
                                 "plain cudaMemcpyAsync (the bound), discard sleep and wake,\nand how much of the "
@@ -182,14 +210,22 @@ int cmd_sleep(const args_t& args) {
     }
   }
   const int repeat = opts.repeat != 0 ? opts.repeat : 3;
-  std::size_t pipeline = 0;
+  sleep_setup setup;
   if (!pipeline_text.empty()) {
     const std::vector<std::size_t> one = parse_size_list(pipeline_text, "--pipeline");
     if (one.size() != 1 || one[0] == 0) {
       throw usage_error("--pipeline: give one size above 0 (e.g. 256MiB), not '" + pipeline_text + "'");
     }
-    pipeline = one[0];
+    setup.pipeline = one[0];
   }
+  if (!page_text.empty()) {
+    const std::vector<std::size_t> one = parse_size_list(page_text, "--page");
+    if (one.size() != 1 || one[0] == 0 || one[0] > (std::size_t{16} << 40)) {
+      throw usage_error("--page: give one size above 0 and at most 16TiB (e.g. 64MiB), not '" + page_text + "'");
+    }
+    setup.page = one[0];
+  }
+  const std::size_t pipeline = setup.pipeline;
 
   report out;
   out.command = "sleep";
@@ -209,27 +245,32 @@ int cmd_sleep(const args_t& args) {
                {"discard_wake_ms_per_gib", "wake ms/GiB", col_kind::ratio},
                {"freed_while_asleep", "freed asleep", col_kind::ratio},
                {"wake_driver_calls", "wake calls", col_kind::count},
+               {"page_bytes", "page", col_kind::bytes},
+               {"wake_pages", "wake pages", col_kind::count},
                {"error", "error", col_kind::text}};
   out.notes.push_back("offload/restore: the backup kept between cycles (keep_backup); first offload: pins it too. "
                       "'of bound': time of plain cudaMemcpyAsync of the same bytes / time of the sleep or wake. "
-                      "wake calls: driver calls of a discard wake (sim only). Pipeline window: " +
+                      "wake calls: driver calls of a discard wake (sim only); wake pages: pages it maps (one "
+                      "cuMemCreate and one cuMemMap each, one cuMemSetAccess per run of them). Pipeline window: " +
                       (pipeline == 0 ? std::string("256 MiB (the default)") : format_size(pipeline)) +
-                      ". Config: " + (config_text.empty() ? std::string("backend:native") : config_text) + ".");
+                      ". Config: " + (config_text.empty() ? std::string("backend:native") : config_text) +
+                      ". Page: " + (setup.page == 0 ? std::string("the default") : format_size(setup.page)) + ".");
   int status = exit_ok;
   progress_line progress(opts.quiet);
   for (const std::size_t size : sizes) {
     progress.update("sleep: " + format_size(size) + ", " + std::to_string(repeat) + " cycles");
     const double gib = static_cast<double>(size) / static_cast<double>(std::size_t{1} << 30);
     try {
-      const sleep_figures f = run_size(choice, config, size, repeat, pipeline);
+      const sleep_figures f = run_size(choice, config, size, repeat, setup);
       t.rows.push_back({format_size(size), static_cast<std::int64_t>(size), gib / f.offload, f.bound_d2h / f.offload,
                         gib / f.restore, f.bound_h2d / f.restore, gib / f.bound_d2h, gib / f.bound_h2d,
                         f.first_offload, f.discard_sleep * 1e3, f.discard_wake * 1e3, f.discard_wake * 1e3 / gib,
-                        f.freed_fraction, f.wake_calls >= 0 ? cell(f.wake_calls) : cell(), std::string()});
+                        f.freed_fraction, f.wake_calls >= 0 ? cell(f.wake_calls) : cell(),
+                        static_cast<std::int64_t>(f.page), static_cast<std::int64_t>(f.wake_pages), std::string()});
     } catch (const std::exception& e) {
       status = exit_failed;
       t.rows.push_back({format_size(size), static_cast<std::int64_t>(size), {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {},
-                        {}, std::string(e.what())});
+                        {}, {}, {}, std::string(e.what())});
     }
   }
   progress.finish();

@@ -8,6 +8,7 @@
 #include "streampool/export.h"
 
 #include <compare>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -57,6 +58,13 @@ struct STREAMPOOL_API pool_options {
   /// that the pool can sleep (device_pools::sleep; docs/sleep-wake.md). Native backend only; a
   /// pool with a provider takes its segments from the provider, which cannot sleep.
   bool sleepable = false;
+  /// Bytes per page of the pool's large expandable (VMM) segments, rounded up to the mapping unit
+  /// (2 MiB or the device's VMM granularity); at most 16 TiB. 0: 64 MiB for a sleepable pool (or
+  /// large_segment_size_mb when larger), large_segment_size_mb otherwise. A discard wake maps one
+  /// page at a time, so bigger pages wake faster and cost at most one partly used page per stream
+  /// of the pool (Note [Pages of a private pool] in src/native/expandable.hpp). Applies to
+  /// segments reserved after it is set; native backend only (cudaMallocAsync refuses a non-zero one).
+  std::size_t page_bytes = 0;
   friend bool operator==(const pool_options&, const pool_options&) = default;
 };
 

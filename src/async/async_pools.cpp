@@ -22,6 +22,11 @@ void async_allocator::pool_seam::do_release_pool(mempool_id pool) { owner_->devi
 
 void async_allocator::pool_seam::do_set_options(mempool_id pool, const pool_options& options) {
   if (options.sleepable) throw_cannot_sleep("set_pool_options(sleepable)");
+  if (options.page_bytes != 0) {
+    throw error("streampool: set_pool_options(page_bytes " + std::to_string(options.page_bytes) +
+                "): the cudaMallocAsync backend's pools have no pages of their own (a CUDA memory pool maps its "
+                "memory itself); leave page_bytes 0, or use backend:native");
+  }
   async_device* d = owner_->find_device(device());
   if (d == nullptr) capture::throw_options_unknown(device(), pool);  // no pool was made on it
   d->set_pool_options(pool, options);

@@ -28,8 +28,14 @@ void* va_of(std::uintptr_t address) noexcept { return reinterpret_cast<void*>(ad
 
 }  // namespace
 
-std::size_t vmm_geometry::reservation(bool small, std::size_t request) const noexcept {
-  const std::size_t p = page(small);
+std::size_t vmm_geometry::page(bool small, const pool_options* options) const noexcept {
+  if (small || options == nullptr) return page(small);
+  if (options->page_bytes != 0) return round_up(options->page_bytes, small_page);
+  if (options->sleepable) return std::max(large_page, round_up(sleepable_page_bytes, small_page));
+  return large_page;
+}
+
+std::size_t vmm_geometry::reservation(std::size_t p, std::size_t request) const noexcept {
   std::size_t bytes = 0;
   if (reserve_bytes != 0) {
     bytes = round_up(reserve_bytes, p);
@@ -145,7 +151,8 @@ block* expandable_segments::grow(stream_arena& a, std::size_t rounded, bool smal
 }
 
 block* expandable_segments::reserve_segment(stream_arena& a, bool small, std::size_t rounded) {
-  const std::size_t bytes = geometry_.reservation(small, rounded);
+  const std::size_t page = geometry_.page(small, a.pool() != nullptr ? &a.pool()->options : nullptr);
+  const std::size_t bytes = geometry_.reservation(page, rounded);
   a.reserve_blocks();
   auto seg = std::make_unique<segment>();
   void* va = nullptr;
@@ -164,7 +171,7 @@ block* expandable_segments::reserve_segment(stream_arena& a, bool small, std::si
   seg->size = bytes;
   seg->small = small;
   seg->expandable = true;
-  seg->page = geometry_.page(small);
+  seg->page = page;
   a.attach_expandable(seg.get());
   return seg.release()->head;
 }

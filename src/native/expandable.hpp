@@ -18,6 +18,7 @@
 #include "native/segment_pages.hpp"
 #include "streampool/config.hpp"
 #include "streampool/driver.hpp"
+#include "streampool/graph.hpp"
 #include "streampool/stats.hpp"
 
 namespace streampool::native {
@@ -52,6 +53,21 @@ namespace streampool::native {
 // If the device has no VMM (device_info.vmm_supported) or vmm_reserve answers not_supported, the
 // device falls back to normal segments for good, with one warning per allocator.
 
+// Note [Pages of a private pool]
+// A private pool's large segments may have pages of their own size (pool_options::page_bytes),
+// chosen when a segment is reserved and kept in segment::page, so segments of one arena always
+// agree (an arena belongs to one pool). The default for a sleepable pool is 64 MiB (or the
+// allocator's large page when larger): a discard wake creates and maps one page at a time, and on
+// the H200 each page costs about 50 us of driver time whatever its size (cuMemCreate ~17 us,
+// cuMemMap ~1.4 us, cuMemSetAccess ~32 us), so 20 MiB pages wake at 1.9-2.8 ms/GiB and 64 MiB pages
+// at 0.8-1.4 ms/GiB (docs/benchmarks.md, "Sleep and wake"). The cost is the unused tail of the
+// last mapped page of each arena: at most one page per stream of the pool. Small-pool pages stay
+// 2 MiB. The default pool's pages are the geometry's: its shared arena (cross_stream_reuse) moves
+// pages between streams by that size (Note [Moving free pages]).
+inline constexpr std::size_t sleepable_page_bytes = std::size_t{64} << 20;
+/// The largest pool_options::page_bytes (16 TiB, as large_segment_size_mb).
+inline constexpr std::size_t max_page_bytes = std::size_t{16} << 40;
+
 /// Page sizes and reservation size of one device's expandable segments.
 struct vmm_geometry {
   std::size_t small_page = 0;     ///< 2 MiB rounded up to the mapping unit
@@ -62,9 +78,12 @@ struct vmm_geometry {
   std::size_t reserve_bytes = 0;  ///< config override (0 = use the fraction)
 
   [[nodiscard]] std::size_t page(bool small) const noexcept { return small ? small_page : large_page; }
-  /// Bytes to reserve for a new segment of this pool kind that must hold `request` bytes:
+  /// The page of a new segment of this pool kind in a pool with these options (null: the default
+  /// pool): Note [Pages of a private pool].
+  [[nodiscard]] std::size_t page(bool small, const pool_options* options) const noexcept;
+  /// Bytes to reserve for a new segment with pages of `page` bytes that must hold `request` bytes:
   /// ceil(total_memory x fraction / page) pages (or reserve_bytes rounded up), at least the request.
-  [[nodiscard]] std::size_t reservation(bool small, std::size_t request) const noexcept;
+  [[nodiscard]] std::size_t reservation(std::size_t page, std::size_t request) const noexcept;
 };
 
 /// The geometry for `info` (vmm_supported) under `config`. The mapping unit is a common multiple

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/format.hpp"
+#include "native/expandable.hpp"
 #include "native/native_allocator.hpp"
 #include "streampool/errors.hpp"
 
@@ -22,6 +23,10 @@ void native_allocator::pool_seam::do_end_allocate_to_pool(mempool_id pool) { sta
 void native_allocator::pool_seam::do_release_pool(mempool_id pool) { state_->release_pool(pool); }
 
 void native_allocator::pool_seam::do_set_options(mempool_id pool, const pool_options& options) {
+  if (options.page_bytes > max_page_bytes) {
+    throw error("streampool: set_pool_options: page_bytes " + std::to_string(options.page_bytes) +
+                " is more than 16 TiB; use 0 (the default page) or a size up to 16 TiB");
+  }
   state_->set_pool_options(pool, options);
 }
 

@@ -33,6 +33,7 @@ struct sleeping_pool {
     env.alloc->begin_allocate_to_pool(pool, [s](stream_t x) { return x == s; });
     pool_options o;
     o.sleepable = true;
+    o.page_bytes = 20 * MiB;  // the sweep's page counts (a sleepable pool's default page is 64 MiB)
     env.alloc->set_pool_options(pool, o);
     live.push_back(env.alloc->allocate(big_bytes, stream));
     live.push_back(env.alloc->allocate(small_bytes, stream));
