@@ -1,8 +1,11 @@
 // src/config/config_impl.hpp — internal interface shared by the files of the config parser.
 //
-// Lexing and strict literals (tokenizer.cpp), the key table (key_table.cpp), error messages and
-// suggestions (diagnostics.cpp), per-key value parsers (key_parsers.cpp) and value rendering
-// (config_print.cpp). Not installed: other layers use only include/streampool/config.hpp.
+// Lexing and strict literals (tokenizer.cpp), the key table (key_table.cpp: one row per key,
+// with the functions that parse, render and copy its value; Note [One row per key]), error
+// messages and suggestions (diagnostics.cpp), the value checks and special parsers the rows use
+// (key_parsers.cpp, declared in key_codecs.hpp) and value rendering (config_print.cpp).
+// apply_value() and render_value() dispatch through the row. Not installed: other layers use
+// only include/streampool/config.hpp.
 #pragma once
 
 #include <cstddef>
@@ -69,6 +72,28 @@ struct config_value {
 
 // ---- the key table (key_table.cpp) ------------------------------------------------------------
 
+/// How a key's value is read and written (Note [One row per key] in key_table.cpp). Built for each
+/// row by the helpers of key_codecs.hpp.
+struct key_codec {
+  /// Validates the value text and stores it in the key's allocator_config member(s); `key` names
+  /// the key in messages. @throws config_error
+  void (*apply)(allocator_config& config, config_key key, const config_value& value) = nullptr;
+  /// The value in config-string syntax, as `config` and the warnings show it.
+  std::string (*render)(const allocator_config& config) = nullptr;
+  /// Copies the key's member(s) from `from` into `to` (apply_settings(), copy_runtime_values()).
+  void (*copy)(const allocator_config& from, allocator_config& to) noexcept = nullptr;
+  /// Whether the value may be a bracketed list `[K:D,...]`.
+  bool takes_list = false;
+};
+
+/// What allocator::set_settings does with a key (Note [Settings changed at run time] in
+/// runtime_settings.cpp).
+enum class run_time : std::uint8_t {
+  fixed,   ///< cannot change once the allocator is made: a change naming it is refused
+  keeps,   ///< can change; a change that does not name it keeps its value
+  resets,  ///< can change; a change that does not name it returns it to its default (PyTorch's rule)
+};
+
 struct key_info {
   config_key key;
   std::string_view name;
@@ -86,6 +111,14 @@ struct key_info {
   [[nodiscard]] constexpr bool implemented() const noexcept { return missing.empty(); }
   /// Oldest stock PyTorch accepting the key; "" = streampool's own (Note [Which PyTorch accepts a key]).
   std::string_view pytorch_since;
+  /// How the value is parsed, rendered and copied.
+  key_codec value;
+  /// Whether and how the key changes at run time.
+  run_time at_run_time;
+  /// The oldest stock PyTorch accepting the value `config` holds, where the value's form needs a
+  /// newer one than pytorch_since (the list form of roundup_power2_divisions); "" = pytorch_since.
+  /// nullptr for a key whose every value is accepted from pytorch_since.
+  std::string_view (*value_since)(const allocator_config& config) = nullptr;
 };
 
 [[nodiscard]] const key_info& info_of(config_key key) noexcept;
@@ -119,14 +152,14 @@ struct key_info {
 [[nodiscard]] std::string did_you_mean(std::string_view word,
                                        std::span<const std::string_view> candidates);
 
-// ---- per-key parsers (key_parsers.cpp) --------------------------------------------------------
+// ---- applying and rendering a value: through the key's row ------------------------------------
 
-/// Validates `value` for `key` and stores it in `config`. @throws config_error
+/// Validates `value` for `key` and stores it in `config` (the row's apply; a list only for a key
+/// that takes one). key_parsers.cpp. @throws config_error
 void apply_value(allocator_config& config, config_key key, const config_value& value);
 
-// ---- rendering (config_print.cpp) -------------------------------------------------------------
-
-/// The value of `key` in config-string syntax ("unlimited" for an unset max_split_size_mb).
+/// The value of `key` in config-string syntax (the row's render; "unlimited" for an unset
+/// max_split_size_mb). config_print.cpp.
 [[nodiscard]] std::string render_value(const allocator_config& config, config_key key);
 
 }  // namespace streampool::config_impl

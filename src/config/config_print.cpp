@@ -1,26 +1,25 @@
-// src/config/config_print.cpp — the effective-configuration dump and the enum names.
+// src/config/config_print.cpp — the effective-configuration dump, value rendering and the enum names.
 //
 // to_string(allocator_config) lists every key with its value in config-string syntax and where
-// it came from, then the warnings and what the backend in effect reads. render_value() is also
-// used by the warnings of config_parse.cpp so that both show values the same way.
+// it came from, then the warnings and what the backend in effect reads. render_value() renders a
+// value through its key's row (Note [One row per key] in key_table.cpp) from the renderers here
+// (render_bool, render_mib, render_double and the special keys' render_*, key_codecs.hpp); it is
+// also used by the warnings of config_parse.cpp so that both show values the same way.
 #include <algorithm>
 #include <array>
 #include <charconv>
 
-#include "config/config_impl.hpp"
+#include "config/key_codecs.hpp"
 
 namespace streampool {
 namespace config_impl {
-namespace {
 
-/// Shortest text that reads back as the same double ("0.6", "1", "1.125").
 std::string render_double(double value) {
   std::array<char, 32> buffer{};
   const auto [end, ec] = std::to_chars(buffer.data(), buffer.data() + buffer.size(), value);
   return ec == std::errc{} ? std::string(buffer.data(), end) : std::string("?");
 }
 
-/// Bytes as MiB; a size set through the API that is not a whole number of MiB keeps its fraction.
 std::string render_mib(std::size_t bytes) {
   if (bytes == allocator_config::unlimited) {
     return "unlimited";
@@ -51,43 +50,27 @@ std::string render_roundup(const allocator_config& config) {
   return text + "]";
 }
 
-}  // namespace
+std::string render_backend(const allocator_config& config) { return std::string(to_string(config.backend)); }
+
+std::string render_async_pool(const allocator_config& config) { return std::string(to_string(config.async_pool)); }
+
+/// "<n>G" for the `<n>G` form; a byte count that is not whole GiB (set through the API) as
+/// "<bytes> bytes"; otherwise the fraction.
+std::string render_reserve(const allocator_config& config) {
+  if (config.expandable_segments_reserve_bytes != 0 && config.expandable_segments_reserve_bytes % gib == 0) {
+    return std::to_string(config.expandable_segments_reserve_bytes / gib) + "G";
+  }
+  if (config.expandable_segments_reserve_bytes != 0) {
+    return std::to_string(config.expandable_segments_reserve_bytes) + " bytes";
+  }
+  return render_double(config.expandable_segments_reserve);
+}
 
 std::string render_value(const allocator_config& config, config_key key) {
-  using k = config_key;
-  switch (key) {
-    case k::backend: return std::string(to_string(config.backend));
-    case k::max_split_size_mb: return render_mib(config.max_split_size);
-    case k::max_non_split_rounding_mb: return render_mib(config.max_non_split_rounding);
-    case k::roundup_power2_divisions: return render_roundup(config);
-    case k::roundup_bypass_threshold_mb: return render_mib(config.roundup_bypass_threshold);
-    case k::garbage_collection_threshold: return render_double(config.garbage_collection_threshold);
-    case k::expandable_segments: return render_bool(config.expandable_segments);
-    case k::cross_stream_reuse: return render_bool(config.cross_stream_reuse);
-    case k::release_lock_on_cudamalloc: return render_bool(config.release_lock_on_cudamalloc);
-    case k::graph_capture_record_stream_reuse:
-      return render_bool(config.graph_capture_record_stream_reuse);
-    case k::per_process_memory_fraction: return render_double(config.per_process_memory_fraction);
-    case k::large_segment_size_mb: return render_mib(config.large_segment_size);
-    case k::expandable_segments_reserve:
-      if (config.expandable_segments_reserve_bytes != 0 &&
-          config.expandable_segments_reserve_bytes % gib == 0) {
-        return std::to_string(config.expandable_segments_reserve_bytes / gib) + "G";
-      }
-      if (config.expandable_segments_reserve_bytes != 0) {
-        return std::to_string(config.expandable_segments_reserve_bytes) + " bytes";
-      }
-      return render_double(config.expandable_segments_reserve);
-    case k::async_pool: return std::string(to_string(config.async_pool));
-    case k::debug_checks: return render_bool(config.debug_checks);
-    case k::pinned_use_cuda_host_register: return render_bool(config.pinned_use_cuda_host_register);
-    case k::pinned_num_register_threads: return std::to_string(config.pinned_num_register_threads);
-    case k::pinned_use_background_threads: return render_bool(config.pinned_use_background_threads);
-    case k::pinned_reserve_segment_size_mb:
-      return std::to_string(config.pinned_reserve_segment_size_mb);
-    case k::count_: break;
+  if (key >= config_key::count_) {
+    return "?";
   }
-  return "?";
+  return info_of(key).value.render(config);
 }
 
 }  // namespace config_impl

@@ -1,12 +1,15 @@
 // src/config/key_parsers.cpp — validation and storage of each key's value (docs/pytorch-compatibility.md §1.3, §1.4).
 //
-// apply_value() turns the value text of one item into the typed field of allocator_config,
-// with PyTorch's newest bounds; also the roundup_power2_divisions table and divisions_for().
+// The value checks the key table's rows are built from (require_bool, require_mib,
+// require_fraction: key_codecs.hpp) and the parsers of the special keys (apply_backend,
+// apply_roundup, apply_reserve, ...), with PyTorch's newest bounds and every message;
+// apply_value(), which hands a value to its key's row (Note [One row per key] in key_table.cpp);
+// also divisions_for().
 #include <algorithm>
 #include <array>
 #include <bit>
 
-#include "config/config_impl.hpp"
+#include "config/key_codecs.hpp"
 
 namespace streampool {
 namespace config_impl {
@@ -56,6 +59,27 @@ void fail_too_large(const config_value& value, config_key key, std::string_view 
                  " = 16 TiB, beyond any device; larger segment sizes overflow when rounded to pages)");
 }
 
+double require_double(const config_value& value, config_key key) {
+  if (const std::optional<double> number = parse_double(value.text)) {
+    return *number;
+  }
+  fail_value(value, key, quoted(value.text) + " is not a number");
+}
+
+/// An enumerated value: `choices[i]` -> i.
+template <std::size_t N>
+std::size_t require_choice(const config_value& value, config_key key,
+                           const std::array<std::string_view, N>& choices) {
+  for (std::size_t i = 0; i < N; ++i) {
+    if (value.text == choices[i]) {
+      return i;
+    }
+  }
+  fail_value(value, key, "unknown value " + quoted(value.text) + did_you_mean(value.text, choices));
+}
+
+}  // namespace
+
 std::size_t require_mib(const config_value& value, config_key key, std::uint64_t min_mib,
                         bool saturate) {
   const std::uint64_t mb = require_uint(value, key, value.text);
@@ -80,33 +104,18 @@ bool require_bool(const config_value& value, config_key key) {
              quoted(value.text) + " is not a boolean" + did_you_mean(value.text, spellings));
 }
 
-double require_double(const config_value& value, config_key key) {
-  if (const std::optional<double> number = parse_double(value.text)) {
-    return *number;
-  }
-  fail_value(value, key, quoted(value.text) + " is not a number");
-}
-
-/// An enumerated value: `choices[i]` -> i.
-template <std::size_t N>
-std::size_t require_choice(const config_value& value, config_key key,
-                           const std::array<std::string_view, N>& choices) {
-  for (std::size_t i = 0; i < N; ++i) {
-    if (value.text == choices[i]) {
-      return i;
-    }
-  }
-  fail_value(value, key, "unknown value " + quoted(value.text) + did_you_mean(value.text, choices));
-}
-
-backend_kind require_backend(const config_value& value) {
+void apply_backend(allocator_config& config, config_key key, const config_value& value) {
   if (value.text == "hipMallocAsync") {
-    fail_value(value, k::backend,
-               "hipMallocAsync is PyTorch's ROCm backend and streampool is a CUDA library");
+    fail_value(value, key, "hipMallocAsync is PyTorch's ROCm backend and streampool is a CUDA library");
   }
   constexpr std::array<std::string_view, 2> names{"native", "cudaMallocAsync"};
-  return require_choice(value, k::backend, names) == 0 ? backend_kind::native
-                                                       : backend_kind::cuda_malloc_async;
+  config.backend = require_choice(value, key, names) == 0 ? backend_kind::native : backend_kind::cuda_malloc_async;
+}
+
+void apply_async_pool(allocator_config& config, config_key key, const config_value& value) {
+  constexpr std::array<std::string_view, 2> names{"default", "dedicated"};
+  config.async_pool =
+      require_choice(value, key, names) == 0 ? async_pool_kind::device_default : async_pool_kind::dedicated;
 }
 
 // Note [expandable_segments_reserve]
@@ -115,7 +124,7 @@ backend_kind require_backend(const config_value& value) {
 // expandable_segments_reserve (resetting the bytes to 0, so the last occurrence wins). The
 // fraction range is (0, 2] rather than PyTorch's (0, 1]: the default itself is 9/8 and must be
 // writable. PyTorch logs and ignores a bad value; we reject it like every other key.
-void apply_reserve(allocator_config& config, const config_value& value) {
+void apply_reserve(allocator_config& config, config_key /*key*/, const config_value& value) {
   const std::string_view text = value.text;
   if (!text.empty() && text.back() == 'G') {
     const std::uint64_t gigabytes =
@@ -143,6 +152,8 @@ void apply_reserve(allocator_config& config, const config_value& value) {
 // huge D turned rounding on for every request instead of off. PyTorch has no upper bound (and
 // wraps the same way); ours is the largest D for which the product is exact. Any D above 2^40
 // already rounds nothing a device could hold, so the bound refuses nothing useful.
+namespace {
+
 constexpr std::uint64_t max_divisions = std::uint64_t{1} << 54;
 
 void check_divisions_bound(const config_value& value, std::uint64_t divisions) {
@@ -207,7 +218,9 @@ void apply_roundup_list(allocator_config& config, const config_value& value) {
   }
 }
 
-void apply_roundup(allocator_config& config, const config_value& value) {
+}  // namespace
+
+void apply_roundup(allocator_config& config, config_key /*key*/, const config_value& value) {
   if (value.is_list) {
     apply_roundup_list(config, value);
     return;
@@ -231,82 +244,47 @@ double require_fraction(const config_value& value, config_key key, bool include_
   return number;
 }
 
-}  // namespace
+void apply_register_threads(allocator_config& config, config_key key, const config_value& value) {
+  const std::uint64_t threads = require_uint(value, key, value.text);
+  // PyTorch's own messages, after ours (spec of the key: a power of two <= 128).
+  if (!std::has_single_bit(threads)) {
+    fail_value(value, key,
+               "value " + value.text + " is out of range (Number of register threads has to be power of 2)");
+  }
+  if (threads > 128) {
+    fail_value(value, key,
+               "value " + value.text +
+                   " is out of range (Number of register threads should be less than or equal to 128)");
+  }
+  config.pinned_num_register_threads = static_cast<std::size_t>(threads);
+}
+
+void apply_pinned_reserve(allocator_config& config, config_key key, const config_value& value) {
+  const std::uint64_t mb = require_uint(value, key, value.text);
+  if (mb == 0) {
+    fail_value(value, key,
+               "value " + value.text + " is out of range (Pinned reserve segment size has to be greater than 0)");
+  }
+  if (mb > max_segment_mib) {  // Note [Upper bound of segment sizes]
+    fail_too_large(value, key, std::to_string(max_segment_mib));
+  }
+  config.pinned_reserve_segment_size_mb = static_cast<std::size_t>(mb);
+}
 
 void apply_value(allocator_config& config, config_key key, const config_value& value) {
-  if (value.is_list && key != k::roundup_power2_divisions) {
-    fail_value(value, key, "a list is only allowed for roundup_power2_divisions");
+  if (key >= config_key::count_) {
+    return;
   }
-  switch (key) {
-    case k::backend: config.backend = require_backend(value); break;
-    case k::max_split_size_mb: config.max_split_size = require_mib(value, key, 20, true); break;
-    case k::max_non_split_rounding_mb:
-      config.max_non_split_rounding = require_mib(value, key, 20, true);
-      break;
-    case k::roundup_power2_divisions: apply_roundup(config, value); break;
-    case k::roundup_bypass_threshold_mb:
-      config.roundup_bypass_threshold = require_mib(value, key, 0, true);
-      break;
-    case k::garbage_collection_threshold:
-      config.garbage_collection_threshold = require_fraction(value, key, false);
-      break;
-    case k::expandable_segments: config.expandable_segments = require_bool(value, key); break;
-    case k::cross_stream_reuse: config.cross_stream_reuse = require_bool(value, key); break;
-    case k::release_lock_on_cudamalloc:
-      config.release_lock_on_cudamalloc = require_bool(value, key);
-      break;
-    case k::graph_capture_record_stream_reuse:
-      config.graph_capture_record_stream_reuse = require_bool(value, key);
-      break;
-    case k::per_process_memory_fraction:
-      config.per_process_memory_fraction = require_fraction(value, key, true);
-      break;
-    case k::large_segment_size_mb:
-      config.large_segment_size = require_mib(value, key, 11, false);
-      break;
-    case k::expandable_segments_reserve: apply_reserve(config, value); break;
-    case k::async_pool: {
-      constexpr std::array<std::string_view, 2> names{"default", "dedicated"};
-      config.async_pool = require_choice(value, key, names) == 0 ? async_pool_kind::device_default
-                                                                 : async_pool_kind::dedicated;
-      break;
+  const key_info& info = info_of(key);
+  if (value.is_list && !info.value.takes_list) {
+    std::string list_keys;  // the keys whose row takes a list
+    for (std::size_t i = 0; i < config_key_count; ++i) {
+      const key_info& other = info_of(static_cast<config_key>(i));
+      if (other.value.takes_list) list_keys += (list_keys.empty() ? "" : ", ") + std::string(other.name);
     }
-    case k::debug_checks: config.debug_checks = require_bool(value, key); break;
-    case k::pinned_use_cuda_host_register:
-      config.pinned_use_cuda_host_register = require_bool(value, key);
-      break;
-    case k::pinned_num_register_threads: {
-      const std::uint64_t threads = require_uint(value, key, value.text);
-      // PyTorch's own messages, after ours (spec of the key: a power of two <= 128).
-      if (!std::has_single_bit(threads)) {
-        fail_value(value, key,
-                   "value " + value.text + " is out of range (Number of register threads has to be power of 2)");
-      }
-      if (threads > 128) {
-        fail_value(value, key,
-                   "value " + value.text +
-                       " is out of range (Number of register threads should be less than or equal to 128)");
-      }
-      config.pinned_num_register_threads = static_cast<std::size_t>(threads);
-      break;
-    }
-    case k::pinned_use_background_threads:
-      config.pinned_use_background_threads = require_bool(value, key);
-      break;
-    case k::pinned_reserve_segment_size_mb: {
-      const std::uint64_t mb = require_uint(value, key, value.text);
-      if (mb == 0) {
-        fail_value(value, key,
-                   "value " + value.text + " is out of range (Pinned reserve segment size has to be greater than 0)");
-      }
-      if (mb > max_segment_mib) {  // Note [Upper bound of segment sizes]
-        fail_too_large(value, key, std::to_string(max_segment_mib));
-      }
-      config.pinned_reserve_segment_size_mb = static_cast<std::size_t>(mb);
-      break;
-    }
-    case k::count_: break;
+    fail_value(value, key, "a list is only allowed for " + list_keys);
   }
+  info.value.apply(config, key, value);
 }
 
 }  // namespace config_impl

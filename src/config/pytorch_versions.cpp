@@ -1,9 +1,10 @@
 // src/config/pytorch_versions.cpp — which stock PyTorch accepts a key or a whole config, from the
-// key table's pytorch_since column (Note [Which PyTorch accepts a key] in key_table.cpp).
+// key table's pytorch_since and value_since columns (Note [Which PyTorch accepts a key] in
+// key_table.cpp); also roundup_value_since(), the value_since of roundup_power2_divisions.
 #include <algorithm>
 #include <charconv>
 
-#include "config/config_impl.hpp"
+#include "config/key_codecs.hpp"
 
 namespace streampool {
 namespace {
@@ -18,12 +19,18 @@ std::pair<int, int> version_order(std::string_view text) {
   return {major, minor};
 }
 
-bool list_form_needed(const allocator_config& config) {
+}  // namespace
+
+namespace config_impl {
+
+std::string_view roundup_value_since(const allocator_config& config) {
   const auto& table = config.roundup_power2_divisions;
-  return std::any_of(table.begin(), table.end(), [&table](std::size_t d) { return d != table.front(); });
+  const bool list_form_needed =
+      std::any_of(table.begin(), table.end(), [&table](std::size_t d) { return d != table.front(); });
+  return list_form_needed ? "2.0" : "";
 }
 
-}  // namespace
+}  // namespace config_impl
 
 std::string_view key_pytorch_since(config_key key) noexcept {
   if (key >= config_key::count_) return "";
@@ -45,7 +52,8 @@ pytorch_compatibility pytorch_compatibility_of(const allocator_config& config) {
       continue;
     }
     raise_to(since);
-    if (key == config_key::roundup_power2_divisions && list_form_needed(config)) raise_to("2.0");
+    const auto value_since = config_impl::info_of(key).value_since;  // e.g. the roundup list form
+    if (value_since != nullptr && !value_since(config).empty()) raise_to(value_since(config));
   }
   return result;
 }

@@ -16,7 +16,8 @@
 // expandable_segments_reserve, async_pool, debug_checks, cross_stream_reuse and the pinned_* keys
 // of the separate host allocator) are refused with a message saying to set them before the allocator is made; `backend`
 // naming the backend already in use is accepted, as PyTorch accepts it. A refused string changes
-// nothing.
+// nothing. Which key is which is the at_run_time column of the key table (run_time::fixed, keeps
+// or resets; key_table.cpp), and a key's row copies its value (key_codec::copy).
 #include <string>
 #include <utility>
 #include <vector>
@@ -27,44 +28,14 @@
 namespace streampool {
 
 bool key_changes_at_run_time(config_key key) noexcept {
-  switch (key) {
-    case config_key::max_split_size_mb:
-    case config_key::max_non_split_rounding_mb:
-    case config_key::roundup_power2_divisions:
-    case config_key::roundup_bypass_threshold_mb:
-    case config_key::garbage_collection_threshold:
-    case config_key::expandable_segments:
-    case config_key::release_lock_on_cudamalloc:
-    case config_key::per_process_memory_fraction:
-    case config_key::graph_capture_record_stream_reuse:
-      return true;
-    default:
-      return false;
-  }
+  return key < config_key::count_ && config_impl::info_of(key).at_run_time != config_impl::run_time::fixed;
 }
 
 namespace {
 
 /// Copies the value of `key` from `from` into `to` (a key that key_changes_at_run_time()).
 void copy_value(config_key key, const allocator_config& from, allocator_config& to) noexcept {
-  switch (key) {
-    case config_key::max_split_size_mb: to.max_split_size = from.max_split_size; break;
-    case config_key::max_non_split_rounding_mb: to.max_non_split_rounding = from.max_non_split_rounding; break;
-    case config_key::roundup_power2_divisions: to.roundup_power2_divisions = from.roundup_power2_divisions; break;
-    case config_key::roundup_bypass_threshold_mb: to.roundup_bypass_threshold = from.roundup_bypass_threshold; break;
-    case config_key::garbage_collection_threshold:
-      to.garbage_collection_threshold = from.garbage_collection_threshold;
-      break;
-    case config_key::expandable_segments: to.expandable_segments = from.expandable_segments; break;
-    case config_key::release_lock_on_cudamalloc: to.release_lock_on_cudamalloc = from.release_lock_on_cudamalloc; break;
-    case config_key::per_process_memory_fraction:
-      to.per_process_memory_fraction = from.per_process_memory_fraction;
-      break;
-    case config_key::graph_capture_record_stream_reuse:
-      to.graph_capture_record_stream_reuse = from.graph_capture_record_stream_reuse;
-      break;
-    default: break;  // not changeable: refused before this is called
-  }
+  if (key_changes_at_run_time(key)) config_impl::info_of(key).value.copy(from, to);
 }
 
 /// The config string of every key `config` sets (what the allocator runs with now).
@@ -137,10 +108,11 @@ allocator_config apply_settings(const allocator_config& current, std::string_vie
   }
 
   allocator_config next = current;
-  // Note [Settings changed at run time]: PyTorch's three keys that reset on every call.
-  reset_to_default(config_key::max_split_size_mb, next);
-  reset_to_default(config_key::roundup_power2_divisions, next);
-  reset_to_default(config_key::garbage_collection_threshold, next);
+  // Note [Settings changed at run time]: PyTorch's keys that reset on every call (run_time::resets).
+  for (std::size_t i = 0; i < config_key_count; ++i) {
+    const auto key = static_cast<config_key>(i);
+    if (config_impl::info_of(key).at_run_time == config_impl::run_time::resets) reset_to_default(key, next);
+  }
   for (std::size_t i = 0; i < config_key_count; ++i) {
     const auto key = static_cast<config_key>(i);
     if (key == config_key::backend || given.sources[i] == config_source::default_value) continue;
