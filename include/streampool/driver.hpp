@@ -54,7 +54,7 @@ enum class capture_status : std::uint8_t { none, active, invalidated };
 
 struct STREAMPOOL_API capture_info {
   capture_status status = capture_status::none;
-  std::uint64_t id = 0;  ///< unique per capture sequence; 0 when not capturing
+  std::uint64_t id = 0;  ///< unique per capture sequence; 0 unless active (CUDA gives no id to an invalidated one)
 };
 
 /// cudaStreamCaptureMode: which threads may not make "potentially unsafe" calls (cudaMalloc,

@@ -185,7 +185,8 @@ class TestCuda(unittest.TestCase):
     def test_gather_bool(self):
         pass
     def test_host_child_installs(self):
-        out = subprocess.run([sys.executable, "-c", "import streampool; print(streampool.is_installed())"],
+        # The runner installs streampool in a process right after it imports torch (its sitecustomize).
+        out = subprocess.run([sys.executable, "-c", "import torch, streampool; print(streampool.is_installed())"],
                              capture_output=True, text=True, check=True).stdout.strip()
         self.assertEqual(out, os.environ.get("EXPECT_CHILD", "False"))
 

@@ -42,9 +42,11 @@ namespace streampool::c_api_impl {
 // pool for as long as the graph can replay (freeing every block is not enough: a captured step
 // whose tensors all die inside the capture leaves the pool empty at once). When the graph is gone
 // the next C API call releases the pool; its memory goes back to the device at the next
-// empty_cache (or when an allocation would otherwise fail), as for any released pool. A capture
-// that is already invalidated when first seen never yields a graph: its pool is released as soon
-// as its routing ends. When the driver cannot tie a callback to the graph, the pool is kept until
+// empty_cache (or when an allocation would otherwise fail), as for any released pool. An
+// invalidated capture has no capture id (CUDA gives one only while a capture is active): a
+// tracked one is over for the filter, so its routing ends at the next call, and one first seen
+// invalidated is not tracked; their later allocations take the general pool, as in PyTorch
+// (nothing captured after the invalidation runs, and no graph comes of it). When the driver cannot tie a callback to the graph, the pool is kept until
 // the allocator is shut down (warned once). Every call, checked or not, first ends what is over
 // (two relaxed loads when nothing is tracked). The cost outside captures is the driver query,
 // measured in docs/benchmarks-history.md ("C API pair with the capture check").
@@ -116,8 +118,11 @@ std::size_t capture_guard::tracked() const {
 
 void capture_guard::check_stream(allocator& alloc, int device, stream_t stream) {
   capture_info info;
-  if (!alloc.device_driver().stream_capture_info(stream, &info).ok() || info.status == capture_status::none) {
-    return;  // not capturing (a stream the driver does not know fails in the call itself)
+  if (!alloc.device_driver().stream_capture_info(stream, &info).ok() || info.status != capture_status::active) {
+    // Not capturing (a stream the driver does not know fails in the call itself), or invalidated:
+    // such a capture has no id to route by, runs nothing and yields no graph (Note [Captures the C
+    // API was not told about]).
+    return;
   }
   open(alloc, device, stream, info);
 }
@@ -162,10 +167,6 @@ bool capture_guard::open_locked(allocator& alloc, int device, stream_t stream, c
   }
   signals_->routing.fetch_add(1, std::memory_order_relaxed);
   captures_.push_back(capture);  // no throw: reserved above
-  if (info.status != capture_status::active) {
-    capture->mark_graph_gone();  // invalidated: no graph will ever replay it
-    return true;
-  }
   auto* token = new (std::nothrow) std::shared_ptr<unannounced_capture>(capture);
   attached = token == nullptr ? drv_result{status::out_of_memory, 0}
                               : drv.capture_on_graph_release(stream, &on_graph_release, token);

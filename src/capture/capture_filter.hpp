@@ -11,14 +11,15 @@
 
 namespace streampool::capture {
 
-/// True when `stream` is in the capture sequence `id`: active, or invalidated since (an
-/// allocation of an invalidated capture still belongs to its pool, which no graph will replay and
-/// which is released when the capture ends). False for id 0 (not known yet: matches nothing) and
-/// when the driver cannot say. One driver call; any thread.
+/// True when `stream` is in the active capture sequence `id`. An invalidated capture has no id
+/// (CUDA returns one only while the capture is active), so its later allocations go to the
+/// general pool, as in PyTorch: nothing captured after the invalidation runs, and no graph comes
+/// of it. False for id 0 (not known yet: matches nothing) and when the driver cannot say. One
+/// driver call; any thread.
 [[nodiscard]] inline bool in_capture_sequence(driver& drv, stream_t stream, std::uint64_t id) noexcept {
   if (id == 0) return false;
   capture_info info;
-  return drv.stream_capture_info(stream, &info).ok() && info.status != capture_status::none && info.id == id;
+  return drv.stream_capture_info(stream, &info).ok() && info.status == capture_status::active && info.id == id;
 }
 
 }  // namespace streampool::capture

@@ -23,9 +23,11 @@ namespace streampool {
 // `stream`, and of every side stream that joined the capture by waiting on an event recorded in
 // it (docs/pytorch-compatibility.md §3.2, test_cuda_graph_allocator_propagates_stream). Stream identity cannot say that;
 // the driver's capture id can. The filter therefore asks stream_capture_info for the allocating
-// stream and accepts it when it is in the capture with this scope's id, active or invalidated
-// (capture::in_capture_sequence, the rule the C API's filter shares; it used to accept active
-// captures only, the C API's invalidated ones too). The id is known only
+// stream and accepts it when it is in the active capture with this scope's id
+// (capture::in_capture_sequence, the rule the C API's filter shares). An invalidated capture has
+// no id on CUDA (cudaStreamGetCaptureInfo gives one only while the capture is active; the H200
+// showed a routing matched by the old id lost at the invalidation), so its later allocations go
+// to the general pool, as PyTorch's filter sends them; the sim reports 0 too. The id is known only
 // after stream_begin_capture, which comes after begin_allocate_to_pool (so nothing allocated by
 // the capture can miss the pool), hence it is stored in an atomic that is 0 — match nothing —
 // until then. The filter runs under the allocator's lock on any thread: it makes one driver call

@@ -4,6 +4,7 @@
 // sleeps (the driver's free memory and reserved_bytes say so); allocating from it is refused and
 // freeing is allowed; the default pool sleeps with expandable segments and refuses with cudaMalloc
 // segments; misuse gets one clear error; the cudaMallocAsync backend refuses and says why.
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -124,17 +125,25 @@ TEST_P(pool_sleep_test, OffloadKeepsTheBytesAtTheSameAddresses) {
   alloc_->pools().sleep(pool_);
   alloc_->pools().wake(pool_);
   const std::int64_t reserved_awake = reserved();
-  const std::size_t free_awake = device_free();
   const std::int64_t allocated = alloc_->stats().allocated_bytes[0].current;
-
-  alloc_->pools().sleep(pool_);
+  // Asleep, the pool's memory is the device's again (>= 99% of what it reserved). On a GPU, test
+  // processes running beside this one move the device's free memory between the two reads (seen
+  // under ctest -j8 on the H200), so the best of up to three cycles counts.
+  std::size_t gained = 0;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    if (attempt != 0) alloc_->pools().wake(pool_);
+    const std::size_t free_awake = device_free();
+    alloc_->pools().sleep(pool_);
+    const std::size_t free_asleep = device_free();
+    gained = std::max(gained, free_asleep > free_awake ? free_asleep - free_awake : 0);
+    if (gained >= static_cast<std::size_t>(reserved_awake) * 99 / 100) break;
+  }
+  EXPECT_GE(gained, static_cast<std::size_t>(reserved_awake) * 99 / 100);
   const pool_sleep_state asleep = alloc_->pools().sleep_state(pool_);
   EXPECT_TRUE(asleep.asleep);
   EXPECT_EQ(asleep.mode, sleep_mode::offload);
   EXPECT_GE(asleep.offloaded_bytes, 6 * mib + 4096 + 1000);
   EXPECT_EQ(asleep.released_bytes + asleep.held_bytes, static_cast<std::size_t>(reserved_awake));
-  // Asleep, the pool's memory is the device's again (>= 99% of what it reserved).
-  EXPECT_GE(device_free() - free_awake, static_cast<std::size_t>(reserved_awake) * 99 / 100);
   EXPECT_EQ(reserved(), reserved_awake - static_cast<std::int64_t>(asleep.released_bytes));
   EXPECT_EQ(alloc_->stats().allocated_bytes[0].current, allocated) << "the allocations live on";
   bool listed_asleep = false;

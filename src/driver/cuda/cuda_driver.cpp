@@ -173,7 +173,8 @@ drv_result cuda_driver::stream_capture_info(stream_t stream, capture_info* out) 
     case cudaStreamCaptureStatusInvalidated: out->status = capture_status::invalidated; break;
     default: out->status = capture_status::none; break;
   }
-  out->id = out->status == capture_status::none ? 0 : static_cast<std::uint64_t>(id);
+  // CUDA returns a valid id only while the capture is active: 0 otherwise, invalidated included.
+  out->id = out->status == capture_status::active ? static_cast<std::uint64_t>(id) : 0;
   return {};
 }
 

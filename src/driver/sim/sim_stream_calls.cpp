@@ -80,7 +80,10 @@ drv_result stream_calls::stream_capture_info(stream_t stream, capture_info* out)
     return device_.streams_.failure(stream);
   }
   out->status = device_.streams_[index].capture;
-  out->id = device_.streams_[index].capture_id;
+  // As CUDA: the capture id is valid only while the capture is active (cudaStreamGetCaptureInfo
+  // returns one "only if ... captureStatus is cudaStreamCaptureStatusActive"), so an invalidated
+  // capture reports 0 (Note [Capture filter] in src/graph/capture_scope.cpp).
+  out->id = out->status == capture_status::active ? device_.streams_[index].capture_id : 0;
   return drv_result{};
 }
 

@@ -227,6 +227,10 @@ TEST_P(capture_contract, UnsafeCallsAreRefusedInGlobalCaptureAndRelaxedMallocIsN
   void* unsafe = reinterpret_cast<void*>(0x1);
   EXPECT_TRUE(fails_with(*drv_, status::illegal_in_capture, drv_->malloc(0, mib, &unsafe)));
   EXPECT_EQ(unsafe, nullptr);
+  capture_info invalid;
+  ASSERT_TRUE(ok(drv_->stream_capture_info(s, &invalid)));
+  EXPECT_EQ(invalid.status, capture_status::invalidated);
+  EXPECT_EQ(invalid.id, 0u) << "a capture id only while the capture is active";
   graph = reinterpret_cast<graph_t>(0x1);
   EXPECT_TRUE(fails_with(*drv_, status::illegal_in_capture, drv_->stream_end_capture(s, &graph)))
       << "the refused call invalidated the capture";

@@ -29,6 +29,7 @@ TEST_F(sim_capture, CaptureStatusIsReportedPerStream) {
   sim().set_capture(capturing, capture_status::invalidated, 42);
   ASSERT_TRUE(ok(sim().stream_capture_info(capturing, &info)));
   EXPECT_EQ(info.status, capture_status::invalidated);
+  EXPECT_EQ(info.id, 0u) << "as CUDA: an id only while the capture is active";
   EXPECT_TRUE(ok(sim().device_synchronize(0))) << "an invalidated capture does not forbid anything";
   EXPECT_THROW(sim().set_capture(reinterpret_cast<stream_t>(0x5), capture_status::active, 1), error);
 }
