@@ -103,7 +103,9 @@ class address_table {
       if (slots_[i].key == 0) return npos;
     }
   }
-  void grow() {
+  // Out of line: the inline reserve_one() of the hot path keeps only its compare (the rehash's
+  // registers and stack would otherwise be saved on every call of the function it is inlined in).
+  [[gnu::noinline]] void grow() {
     std::vector<slot> old(slots_.empty() ? 16 : slots_.size() * 2);  // may throw: nothing changed
     old.swap(slots_);
     const std::size_t mask = slots_.size() - 1;

@@ -30,6 +30,7 @@ void front_block::check(const block* b) noexcept {
   checked_ = b;
   checked_version_ = blocks_->version();
   checked_ok_ = false;
+  rules_version_ = 0;  // M changes: the rules are asked again (Note [Front block rules])
   const block* prev = b->prev;
   if ((prev != nullptr && prev->in_free_list) || b->seg->expandable) return;
   const block* next = b->next;
@@ -40,6 +41,7 @@ void front_block::check(const block* b) noexcept {
   const bool merged_is_split = prev != nullptr || (next_free != nullptr ? next_free->next : next) != nullptr;
   checked_ok_ = true;
   merged_ = merged;
+  splits_ = merged != b->size;
   // The share's figures (state is 0: park_checked folded; Note [Front block counters]).
   front_share& share = stats_->share();
   share.size.store(static_cast<std::int64_t>(b->size), std::memory_order_relaxed);

@@ -120,12 +120,12 @@ inline void stream_arena::free_counts(block* b) noexcept {
 }
 
 inline block* stream_arena::take_front(std::size_t rounded, std::size_t requested, stream_t stream) {
-  if (front_.parked() == nullptr) return nullptr;
+  // History on: the plain path hands the same block out and traces it (Note [Hot free]).
+  if (front_.parked() == nullptr || device_->trace.enabled()) return nullptr;
   live_.reserve_one();  // may throw: nothing changed yet
   block* b = front_.take(rounded, requested, stream);
   if (b == nullptr) return nullptr;
-  live_.add(b);
-  device_->trace.record(trace_action::alloc, device_->index, b->ptr, requested, stream, pool_id_);
+  live_.add(b);  // no trace entry: history is off, and a segment listener hears segment events only
   return b;
 }
 
@@ -273,6 +273,15 @@ void* native_allocator::allocate_plain(device_state& d, std::size_t rounded, std
 }
 
 void native_allocator::do_deallocate(void* ptr) {
+  const auto address = reinterpret_cast<std::uintptr_t>(ptr);
+  if (stream_arena* a = segments_.find(address)) [[likely]] {
+    std::lock_guard lock(a->hot_mutex());  // no settle: the hot free parks only when nothing is parked
+    if (a->free_newest(address)) [[likely]] return;
+  }
+  deallocate_plain(ptr);
+}
+
+void native_allocator::deallocate_plain(void* ptr) {
   const auto address = reinterpret_cast<std::uintptr_t>(ptr);
   if (stream_arena* a = segments_.find(address)) [[likely]] {
     std::lock_guard lock(a->hot_mutex());  // no settle: free_request settles where it must

@@ -37,6 +37,13 @@ class live_blocks {
     }
     return table_.take(ptr).value_or(nullptr);
   }
+  /// take() of the newest allocation only: nullptr (nothing changed) when `ptr` is not it.
+  [[nodiscard]] block* take_newest(std::uintptr_t ptr) noexcept {
+    block* b = newest_;
+    if (b == nullptr || b->ptr != ptr) [[unlikely]] return nullptr;
+    newest_ = nullptr;
+    return b;
+  }
   [[nodiscard]] block* find(std::uintptr_t ptr) const noexcept {
     if (newest_ != nullptr && newest_->ptr == ptr) return newest_;
     block* const* b = table_.find(ptr);

@@ -110,6 +110,9 @@ class native_allocator final : public allocator {
   /// The slow entry: device mutex, routing, deferred frees and events, then the OOM ladder.
   [[nodiscard]] block* allocate_slow_entry(device_state& d, stream_t stream, std::size_t rounded,
                                            std::size_t requested);
+  /// do_deallocate when the hot free does not serve (Note [Hot free]): the live map, stream uses,
+  /// the trace, settling and the plain free.
+  [[gnu::noinline]] void deallocate_plain(void* ptr);
   [[noreturn]] void bad_pointer(const char* operation, const void* ptr) const;
   /// Throws error unless `stream` belongs to the device of `b` (Note [record_stream across devices]).
   void check_stream_device(const stream_arena& a, const block& b, stream_t stream) const;

@@ -21,6 +21,7 @@ void size_policy::update(const allocator_config& config) noexcept {
   max_non_split_rounding_.store(config.max_non_split_rounding, relaxed);
   roundup_bypass_threshold_.store(config.roundup_bypass_threshold, relaxed);
   any_divisions_.store(any, relaxed);
+  version_.fetch_add(1, std::memory_order_release);  // after the values: a reader of the new version sees them
 }
 
 std::size_t size_policy::divisions_for(std::size_t bytes) const noexcept {

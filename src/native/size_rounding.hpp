@@ -8,6 +8,7 @@
 #include <array>
 #include <atomic>
 #include <cstddef>
+#include <cstdint>
 
 #include "streampool/config.hpp"
 
@@ -26,7 +27,9 @@ inline constexpr std::size_t round_large = 2 * mib;       ///< kRoundLarge
 // values without a lock, so each is a relaxed atomic (a plain load on x86-64 and AArch64: the
 // cache-hit path costs the same). An allocation that races with update() may see some old and some
 // new values; each value on its own is one of the two, and each block keeps the size it was given,
-// as with PyTorch's allocator, which reads its config the same way.
+// as with PyTorch's allocator, which reads its config the same way. Each update() also bumps
+// version(), so a decision taken under the rules can be kept until they change (the front
+// block's take-back: Note [Front block rules] in front_block.hpp).
 class size_policy {
  public:
   explicit size_policy(const allocator_config& config);
@@ -71,6 +74,8 @@ class size_policy {
 
   [[nodiscard]] std::size_t max_split_size() const noexcept { return max_split_size_.load(std::memory_order_relaxed); }
   [[nodiscard]] bool max_split_set() const noexcept { return max_split_size() != allocator_config::unlimited; }
+  /// Changes with every update() (never 0): Note [Size rules changed at run time].
+  [[nodiscard]] std::uint64_t version() const noexcept { return version_.load(std::memory_order_acquire); }
 
   /// The power-of-two-division step rounding on its own (exposed for tests).
   [[nodiscard]] static std::size_t roundup_power2_division(std::size_t bytes, std::size_t divisions) noexcept;
@@ -90,6 +95,7 @@ class size_policy {
   std::atomic<std::size_t> max_split_size_{allocator_config::unlimited};
   std::atomic<std::size_t> max_non_split_rounding_{0};
   std::atomic<std::size_t> roundup_bypass_threshold_{allocator_config::unlimited};
+  std::atomic<std::uint64_t> version_{0};
   const std::size_t large_segment_size_;  ///< not a runtime key
 };
 

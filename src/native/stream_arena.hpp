@@ -97,6 +97,8 @@ class stream_arena {
   /// @throws cuda_error when the events of record_stream uses cannot be recorded: `b` is then
   /// back in the live map and nothing changed (Note [Failed frees]).
   [[gnu::always_inline]] inline void free_request(block* b);  // hot_path.cpp only
+  /// The hot free of the newest live block at `ptr` (Note [Hot free] in front_block.hpp).
+  [[nodiscard]] bool free_newest(std::uintptr_t ptr) noexcept { return front_.free_newest(live_, ptr); }
   /// free_request of a block with stream uses: events recorded, or parked during a capture.
   /// @throws cuda_error as free_request
   [[gnu::noinline]] void free_request_used(block* b);

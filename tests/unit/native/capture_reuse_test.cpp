@@ -45,7 +45,9 @@ class capture_reuse_test : public ::testing::Test {
     graph_t graph = nullptr;
     EXPECT_TRUE(env_->sim->stream_end_capture(main_, &graph).ok()) << "the capture was invalidated";
     env_->alloc->end_allocate_to_pool(pool_);
-    if (graph != nullptr) EXPECT_TRUE(env_->sim->graph_destroy(graph).ok());
+    if (graph != nullptr) {
+      EXPECT_TRUE(env_->sim->graph_destroy(graph).ok());
+    }
     env_->alloc->release_pool(pool_);
   }
   /// A block of the capture used on main_ and then, recorded, on side_; freed on main_.

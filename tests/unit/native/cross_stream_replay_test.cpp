@@ -50,8 +50,8 @@ TEST_P(cross_stream_replay, PeakReservedIsTheDevicesAndTheCountersAreTheStatisti
 INSTANTIATE_TEST_SUITE_P(recorded, cross_stream_replay,
                          ::testing::Values(policy_case{"twostream_cnn", 1212, 1324},
                                            policy_case{"threestream_enc", 3960, 4212}),
-                         [](const ::testing::TestParamInfo<policy_case>& info) {
-                           return std::string(info.param.trace);
+                         [](const ::testing::TestParamInfo<policy_case>& c) {
+                           return std::string(c.param.trace);
                          });
 
 }  // namespace

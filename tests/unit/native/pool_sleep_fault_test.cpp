@@ -323,7 +323,9 @@ TEST(pool_sleep_stats, TheSegmentListenerHearsWhatWentBackAndCameAgain) {
 TEST(pool_sleep_rules, APoolWithSleepableGetsVmmSegmentsWhateverTheConfigSays) {
   sleeping_pool p("expandable_segments:False");
   for (const segment_info& s : p.env.segments()) {
-    if (s.pool == p.pool) EXPECT_TRUE(s.is_expandable);
+    if (s.pool == p.pool) {
+      EXPECT_TRUE(s.is_expandable);
+    }
   }
   p.finish();
 }
