@@ -35,18 +35,19 @@ namespace streampool::c_api_impl {
 //  - a callback tied to the captured graph's lifetime (driver::capture_on_graph_release: a CUDA
 //    user object the graph retains), which fires once the graph and every executable made from
 //    it are destroyed, or at once if the capture ends without a graph.
-// Lazily, at the first C API call that finds a tracked capture over (its first stream no longer
-// reports that capture id), the recording is ended: later allocations go to the general pool. The
+// Lazily, at the first C API call that finds a tracked capture over (its first stream is no longer
+// in its capture sequence), the recording is ended: later allocations go to the general pool. The
 // pool keeps its use until the callback has fired: blocks freed during the capture are still free
 // blocks of the pool, and replays of the graph write to them, so they must stay out of the general
 // pool for as long as the graph can replay (freeing every block is not enough: a captured step
 // whose tensors all die inside the capture leaves the pool empty at once). When the graph is gone
 // the next C API call releases the pool; its memory goes back to the device at the next
 // empty_cache (or when an allocation would otherwise fail), as for any released pool. An
-// invalidated capture has no capture id (CUDA gives one only while a capture is active): a
-// tracked one is over for the filter, so its routing ends at the next call, and one first seen
-// invalidated is not tracked; their later allocations take the general pool, as in PyTorch
-// (nothing captured after the invalidation runs, and no graph comes of it). When the driver cannot tie a callback to the graph, the pool is kept until
+// invalidated capture has no capture id (CUDA gives one only while a capture is active), so the
+// filter (capture::capture_sequence) keeps it by the streams it saw: its allocations stay in its
+// pool, where cudaMalloc stays legal, until the capture ends. One first seen invalidated never
+// yields a graph: it is tracked by its stream, and its pool is released as soon as its routing
+// ends. When the driver cannot tie a callback to the graph, the pool is kept until
 // the allocator is shut down (warned once). Every call, checked or not, first ends what is over
 // (two relaxed loads when nothing is tracked). The cost outside captures is the driver query,
 // measured in docs/benchmarks-history.md ("C API pair with the capture check").
@@ -67,17 +68,18 @@ namespace streampool::c_api_impl {
 /// A capture found on a call's stream. `routing` is under the guard's mutex; `graph_gone` is set
 /// by the driver's callback, on any thread.
 struct unannounced_capture {
-  driver* drv = nullptr;
+  /// `probe`: the stream it was first seen on, asked whether the capture is over; `id` its capture
+  /// id (0 when first seen invalidated: CUDA gives none then).
+  unannounced_capture(driver& drv, stream_t probe, std::uint64_t id) : sequence(drv, probe, id) {}
   int device = 0;
-  std::uint64_t id = 0;
-  stream_t probe = nullptr;  ///< the stream it was first seen on: asked whether the capture is over
+  capture::capture_sequence sequence;  ///< the recording's stream filter
   mempool_id pool;
   bool routing = true;
   std::atomic<bool> graph_gone{false};
   std::shared_ptr<capture_guard_signals> signals;
 
   /// The stream filter of the recording: `stream` takes part in this capture sequence.
-  [[nodiscard]] bool accepts(stream_t stream) const noexcept { return capture::in_capture_sequence(*drv, stream, id); }
+  [[nodiscard]] bool accepts(stream_t stream) noexcept { return sequence.accepts(stream); }
   void mark_graph_gone() noexcept {
     if (!graph_gone.exchange(true, std::memory_order_acq_rel)) {
       signals->released.fetch_add(1, std::memory_order_relaxed);
@@ -118,11 +120,8 @@ std::size_t capture_guard::tracked() const {
 
 void capture_guard::check_stream(allocator& alloc, int device, stream_t stream) {
   capture_info info;
-  if (!alloc.device_driver().stream_capture_info(stream, &info).ok() || info.status != capture_status::active) {
-    // Not capturing (a stream the driver does not know fails in the call itself), or invalidated:
-    // such a capture has no id to route by, runs nothing and yields no graph (Note [Captures the C
-    // API was not told about]).
-    return;
+  if (!alloc.device_driver().stream_capture_info(stream, &info).ok() || info.status == capture_status::none) {
+    return;  // not capturing (a stream the driver does not know fails in the call itself)
   }
   open(alloc, device, stream, info);
 }
@@ -145,14 +144,15 @@ void capture_guard::open(allocator& alloc, int device, stream_t stream, capture_
 bool capture_guard::open_locked(allocator& alloc, int device, stream_t stream, capture_info info,
                                 drv_result& attached) {
   driver& drv = alloc.device_driver();
-  for (const auto& tracked_capture : captures_) {
-    if (tracked_capture->id == info.id && tracked_capture->device == device && tracked_capture->routing) return false;
+  for (const auto& tracked : captures_) {
+    if (!tracked->routing || tracked->device != device) continue;
+    // An invalidated capture has no id: one of its streams is known to the sequence that saw it.
+    if (info.status == capture_status::active ? tracked->sequence.id() == info.id : tracked->accepts(stream)) {
+      return false;
+    }
   }
-  auto capture = std::make_shared<unannounced_capture>();
-  capture->drv = &drv;
+  auto capture = std::make_shared<unannounced_capture>(drv, stream, info.id);
   capture->device = device;
-  capture->id = info.id;
-  capture->probe = stream;
   capture->pool = allocator::create_pool_id();
   capture->signals = signals_;
   try {
@@ -167,6 +167,10 @@ bool capture_guard::open_locked(allocator& alloc, int device, stream_t stream, c
   }
   signals_->routing.fetch_add(1, std::memory_order_relaxed);
   captures_.push_back(capture);  // no throw: reserved above
+  if (info.status != capture_status::active) {
+    capture->mark_graph_gone();  // invalidated: no graph will ever replay it
+    return true;
+  }
   auto* token = new (std::nothrow) std::shared_ptr<unannounced_capture>(capture);
   attached = token == nullptr ? drv_result{status::out_of_memory, 0}
                               : drv.capture_on_graph_release(stream, &on_graph_release, token);
@@ -178,7 +182,7 @@ void capture_guard::sweep(allocator& alloc) {
   const std::lock_guard lock(mutex_);
   for (auto it = captures_.begin(); it != captures_.end();) {
     unannounced_capture& capture = **it;
-    if (capture.routing && !capture.accepts(capture.probe)) {
+    if (capture.routing && !capture.accepts(capture.sequence.origin())) {
       alloc.end_allocate_to_pool(capture.pool, capture.device);
       capture.routing = false;
       signals_->routing.fetch_sub(1, std::memory_order_relaxed);

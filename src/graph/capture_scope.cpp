@@ -23,37 +23,20 @@ namespace streampool {
 // `stream`, and of every side stream that joined the capture by waiting on an event recorded in
 // it (docs/pytorch-compatibility.md §3.2, test_cuda_graph_allocator_propagates_stream). Stream identity cannot say that;
 // the driver's capture id can. The filter therefore asks stream_capture_info for the allocating
-// stream and accepts it when it is in the active capture with this scope's id
-// (capture::in_capture_sequence, the rule the C API's filter shares). An invalidated capture has
-// no id on CUDA (cudaStreamGetCaptureInfo gives one only while the capture is active; the H200
-// showed a routing matched by the old id lost at the invalidation), so its later allocations go
-// to the general pool, as PyTorch's filter sends them; the sim reports 0 too. The id is known only
+// stream and accepts it when it is in this scope's capture sequence (capture::capture_sequence,
+// the rule the C API's filter shares): active with the scope's id, or invalidated and seen in it
+// (the origin, or a side stream accepted while active). An invalidated capture has no id on CUDA
+// (cudaStreamGetCaptureInfo gives one only while the capture is active; the H200 showed routings
+// matched by id lost at the invalidation, and the general pool's cudaMalloc then refused by the
+// global capture), so what the sequence saw stands in for it; the sim reports 0 too. The id is known only
 // after stream_begin_capture, which comes after begin_allocate_to_pool (so nothing allocated by
 // the capture can miss the pool), hence it is stored in an atomic that is 0 — match nothing —
 // until then. The filter runs under the allocator's lock on any thread: it makes one driver call
 // and touches only this shared state (never the allocator). It also remembers which side
 // streams allocated, for Note [Joining side streams].
 struct capture_scope::shared_state {
-  driver* drv = nullptr;
-  stream_t origin = nullptr;
-  std::atomic<std::uint64_t> id{0};
-  std::mutex mutex;
-  std::vector<stream_t> side_streams;  ///< streams other than `origin` the filter accepted
-
-  bool accepts(stream_t stream) {
-    if (!capture::in_capture_sequence(*drv, stream, id.load(std::memory_order_acquire))) return false;
-    if (stream != origin) {
-      const std::lock_guard lock(mutex);
-      if (std::find(side_streams.begin(), side_streams.end(), stream) == side_streams.end()) {
-        try {
-          side_streams.push_back(stream);
-        } catch (...) {
-          // Out of host memory: the stream is still routed; it is just not joined at end().
-        }
-      }
-    }
-    return true;
-  }
+  shared_state(driver& drv, stream_t origin) : sequence(drv, origin) {}
+  capture::capture_sequence sequence;  ///< the filter, and the side streams it accepted
 };
 
 namespace {
@@ -91,15 +74,13 @@ capture_scope::capture_scope(allocator& alloc, stream_t stream, mempool_id pool,
   }
   device_ = options.device;
   if (device_ < 0) check(*driver_, driver_->get_device(&device_), "capture_scope: cudaGetDevice");
-  state_ = std::make_shared<shared_state>();
-  state_->drv = driver_;
-  state_->origin = stream;
+  state_ = std::make_shared<shared_state>(*driver_, stream);
   // Note [Joining side streams]: created before the capture, so no event is created during it.
   check(*driver_, driver_->event_create(device_, &join_event_), "capture_scope: cudaEventCreate");
   try {
     std::shared_ptr<shared_state> shared = state_;
     // docs/pytorch-compatibility.md §3.2: routing starts before the capture, so the capture's first allocation is routed.
-    alloc.begin_allocate_to_pool(pool, [shared](stream_t s) { return shared->accepts(s); }, device_);
+    alloc.begin_allocate_to_pool(pool, [shared](stream_t s) { return shared->sequence.accepts(s); }, device_);
     routing_ = true;
     pool_held_ = true;
     check(*driver_, driver_->stream_begin_capture(stream, options.mode),
@@ -111,7 +92,7 @@ capture_scope::capture_scope(allocator& alloc, stream_t stream, mempool_id pool,
       throw error("streampool: capture_scope: the stream does not report an active capture after "
                   "cudaStreamBeginCapture");
     }
-    state_->id.store(info.id, std::memory_order_release);
+    state_->sequence.set_id(info.id);
   } catch (...) {
     cleanup();
     throw;
@@ -121,7 +102,7 @@ capture_scope::capture_scope(allocator& alloc, stream_t stream, mempool_id pool,
 capture_scope::~capture_scope() { cleanup(); }
 
 std::uint64_t capture_scope::capture_id() const noexcept {
-  return capturing_ ? state_->id.load(std::memory_order_acquire) : 0;
+  return capturing_ ? state_->sequence.id() : 0;
 }
 
 // Note [Joining side streams]
@@ -136,12 +117,8 @@ std::uint64_t capture_scope::capture_id() const noexcept {
 // The event is created before the capture and re-recorded for each stream (a wait binds to the
 // record made just before it).
 void capture_scope::join_side_streams() {
-  std::vector<stream_t> sides;
-  {
-    const std::lock_guard lock(state_->mutex);
-    sides = state_->side_streams;
-  }
-  const std::uint64_t id = state_->id.load(std::memory_order_acquire);
+  const std::vector<stream_t> sides = state_->sequence.side_streams();
+  const std::uint64_t id = state_->sequence.id();
   for (const stream_t side : sides) {
     capture_info info;
     if (!driver_->stream_capture_info(side, &info).ok() || info.status != capture_status::active || info.id != id) {
