@@ -44,11 +44,12 @@ function(streampool_add_layer name)
   set(STREAMPOOL_LAYERS ${STREAMPOOL_LAYERS} ${name} PARENT_SCOPE)
 endfunction()
 
-# streampool_add_test(NAME SOURCES a.cpp ... LAYERS config driver ... [LINK lib...] [LABELS sim|gpu ...])
+# streampool_add_test(NAME SOURCES a.cpp ... LAYERS config driver ... [LINK lib...] [LABELS sim|gpu ...]
+#                     [SERIAL] [DEVICE_WIDE gtest-filter])
 # Links only the named layers' objects (so a layer's tests build while another layer is being
 # written) or, with LAYERS all, the full static library.
 function(streampool_add_test name)
-  cmake_parse_arguments(arg "SERIAL" "" "SOURCES;LAYERS;LINK;LABELS" ${ARGN})
+  cmake_parse_arguments(arg "SERIAL" "DEVICE_WIDE" "SOURCES;LAYERS;LINK;LABELS" ${ARGN})
   if(NOT arg_SOURCES)
     return()
   endif()
@@ -99,6 +100,15 @@ function(streampool_add_test name)
   set(sim_labels sim ${arg_LABELS})
   if(gpu_only)
     gtest_discover_tests(${name} PROPERTIES LABELS "${gpu_labels}" ${properties} DISCOVERY_TIMEOUT 60)
+  elseif(arg_DEVICE_WIDE)
+    # DEVICE_WIDE: a gtest filter of device tests that read device-wide figures (free memory); they
+    # run alone (RUN_SERIAL), since the other test processes on the GPU move those figures.
+    gtest_discover_tests(${name} TEST_FILTER "${device_tests}-${arg_DEVICE_WIDE}"
+                         PROPERTIES LABELS "${gpu_labels}" ${properties} DISCOVERY_TIMEOUT 60)
+    gtest_discover_tests(${name} TEST_FILTER "${arg_DEVICE_WIDE}"
+                         PROPERTIES LABELS "${gpu_labels}" RUN_SERIAL TRUE DISCOVERY_TIMEOUT 60)
+    gtest_discover_tests(${name} TEST_FILTER "-${device_tests}"
+                         PROPERTIES LABELS "${sim_labels}" ${properties} DISCOVERY_TIMEOUT 60)
   else()
     gtest_discover_tests(${name} TEST_FILTER "${device_tests}"
                          PROPERTIES LABELS "${gpu_labels}" ${properties} DISCOVERY_TIMEOUT 60)
