@@ -86,7 +86,6 @@ void measure_bound(driver& drv, void* dev, std::size_t bytes, stream_t s, int re
 
 sleep_figures run_size(const driver_choice& choice, const allocator_config& config, std::size_t bytes, int repeat,
                        const sleep_setup& setup) {
-  const std::size_t pipeline = setup.pipeline;
   driver_instance inst = make_driver(choice);
   driver& drv = *inst.drv;
   sleep_figures f;
@@ -110,7 +109,7 @@ sleep_figures run_size(const driver_choice& choice, const allocator_config& conf
 
     sleep_options keep;
     keep.keep_backup = true;
-    keep.pipeline_bytes = pipeline;
+    keep.pipeline_bytes = setup.pipeline;
     std::size_t free_awake = 0, free_asleep = 0, total = 0;
     must(drv, drv.mem_get_info(0, &free_awake, &total), "cudaMemGetInfo");
     const auto reserved = static_cast<double>(alloc->stats(0).reserved_bytes[0].current);
@@ -131,7 +130,7 @@ sleep_figures run_size(const driver_choice& choice, const allocator_config& conf
     }
     sleep_options discard;
     discard.mode = sleep_mode::discard;
-    discard.pipeline_bytes = pipeline;
+    discard.pipeline_bytes = setup.pipeline;
     for (int i = 0; i < repeat; ++i) {
       t0 = clock_type::now();
       pools.sleep(pool, discard);
@@ -225,7 +224,6 @@ int cmd_sleep(const args_t& args) {
     }
     setup.page = one[0];
   }
-  const std::size_t pipeline = setup.pipeline;
 
   report out;
   out.command = "sleep";
@@ -252,7 +250,7 @@ int cmd_sleep(const args_t& args) {
                       "'of bound': time of plain cudaMemcpyAsync of the same bytes / time of the sleep or wake. "
                       "wake calls: driver calls of a discard wake (sim only); wake pages: pages it maps (one "
                       "cuMemCreate and one cuMemMap each, one cuMemSetAccess per run of them). Pipeline window: " +
-                      (pipeline == 0 ? std::string("256 MiB (the default)") : format_size(pipeline)) +
+                      (setup.pipeline == 0 ? std::string("256 MiB (the default)") : format_size(setup.pipeline)) +
                       ". Config: " + (config_text.empty() ? std::string("backend:native") : config_text) +
                       ". Page: " + (setup.page == 0 ? std::string("the default") : format_size(setup.page)) + ".");
   int status = exit_ok;

@@ -145,11 +145,8 @@ bool capture_guard::open_locked(allocator& alloc, int device, stream_t stream, c
                                 drv_result& attached) {
   driver& drv = alloc.device_driver();
   for (const auto& tracked : captures_) {
-    if (!tracked->routing || tracked->device != device) continue;
-    // An invalidated capture has no id: one of its streams is known to the sequence that saw it.
-    if (info.status == capture_status::active ? tracked->sequence.id() == info.id : tracked->accepts(stream)) {
-      return false;
-    }
+    // By id while active; an invalidated capture has no id, its streams are known to the sequence.
+    if (tracked->routing && tracked->device == device && tracked->sequence.accepts(stream, info)) return false;
   }
   auto capture = std::make_shared<unannounced_capture>(drv, stream, info.id);
   capture->device = device;

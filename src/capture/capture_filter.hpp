@@ -37,7 +37,10 @@ class capture_sequence {
   /// is remembered (side_streams). One driver call. False when the driver cannot say.
   [[nodiscard]] bool accepts(stream_t stream) noexcept {
     capture_info info;
-    if (!drv_->stream_capture_info(stream, &info).ok()) return false;
+    return drv_->stream_capture_info(stream, &info).ok() && accepts(stream, info);
+  }
+  /// accepts() with the capture info of `stream` already asked of the driver (no driver call).
+  [[nodiscard]] bool accepts(stream_t stream, const capture_info& info) noexcept {
     if (info.status == capture_status::invalidated) return stream == origin_ || seen(stream);
     const std::uint64_t id = id_.load(std::memory_order_acquire);
     if (info.status != capture_status::active || id == 0 || info.id != id) return false;

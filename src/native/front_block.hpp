@@ -63,6 +63,7 @@ namespace streampool::native {
 // its split until the take-back restamps it. The sleep feature (a pool's memory made unreachable to
 // the hot path) needs the front block out of the way too: stream_arena::set_front_enabled(false)
 // settles it and keeps frees from parking (a bit of the free's existing flag word, no new check).
+
 // Note [Hot free]
 // native_allocator::do_deallocate first tries the common free on its own: the newest allocation
 // of the arena, with no stream uses, no history to record and nothing parked yet, parked as the

@@ -30,11 +30,7 @@ class live_blocks {
   }
   /// Removes and returns the block at `ptr`, or nullptr when there is none.
   [[nodiscard]] block* take(std::uintptr_t ptr) noexcept {
-    if (newest_ != nullptr && newest_->ptr == ptr) [[likely]] {
-      block* b = newest_;
-      newest_ = nullptr;
-      return b;
-    }
+    if (block* b = take_newest(ptr)) [[likely]] return b;
     return table_.take(ptr).value_or(nullptr);
   }
   /// take() of the newest allocation only: nullptr (nothing changed) when `ptr` is not it.
